@@ -1,0 +1,233 @@
+"""The cost formulas: one definition of each, used by the analytical model, the kernels' cost
+functions, validation and reports alike.
+
+Every function works on Python numbers and on numpy arrays (broadcasting), so the same code
+answers one ``analyze`` question and a million-row ``sweep``. Units are in the names: ``*_flops``
+(floating-point operations), ``*_bytes``, ``*_s`` (seconds), ``*_flops_per_s``, ``*_bytes_per_s``.
+Notation (``../shared/REFERENCE.md``): B batch, S prompt tokens, N context tokens, L layers,
+H query heads, H_kv key/value heads, D head dim, b bytes per element, E experts, k experts per token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# Roofline
+# --------------------------------------------------------------------------------------------
+
+
+def ridge_point(peak_flops_per_s, bandwidth_bytes_per_s):
+    """Arithmetic intensity (FLOP/byte) where compute and memory time are equal: peak / BW."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def arithmetic_intensity(flops, bytes_):
+    """FLOP per byte moved (inf where no bytes move)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.asarray(bytes_) > 0, np.asarray(flops, dtype=float) / np.maximum(bytes_, 1e-300), np.inf)
+
+
+def attainable_flops_per_s(ai, peak_flops_per_s, bandwidth_bytes_per_s):
+    """Roofline: min(peak, AI x BW)."""
+    return np.minimum(peak_flops_per_s, ai * bandwidth_bytes_per_s)
+
+
+def compute_time_s(flops, peak_flops_per_s, efficiency=1.0):
+    return flops / (peak_flops_per_s * efficiency)
+
+
+def memory_time_s(bytes_, bandwidth_bytes_per_s, efficiency=1.0):
+    return bytes_ / (bandwidth_bytes_per_s * efficiency)
+
+
+def roofline_time_s(flops, bytes_, peak_flops_per_s, bandwidth_bytes_per_s):
+    """Op time on the roofline: max(FLOPs / peak, bytes / BW)."""
+    return np.maximum(flops / peak_flops_per_s, bytes_ / bandwidth_bytes_per_s)
+
+
+# --------------------------------------------------------------------------------------------
+# Dense algebra
+# --------------------------------------------------------------------------------------------
+
+
+def linear_flops(tokens, d_in, d_out):
+    """FLOPs of a linear layer over T tokens: 2*T*d_in*d_out."""
+    return 2.0 * tokens * d_in * d_out
+
+
+def linear_weight_bytes(d_in, d_out, weight_bytes_per_element):
+    """Bytes of a d_in x d_out weight at b_w bytes per element."""
+    return d_in * d_out * weight_bytes_per_element
+
+
+def linear_activation_bytes(tokens, d_in, d_out, act_bytes_per_element):
+    """Minimum activation traffic of a linear layer: read T*d_in, write T*d_out."""
+    return tokens * (d_in + d_out) * act_bytes_per_element
+
+
+def gemm_flops(M, N, K):
+    """FLOPs of C[M,N] = A[M,K] @ B[K,N]: 2*M*N*K (same formula as ``linear_flops``)."""
+    return linear_flops(M, K, N)
+
+
+def gemm_min_bytes(M, N, K, bytes_per_element, out_bytes_per_element=None):
+    """Fewest HBM bytes of a GEMM: read A and B once, write C once."""
+    ob = bytes_per_element if out_bytes_per_element is None else out_bytes_per_element
+    return (M * K + K * N) * bytes_per_element + M * N * ob
+
+
+def quantized_weight_bytes(n_params, bits, group_size=None, scale_bytes=2.0):
+    """Bytes of ``n_params`` weights at ``bits`` per element plus one scale per group:
+    int4 with group g and 2-byte scales is 0.5*n + 2*n/g."""
+    data = n_params * bits / 8.0
+    if group_size is None or group_size <= 0:
+        return data
+    return data + scale_bytes * n_params / group_size
+
+
+def streaming_bytes(n_elements, bytes_per_element, reads=1, writes=1):
+    """Bytes of an elementwise pass: each input read and each output written once."""
+    return n_elements * bytes_per_element * (reads + writes)
+
+
+# --------------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------------
+
+
+def causal_pairs(S, window=None):
+    """Query-key pairs a causal attention over S tokens scores, per (batch, head).
+
+    Full causal: S*(S+1)/2 (about half of S^2). With a sliding window W each query sees at most W
+    keys: W*S - W*(W-1)/2 for S >= W.
+    """
+    S = np.asarray(S, dtype=float)
+    full = S * (S + 1) / 2.0
+    if window is None:
+        return full
+    W = np.minimum(np.asarray(window, dtype=float), S)
+    return W * S - W * (W - 1) / 2.0
+
+
+def attention_prefill_flops(B, H, S, D, causal=True, window=None, Dv=None):
+    """QK^T plus PV FLOPs over B sequences of S tokens: 2*B*H*S*S*D each without masking;
+    a causal mask keeps S(S+1)/2 pairs, a sliding window W keeps about W*S."""
+    Dv = D if Dv is None else Dv
+    pairs = causal_pairs(S, window) if causal else np.asarray(S, dtype=float) ** 2
+    return 2.0 * B * H * pairs * (D + Dv)
+
+
+def attention_decode_flops(B, H, N, D, Dv=None):
+    """One decode step at context N: QK^T and PV, 4*B*H*N*D FLOPs (2*B*H*N*(D+Dv))."""
+    Dv = D if Dv is None else Dv
+    return 2.0 * B * H * N * (D + Dv)
+
+
+def softmax_flops(B, H, pairs):
+    """About 5 FLOPs per score (max, subtract, exp, sum, scale); counted on the vector units."""
+    return 5.0 * B * H * pairs
+
+
+def kv_cache_bytes(L, H_kv, D, N, b, B):
+    """KV cache bytes: 2*L*H_kv*D*N*b*B (MHA: H_kv = H; MQA: H_kv = 1)."""
+    return 2.0 * L * H_kv * D * N * b * B
+
+
+def mla_kv_cache_bytes(L, kv_lora_rank, rope_dim, N, b, B):
+    """MLA caches one latent per token and layer: L*(kv_lora_rank + rope_dim)*N*b*B."""
+    return 1.0 * L * (kv_lora_rank + rope_dim) * N * b * B
+
+
+def effective_context(N, window=None):
+    """Tokens a layer caches and reads at context N: N, capped at W for a sliding-window layer."""
+    return N if window is None else np.minimum(N, window)
+
+
+def compressed_entries(N, ratio, window=0):
+    """Cache entries of a compressed-attention layer (DeepSeek-V4 CSA/HCA style) at context N:
+    ceil(N / ratio) compressed entries plus up to ``window`` uncompressed recent tokens."""
+    N = np.asarray(N, dtype=float)
+    return np.ceil(N / ratio) + np.minimum(N, window)
+
+
+def compressed_entries_read(N, ratio, top_k=None, window=0):
+    """Entries a compressed-attention layer reads per decode query: the top-k of the compressed
+    entries (all of them when ``top_k`` is None: HCA attends densely) plus the local window."""
+    N = np.asarray(N, dtype=float)
+    comp = np.ceil(N / ratio)
+    if top_k is not None:
+        comp = np.minimum(comp, top_k)
+    return comp + np.minimum(N, window)
+
+
+def kv_crossover_context(weight_bytes, L, H_kv, D, b, B):
+    """Context N* where the KV bytes read per decode step equal the weight bytes:
+    N* = weight_bytes / (2*L*H_kv*D*b*B)."""
+    return weight_bytes / (2.0 * L * H_kv * D * b * B)
+
+
+def paged_tokens(N, block_size=None):
+    """Tokens a paged KV cache allocates for N tokens: N rounded up to whole blocks."""
+    if block_size is None or block_size <= 1:
+        return N
+    return np.ceil(np.asarray(N, dtype=float) / block_size) * block_size
+
+
+# FlashAttention IO (Dao et al., 2022, Theorem 2): counts are elements moved per head.
+
+
+def naive_attention_hbm_elements(N, D):
+    """Standard attention: read Q, K, V (3*N*D), write and re-read S and P (N x N each, written once
+    and read once: 4*N^2), write O (N*D): Theta(N*D + N^2)."""
+    return 4.0 * N * D + 4.0 * N * N
+
+
+def flash_attention_hbm_elements(N, D, M):
+    """FlashAttention with on-chip SRAM of M elements: K and V are read once per row block of Q,
+    about N^2*D^2/M reads (Theta(N^2 D^2 / M)), plus Q read and O written once."""
+    N = np.asarray(N, dtype=float)
+    passes = np.maximum(1.0, np.ceil(4.0 * N * D / M))  # Tr = ceil(N / B_r), B_r = M / (4D)
+    return 2.0 * N * D * passes + 2.0 * N * D
+
+
+# --------------------------------------------------------------------------------------------
+# Mixture of experts
+# --------------------------------------------------------------------------------------------
+
+
+def expected_experts_touched(E, k, T, skew=1.0):
+    """Expected distinct experts (of E) that T tokens routed top-k touch in one layer.
+
+    Uniform routing: E*(1 - (1 - k/E)^T). ``skew`` >= 1 models imbalanced routing: the tokens
+    behave as if spread over E/skew equally likely experts (skew = 1 is uniform), so fewer distinct
+    experts are touched for the same T.
+    """
+    E_eff = np.maximum(np.asarray(E, dtype=float) / skew, np.asarray(k, dtype=float))
+    return E_eff * (1.0 - (1.0 - k / E_eff) ** np.asarray(T, dtype=float))
+
+
+# --------------------------------------------------------------------------------------------
+# Frontier what-ifs
+# --------------------------------------------------------------------------------------------
+
+
+def ntk_rope_base(base, scale, rotary_dim):
+    """NTK-aware RoPE: to stretch context by s with rotary dim D, base' = base * s^(D/(D-2))."""
+    return base * scale ** (rotary_dim / (rotary_dim - 2.0))
+
+
+def speculative_expected_tokens(acceptance, draft_tokens):
+    """Expected tokens per verification step with k drafts accepted at rate a each
+    (Leviathan et al., 2023): (1 - a^(k+1)) / (1 - a); k+1 when a = 1."""
+    a = np.asarray(acceptance, dtype=float)
+    k = np.asarray(draft_tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        val = (1.0 - a ** (k + 1.0)) / (1.0 - a)
+    return np.where(a >= 1.0, k + 1.0, val)
+
+
+def ring_allreduce_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):
+    """Ring all-reduce of n bytes over p GPUs: 2*(p-1)/p * n / link_BW + 2*(p-1) * latency."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, 2.0 * (p - 1.0) / p * n_bytes / link_bytes_per_s + 2.0 * (p - 1.0) * latency_s, 0.0)

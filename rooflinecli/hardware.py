@@ -1,0 +1,206 @@
+"""Hardware specs: TOML files under ``hardware_specs/`` -> frozen ``HardwareSpec`` dataclasses.
+
+Every figure lives in a spec file with its source; no peak number is written in Python. A spec may
+be named by id (``h100-sxm``) or given by path (``my-gpu.toml``) anywhere a GPU is accepted.
+Measured specs (``hardware_specs/measured/*.toml``, written by ``roofline calibrate``) name a
+datasheet spec as ``base`` and override the ceilings they measured.
+
+File layout (every number carries its unit in its key)::
+
+    id = "h100-sxm"
+    name = "NVIDIA H100 SXM5 80GB"
+    vendor = "nvidia"
+    kind = "datasheet"                 # or "measured"
+    estimates = ["cache.l2_bandwidth_gb_per_s"]   # dotted keys whose figure is an estimate
+
+    [peak_dense_tflops]                # dense (no sparsity), TFLOP/s (TOP/s for int types)
+    fp64 = 33.5
+    bf16 = 989.4
+    ...
+    [memory]
+    type = "HBM3"
+    capacity_gb = 80
+    bandwidth_gb_per_s = 3350
+    [cache]
+    l2_size_mb = 50
+    l2_bandwidth_gb_per_s = 12000
+    smem_per_sm_kb = 228
+    [compute]
+    sm_count = 132                     # CUs on AMD
+    boost_clock_mhz = 1980
+    [interconnect]
+    gpu_link_gb_per_s = 900            # NVLink / Infinity Fabric, per GPU, all links, both ways
+    pcie_gb_per_s = 128
+    [power]
+    tdp_w = 700
+    [[sources]]
+    title = "NVIDIA H100 Tensor Core GPU Datasheet"
+    url = "https://..."
+    note = "tensor figures printed with sparsity; halved"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from rooflinecli.errors import RooflineError, unknown_name_error
+
+GB = 1e9
+TB = 1e12
+
+
+@dataclass(frozen=True)
+class Source:
+    title: str
+    url: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One GPU's ceilings. Throughputs are dense; bandwidths in bytes/s are derived properties."""
+
+    id: str
+    name: str
+    vendor: str
+    kind: str  # "datasheet" | "measured"
+    peak_dense_tflops: Mapping[str, float]
+    memory_type: str
+    memory_capacity_gb: float
+    memory_bandwidth_gb_per_s: float
+    l2_size_mb: float
+    l2_bandwidth_gb_per_s: float
+    smem_per_sm_kb: float
+    sm_count: int
+    boost_clock_mhz: float
+    gpu_link_gb_per_s: float
+    pcie_gb_per_s: float
+    tdp_w: float
+    sources: tuple[Source, ...]
+    estimates: frozenset[str] = frozenset()
+    base: str | None = None  # measured specs: the datasheet spec they refine
+    path: str = ""  # the file it was loaded from
+    #: fitted efficiency per op kind and regime: {"gemm": {"memory": 0.9, "compute": 0.8}, ...}
+    efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: free-form provenance of a measured spec (GPU name, driver, date, results file)
+    measured_with: Mapping[str, str] = field(default_factory=dict)
+
+    # ---- derived figures -------------------------------------------------------------------
+    def peak_flops_per_s(self, dtype: str) -> float:
+        """Dense peak in FLOP/s for a compute dtype; error lists the dtypes the spec has."""
+        try:
+            return self.peak_dense_tflops[dtype] * TB
+        except KeyError:
+            raise RooflineError(
+                f"{self.id}: no peak for compute dtype '{dtype}'; this spec has: "
+                f"{', '.join(sorted(self.peak_dense_tflops))} ({self.path or 'built-in'})"
+            ) from None
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory_bandwidth_gb_per_s * GB
+
+    @property
+    def l2_bandwidth_bytes_per_s(self) -> float:
+        return self.l2_bandwidth_gb_per_s * GB
+
+    @property
+    def memory_capacity_bytes(self) -> float:
+        return self.memory_capacity_gb * GB
+
+    @property
+    def smem_per_sm_bytes(self) -> float:
+        return self.smem_per_sm_kb * 1024
+
+    @property
+    def smem_total_bytes(self) -> float:
+        return self.smem_per_sm_bytes * self.sm_count
+
+    @property
+    def gpu_link_bytes_per_s(self) -> float:
+        return self.gpu_link_gb_per_s * GB
+
+    def ridge_point(self, dtype: str = "bf16") -> float:
+        """FLOP per HBM byte at which ``dtype`` compute and memory time are equal."""
+        return self.peak_flops_per_s(dtype) / self.memory_bandwidth_bytes_per_s
+
+    @property
+    def onchip_to_hbm_bandwidth_ratio(self) -> float:
+        """L2 bandwidth over HBM bandwidth."""
+        return self.l2_bandwidth_gb_per_s / self.memory_bandwidth_gb_per_s
+
+    def is_estimate(self, dotted_key: str) -> bool:
+        return dotted_key in self.estimates
+
+
+# ------------------------------------------------------------------------------------------------
+# Locating and loading
+# ------------------------------------------------------------------------------------------------
+
+
+def specs_dir() -> Path:
+    """The folder of built-in spec files: inside the package in a wheel, the repo root otherwise."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "hardware_specs", here.parent / "hardware_specs"):
+        if candidate.is_dir():
+            return candidate
+    raise RooflineError(f"hardware_specs folder not found beside {here}")
+
+
+def load_spec_file(path: str | Path) -> HardwareSpec:
+    """Load and validate one spec file; every problem is a one-line RooflineError naming the file."""
+    from rooflinecli.hardware_validate import parse_spec
+
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RooflineError(f"{path}: no such spec file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RooflineError(f"{path}: not valid TOML: {e}") from None
+    return parse_spec(raw, str(path))
+
+
+@lru_cache(maxsize=None)
+def builtin_specs() -> dict[str, HardwareSpec]:
+    """Every datasheet spec in ``hardware_specs/*.toml`` by id (duplicate ids are an error)."""
+    specs: dict[str, HardwareSpec] = {}
+    for p in sorted(specs_dir().glob("*.toml")):
+        spec = load_spec_file(p)
+        if spec.id in specs:
+            raise RooflineError(f"{p}: duplicate id '{spec.id}' (also in {specs[spec.id].path})")
+        specs[spec.id] = spec
+    return specs
+
+
+def measured_specs() -> dict[str, HardwareSpec]:
+    """Measured specs in ``hardware_specs/measured/*.toml`` by id."""
+    out: dict[str, HardwareSpec] = {}
+    d = specs_dir() / "measured"
+    if d.is_dir():
+        for p in sorted(d.glob("*.toml")):
+            spec = load_spec_file(p)
+            out[spec.id] = spec
+    return out
+
+
+def get_spec(name_or_path: str) -> HardwareSpec:
+    """A spec by id (built-in or measured) or by path to a .toml file."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        return load_spec_file(name_or_path)
+    specs = builtin_specs()
+    if name_or_path in specs:
+        return specs[name_or_path]
+    measured = measured_specs()
+    if name_or_path in measured:
+        return measured[name_or_path]
+    raise unknown_name_error("GPU", name_or_path, list(specs) + list(measured))
+
+
+def get_specs(names: str) -> list[HardwareSpec]:
+    """Comma-separated ids or paths -> specs."""
+    return [get_spec(n.strip()) for n in names.split(",") if n.strip()]

@@ -1,0 +1,100 @@
+"""Model configs: frozen dataclasses built from presets (``model_presets/*.json``, stored in the
+Hugging Face ``config.json`` format) or from a user's own ``config.json`` path, with no network.
+
+Parsing lives in ``rooflinecli.hf_config``; parameter counting in ``rooflinecli.params``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class MLAConfig:
+    """Multi-head latent attention (DeepSeek-V2/V3)."""
+
+    q_lora_rank: int | None  # None: queries use a plain d -> H*(nope+rope) projection
+    kv_lora_rank: int  # latent width cached per token (c_KV)
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int  # decoupled RoPE key, cached per token beside the latent
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class MoEConfig:
+    num_routed_experts: int
+    top_k: int  # routed experts per token
+    expert_intermediate_size: int  # FFN width of one routed expert
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int = 0  # FFN width of ONE shared expert
+    dense_layers: tuple[int, ...] = ()  # layer indices with a dense MLP instead of experts
+
+
+@dataclass(frozen=True)
+class CompressedAttention:
+    """DeepSeek-V4-style compressed attention (a what-if): ``ratio`` tokens per cached entry,
+    ``top_k`` entries attended per query (None: all, as in HCA), plus an uncompressed local
+    ``window`` of recent tokens."""
+
+    ratio: float = 4.0
+    top_k: int | None = 512
+    window: int = 128
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    model_type: str
+    source: str  # "preset:<file>" or the config path
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # dense MLP width
+    vocab_size: int
+    gated_mlp: bool = True  # SwiGLU-style gate+up+down (3 matrices) vs up+down (2)
+    activation: str = "silu"
+    tie_embeddings: bool = False
+    max_position_embeddings: int = 8192
+    rope_theta: float | None = 10000.0
+    position_embedding: str = "rope"  # "rope" | "learned"
+    norm: str = "rmsnorm"  # "rmsnorm" | "layernorm"
+    attention_bias: bool = False  # biases on q/k/v (and o for GPT-2)
+    mlp_bias: bool = False
+    qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
+    mla: MLAConfig | None = None
+    moe: MoEConfig | None = None
+    sliding_window: int | None = None
+    sliding_window_layers: tuple[int, ...] = ()  # indices of layers that use the window
+    compressed: CompressedAttention | None = None
+    published_params: float | None = None  # total the publisher states, for reference
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def attention_kind(self) -> str:
+        """"mla", "mqa" (one KV head), "mha" (KV heads = heads) or "gqa"."""
+        if self.mla is not None:
+            return "mla"
+        if self.num_kv_heads == 1 and self.num_heads > 1:
+            return "mqa"
+        if self.num_kv_heads == self.num_heads:
+            return "mha"
+        return "gqa"
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and layer not in self.moe.dense_layers
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    def uses_window(self, layer: int) -> bool:
+        return self.sliding_window is not None and layer in self.sliding_window_layers
+
+    def with_(self, **changes) -> "ModelConfig":
+        return replace(self, **changes)
