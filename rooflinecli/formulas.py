@@ -183,12 +183,29 @@ def naive_attention_hbm_elements(N, D):
     return 4.0 * N * D + 4.0 * N * N
 
 
+def flash_attention_block_sizes(D, M):
+    """FlashAttention (Dao et al., 2022, Algorithm 1) block sizes for head dim D and on-chip SRAM
+    of M elements: B_c = ceil(M / 4D) key/value rows, B_r = min(B_c, D) query rows."""
+    B_c = np.maximum(1.0, np.ceil(np.asarray(M, dtype=float) / (4.0 * np.asarray(D, dtype=float))))
+    B_r = np.minimum(B_c, D)
+    return B_c, B_r
+
+
 def flash_attention_hbm_elements(N, D, M):
-    """FlashAttention with on-chip SRAM of M elements: K and V are read once per row block of Q,
-    about N^2*D^2/M reads (Theta(N^2 D^2 / M)), plus Q read and O written once."""
+    """FlashAttention HBM accesses per head, counted exactly as Algorithm 1 of Dao et al. (2022),
+    whose Theorem 2 bounds them by Theta(N^2 D^2 / M):
+
+    - initialise O (N x D), l and m (N each) in HBM: N*D + 2N writes;
+    - the outer loop reads every K_j, V_j block once: 2*N*D;
+    - each of its T_c = ceil(N / B_c) passes reads all of Q, O, l, m and writes O, l, m back:
+      T_c * (3*N*D + 4*N).
+
+    With B_c = ceil(M / 4D), T_c is about 4*N*D/M, so the total is about 12*N^2*D^2/M.
+    """
     N = np.asarray(N, dtype=float)
-    passes = np.maximum(1.0, np.ceil(4.0 * N * D / M))  # Tr = ceil(N / B_r), B_r = M / (4D)
-    return 2.0 * N * D * passes + 2.0 * N * D
+    B_c, _ = flash_attention_block_sizes(D, M)
+    T_c = np.ceil(N / B_c)
+    return (N * D + 2.0 * N) + 2.0 * N * D + T_c * (3.0 * N * D + 4.0 * N)
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,6 +242,15 @@ def speculative_expected_tokens(acceptance, draft_tokens):
     with np.errstate(divide="ignore", invalid="ignore"):
         val = (1.0 - a ** (k + 1.0)) / (1.0 - a)
     return np.where(a >= 1.0, k + 1.0, val)
+
+
+def speculative_speedup(acceptance, draft_tokens, draft_cost_ratio=0.0):
+    """Expected wall-clock speed-up of speculative decoding over plain decoding (Leviathan et al.,
+    2023, Theorem 3.8): tokens per step over the step's cost in target-step units,
+    (1 - a^(k+1)) / ((1 - a) * (1 + k*c)), where c is one draft step's cost over one target step
+    and the verification pass is taken to cost one target step."""
+    k = np.asarray(draft_tokens, dtype=float)
+    return speculative_expected_tokens(acceptance, draft_tokens) / (1.0 + k * np.asarray(draft_cost_ratio, dtype=float))
 
 
 def ring_allreduce_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):
