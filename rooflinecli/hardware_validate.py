@@ -1,0 +1,324 @@
+"""Validation of hardware spec files: a parsed TOML dict -> ``HardwareSpec``, or ONE error line.
+
+Every problem is reported as a single ``RooflineError`` line that names the file, the dotted key and
+what is wrong, e.g. ``h100.toml: memory.bandwidth_gb_per_s: must be > 0, got -3``. Unknown keys get
+the closest valid key as a suggestion. The schema is documented in ``rooflinecli.hardware``.
+
+Measured specs (``kind = "measured"``) name a datasheet spec as ``base`` (an id, or a path relative
+to the measured file) and inherit every field they do not set.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rooflinecli.dtypes import COMPUTE_DTYPES
+from rooflinecli.errors import RooflineError, closest
+
+KINDS = ("datasheet", "measured")
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+URL_PATTERN = re.compile(r"^https?://\S+$")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One leaf key of the schema: its type and, for numbers, the sane range (lo, hi]."""
+
+    attr: str  # HardwareSpec attribute it fills
+    kind: type  # float (any number), int or str
+    lo: float = 0.0  # exclusive lower bound
+    hi: float = math.inf  # inclusive upper bound ("absurd" above it)
+    unit: str = ""
+
+
+#: table -> key -> Field. Limits flag typos in units (GB/s vs TB/s), not real parts.
+TABLES: dict[str, dict[str, Field]] = {
+    "memory": {
+        "type": Field("memory_type", str),
+        "capacity_gb": Field("memory_capacity_gb", float, hi=10_000, unit="GB"),
+        "bandwidth_gb_per_s": Field("memory_bandwidth_gb_per_s", float, hi=100_000, unit="GB/s (100 TB/s)"),
+    },
+    "cache": {
+        "l2_size_mb": Field("l2_size_mb", float, hi=4096, unit="MB"),
+        "l2_bandwidth_gb_per_s": Field("l2_bandwidth_gb_per_s", float, hi=500_000, unit="GB/s (500 TB/s)"),
+        "smem_per_sm_kb": Field("smem_per_sm_kb", float, hi=4096, unit="KB"),
+    },
+    "compute": {
+        "sm_count": Field("sm_count", int, hi=100_000),
+        "boost_clock_mhz": Field("boost_clock_mhz", float, hi=10_000, unit="MHz"),
+    },
+    "interconnect": {
+        "gpu_link_gb_per_s": Field("gpu_link_gb_per_s", float, hi=100_000, unit="GB/s"),
+        "pcie_gb_per_s": Field("pcie_gb_per_s", float, hi=10_000, unit="GB/s"),
+    },
+    "power": {
+        "tdp_w": Field("tdp_w", float, hi=10_000, unit="W"),
+    },
+}
+
+#: dense peak per dtype, TFLOP/s (TOP/s for integer types); 100 PFLOP/s is absurd for one GPU.
+PEAK_TABLE = "peak_dense_tflops"
+PEAK_HI_TFLOPS = 100_000.0
+EFFICIENCY_HI = 1.5
+TOP_LEVEL_STR = ("id", "name", "vendor", "kind", "base")
+TOP_LEVEL = (*TOP_LEVEL_STR, "estimates", PEAK_TABLE, *TABLES, "sources", "efficiency", "measured_with")
+SOURCE_KEYS = ("title", "url", "note")
+REGIMES = ("memory", "compute")
+
+
+def all_dotted_keys() -> list[str]:
+    """Every leaf key of the schema in dotted form (``memory.bandwidth_gb_per_s``)."""
+    keys = [*TOP_LEVEL_STR, "estimates", "sources", "efficiency", "measured_with"]
+    keys += [f"{PEAK_TABLE}.{d}" for d in COMPUTE_DTYPES]
+    keys += [f"{t}.{k}" for t, fields in TABLES.items() for k in fields]
+    return keys
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+class _Checker:
+    """Collects nothing: the first problem raises, as one line naming ``path`` and the key."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, key: str, what: str) -> RooflineError:
+        msg = f"{self.path}: {key}: {what}" if key else f"{self.path}: {what}"
+        return RooflineError(" ".join(msg.split("\n")))
+
+    def unknown(self, key: str, valid: list[str], where: str = "") -> RooflineError:
+        dotted = f"{where}.{key}" if where else key
+        hint = closest(key, valid)
+        if hint is None:  # a key put at the wrong level: suggest its dotted home
+            hint = closest(key, [k.rsplit(".", 1)[-1] for k in all_dotted_keys()])
+            if hint is not None:
+                hint = next(k for k in all_dotted_keys() if k.rsplit(".", 1)[-1] == hint)
+        elif where:
+            hint = f"{where}.{hint}"
+        tail = f"; did you mean '{hint}'?" if hint else f"; valid keys: {', '.join(valid)}"
+        return self.fail(dotted, f"unknown key{tail}")
+
+    def table(self, raw: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a table ([{key}]), got {_type_name(value)}")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {_type_name(value)} {value!r}")
+        if not value.strip():
+            raise self.fail(key, "must not be empty")
+        return value
+
+    def number(self, value: Any, key: str, f: Field) -> float | int:
+        if f.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self.fail(key, f"must be an integer, got {_type_name(value)} {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be a number, got {_type_name(value)} {value!r}")
+        if not math.isfinite(value) or not value > f.lo:
+            raise self.fail(key, f"must be > {f.lo:g}, got {value!r}")
+        if value > f.hi:
+            unit = f" {f.unit}" if f.unit else ""
+            raise self.fail(key, f"absurd value {value!r}: above {f.hi:g}{unit}; check the unit in the key name")
+        return value if f.kind is int else float(value)
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward ref, imported below)
+    """Validate a parsed spec file and build its ``HardwareSpec``; one-line RooflineError otherwise."""
+    from rooflinecli.hardware import HardwareSpec, Source
+
+    c = _Checker(path)
+    if not isinstance(raw, dict):
+        raise c.fail("", "a spec file must be a TOML table")
+    for key in raw:
+        if key not in TOP_LEVEL:
+            raise c.unknown(key, list(TOP_LEVEL))
+
+    # ---- identity ------------------------------------------------------------------------------
+    kind = c.string(raw["kind"], "kind") if "kind" in raw else "datasheet"
+    if kind not in KINDS:
+        raise c.fail("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+    if "id" not in raw:
+        raise c.fail("id", "missing required key")
+    spec_id = c.string(raw["id"], "id")
+    if not ID_PATTERN.match(spec_id) or spec_id.endswith(".toml"):
+        raise c.fail("id", f"must be lower-case letters, digits, '.', '_' or '-' (not a path), got {spec_id!r}")
+
+    base_spec: HardwareSpec | None = None
+    if kind == "measured":
+        if "base" not in raw:
+            raise c.fail("base", "missing required key: a measured spec names its datasheet spec (e.g. base = \"h200\")")
+        base_spec = _resolve_base(c, c.string(raw["base"], "base"))
+    elif "base" in raw:
+        raise c.fail("base", 'only measured specs (kind = "measured") have a base')
+
+    values: dict[str, Any] = {"id": spec_id, "kind": kind, "path": path}
+    inherited = _inherited_values(base_spec) if base_spec is not None else {}
+    for key in ("name", "vendor"):
+        if key in raw:
+            values[key] = c.string(raw[key], key)
+        elif key in inherited:
+            values[key] = inherited[key] + (" (measured)" if key == "name" else "")
+        else:
+            raise c.fail(key, "missing required key")
+
+    # ---- peaks ---------------------------------------------------------------------------------
+    peaks: dict[str, float] = dict(inherited.get("peak_dense_tflops", {}))
+    table = c.table(raw, PEAK_TABLE)
+    if table is not None:
+        for dtype, value in table.items():
+            key = f"{PEAK_TABLE}.{dtype}"
+            if dtype not in COMPUTE_DTYPES:
+                hint = closest(dtype, COMPUTE_DTYPES)
+                tail = f" (did you mean '{hint}'?)" if hint else ""
+                raise c.fail(key, f"unknown dtype '{dtype}'{tail}; known: {', '.join(COMPUTE_DTYPES)}")
+            peaks[dtype] = c.number(value, key, Field(dtype, float, hi=PEAK_HI_TFLOPS, unit="TFLOP/s (100 PFLOP/s)"))
+    if "bf16" not in peaks:
+        raise c.fail(f"{PEAK_TABLE}.bf16", "missing required key (the bf16 peak sets the ridge point)")
+    values["peak_dense_tflops"] = peaks
+
+    # ---- numeric tables ------------------------------------------------------------------------
+    own_keys: set[str] = set()
+    for name, fields in TABLES.items():
+        table = c.table(raw, name) or {}
+        for key in table:
+            if key not in fields:
+                raise c.unknown(key, list(fields), name)
+        for key, f in fields.items():
+            dotted = f"{name}.{key}"
+            if key in table:
+                own_keys.add(dotted)
+                if f.kind is str:
+                    values[f.attr] = c.string(table[key], dotted)
+                else:
+                    values[f.attr] = c.number(table[key], dotted, f)
+            elif f.attr in inherited:
+                values[f.attr] = inherited[f.attr]
+            else:
+                raise c.fail(dotted, "missing required key")
+    own_keys |= {f"{PEAK_TABLE}.{d}" for d in (raw.get(PEAK_TABLE) or {})}
+
+    # ---- estimates -----------------------------------------------------------------------------
+    estimates: set[str] = set()
+    if base_spec is not None:  # a figure this file measures is no longer the base's estimate
+        estimates = {k for k in base_spec.estimates if k not in own_keys}
+    if "estimates" in raw:
+        est = raw["estimates"]
+        if not isinstance(est, list):
+            raise c.fail("estimates", f"must be an array of dotted keys, got {_type_name(est)}")
+        present = {f"{PEAK_TABLE}.{d}" for d in peaks} | {f"{t}.{k}" for t, fs in TABLES.items() for k in fs}
+        for i, item in enumerate(est):
+            item = c.string(item, f"estimates[{i}]")
+            if item not in present:
+                hint = closest(item, sorted(present))
+                tail = f" (did you mean '{hint}'?)" if hint else ""
+                raise c.fail(f"estimates[{i}]", f"names '{item}', which is not a figure in this spec{tail}")
+            estimates.add(item)
+    values["estimates"] = frozenset(estimates)
+
+    # ---- sources -------------------------------------------------------------------------------
+    if "sources" in raw:
+        values["sources"] = tuple(Source(**s) for s in _sources(c, raw["sources"]))
+    elif base_spec is not None:
+        values["sources"] = base_spec.sources
+    else:
+        raise c.fail("sources", "missing required key: cite the datasheet or whitepaper ([[sources]] title, url)")
+
+    # ---- measured extras -----------------------------------------------------------------------
+    values["efficiency"] = _efficiency(c, raw) if "efficiency" in raw else dict(inherited.get("efficiency", {}))
+    values["measured_with"] = _measured_with(c, raw) if "measured_with" in raw else {}
+    values["base"] = base_spec.id if base_spec is not None else None
+    return HardwareSpec(**values)
+
+
+def _resolve_base(c: _Checker, base: str):
+    from rooflinecli.hardware import builtin_specs, load_spec_file
+
+    if base.endswith(".toml") or "/" in base:
+        p = Path(base)
+        if not p.is_absolute():
+            p = Path(c.path).parent / p
+        if not p.is_file():
+            raise c.fail("base", f"base spec file '{base}' not found")
+        spec = load_spec_file(p)
+    else:
+        specs = builtin_specs()
+        if base not in specs:
+            hint = closest(base, specs)
+            tail = f" (did you mean '{hint}'?)" if hint else ""
+            raise c.fail("base", f"unknown base GPU '{base}'{tail}; known: {', '.join(sorted(specs))}")
+        spec = specs[base]
+    if spec.kind != "datasheet":
+        raise c.fail("base", f"base '{base}' is itself a measured spec; name a datasheet spec")
+    return spec
+
+
+def _inherited_values(base) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": base.name, "vendor": base.vendor, "peak_dense_tflops": dict(base.peak_dense_tflops)}
+    for fields in TABLES.values():
+        for f in fields.values():
+            out[f.attr] = getattr(base, f.attr)
+    out["efficiency"] = {k: dict(v) for k, v in base.efficiency.items()}
+    return out
+
+
+def _sources(c: _Checker, sources: Any) -> list[dict[str, str]]:
+    if not isinstance(sources, list) or not sources:
+        raise c.fail("sources", f"must be a non-empty array of tables ([[sources]] with title, url), got {_type_name(sources)}")
+    out = []
+    for i, s in enumerate(sources):
+        key = f"sources[{i}]"
+        if not isinstance(s, dict):
+            raise c.fail(key, f"must be a table with title and url, got {_type_name(s)}")
+        for k in s:
+            if k not in SOURCE_KEYS:
+                raise c.unknown(k, list(SOURCE_KEYS), key)
+        for k in ("title", "url"):
+            if k not in s:
+                raise c.fail(f"{key}.{k}", "missing required key")
+        title = c.string(s["title"], f"{key}.title")
+        url = c.string(s["url"], f"{key}.url")
+        if not URL_PATTERN.match(url):
+            raise c.fail(f"{key}.url", f"must be an http(s) URL, got {url!r}")
+        note = c.string(s["note"], f"{key}.note") if "note" in s else ""
+        out.append({"title": title, "url": url, "note": note})
+    return out
+
+
+def _efficiency(c: _Checker, raw: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    table = c.table(raw, "efficiency") or {}
+    out: dict[str, dict[str, float]] = {}
+    f = Field("efficiency", float, hi=EFFICIENCY_HI)
+    for op_kind, regimes in table.items():
+        key = f"efficiency.{op_kind}"
+        if not isinstance(regimes, dict):
+            raise c.fail(key, f"must be a table {{memory = x, compute = y}}, got {_type_name(regimes)}")
+        for regime in regimes:
+            if regime not in REGIMES:
+                raise c.unknown(regime, list(REGIMES), key)
+        out[op_kind] = {r: c.number(v, f"{key}.{r}", f) for r, v in regimes.items()}
+    return out
+
+
+def _measured_with(c: _Checker, raw: Mapping[str, Any]) -> dict[str, str]:
+    table = c.table(raw, "measured_with") or {}
+    return {k: c.string(v, f"measured_with.{k}") for k, v in table.items()}
