@@ -257,3 +257,17 @@ def ring_allreduce_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):
     """Ring all-reduce of n bytes over p GPUs: 2*(p-1)/p * n / link_BW + 2*(p-1) * latency."""
     p = np.asarray(p, dtype=float)
     return np.where(p > 1, 2.0 * (p - 1.0) / p * n_bytes / link_bytes_per_s + 2.0 * (p - 1.0) * latency_s, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel costs
+# --------------------------------------------------------------------------------------------
+
+
+def attention_qo_bytes(B, H, S, D, b, Dv=None):
+    """Bytes an attention kernel moves for its queries and outputs: read Q [B, H, S, D] once and
+    write O [B, H, S, Dv] once, b bytes per element. With ``kv_cache_bytes(1, H_kv, D, N, b, B)``
+    for K and V (or ``mla_kv_cache_bytes`` for a latent cache) it gives an attention kernel's minimum
+    HBM traffic (prefill: S = N; decode: S = 1)."""
+    Dv = D if Dv is None else Dv
+    return 1.0 * B * H * S * (D + Dv) * b
