@@ -76,3 +76,18 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, tol: float, what: str = "
     c = compare(out, ref, tol)
     assert c.ok, f"{what}: {c.message}"
     return c.rel_error
+
+
+def device_randn(shape, dtype, device, generator, scale: float = 1.0) -> torch.Tensor:
+    """Like ``randn``, but drawn on ``device`` itself from a generator seeded by ``generator``:
+    fresh random values for GPU inputs of several GB without a CPU round trip (``randn`` draws on
+    the CPU, which takes tens of seconds at that size). On the CPU it is ``randn``."""
+    if torch.device(device).type == "cpu":
+        return randn(shape, dtype, device, generator, scale)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    g = torch.Generator(device=device)
+    g.manual_seed(seed)
+    x = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+    if scale != 1.0:
+        x.mul_(scale)
+    return x.to(dtype)
