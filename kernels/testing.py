@@ -87,7 +87,8 @@ def device_randn(shape, dtype, device, generator, scale: float = 1.0) -> torch.T
     seed = int(torch.randint(0, 2**62, (1,), generator=generator))
     g = torch.Generator(device=device)
     g.manual_seed(seed)
-    x = torch.randn(shape, generator=g, device=device, dtype=torch.float32)
+    direct = dtype in (torch.float32, torch.bfloat16, torch.float16)  # no fp32 copy at full size
+    x = torch.randn(shape, generator=g, device=device, dtype=dtype if direct else torch.float32)
     if scale != 1.0:
         x.mul_(scale)
-    return x.to(dtype)
+    return x if direct else x.to(dtype)
