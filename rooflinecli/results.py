@@ -15,7 +15,8 @@ A results file::
       "rows": [ResultRow, ...]
     }
 
-Rows are long-format: one per (op, impl, shape, dtype), carrying every raw sample.
+Rows are long-format: one per (op, impl, shape, dtype), carrying every raw sample. A row whose
+correctness check failed has ``correct = false``, no samples and null quantiles: it was not timed.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class ResultRow:
     max_rel_error: float | None = None
     method: str = "cuda_events"  # or "cuda_graph"
     note: str = ""
+    #: op kind in the analytical model ("copy", "gemm", "attention", "elementwise", "moe")
+    model_kind: str = ""
+    #: the peak the row is held to ("bf16"; "tf32" for an fp32 matrix kernel)
+    compute_dtype: str = ""
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -99,6 +104,9 @@ class Results:
 def _row_json(r: ResultRow) -> dict[str, Any]:
     d = asdict(r)
     d["samples_s"] = list(r.samples_s)
+    for k in ("p20_s", "p50_s", "p80_s"):  # NaN (an untimed, failed row) is written as null
+        if d[k] != d[k]:
+            d[k] = None
     return d
 
 
@@ -133,10 +141,14 @@ def load_results(path: str | Path) -> Results:
         if unknown:
             raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(unknown)[0]}'")
         samples = r["samples_s"]
-        if not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and x > 0 for x in samples):
+        untimed = r.get("correct") is False and samples == []  # failed its check: not timed
+        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and x > 0 for x in samples)):
             raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of positive seconds")
         r = dict(r)
         r["samples_s"] = tuple(float(x) for x in samples)
+        for k in ("p20_s", "p50_s", "p80_s"):
+            if r[k] is None and untimed:
+                r[k] = float("nan")
         rows.append(ResultRow(**r))
     env = raw.get("environment")
     if not isinstance(env, dict):
