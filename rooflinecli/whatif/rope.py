@@ -1,0 +1,119 @@
+"""NTK-aware RoPE base for a context extension, and the trained-context warning that points to it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from rooflinecli import formulas
+from rooflinecli.errors import RooflineError
+from rooflinecli.models import ModelConfig
+
+
+@dataclass(frozen=True)
+class RopeExtension:
+    """base' = base * s^(D/(D-2)) for a stretch s = target / trained context, rotary dim D."""
+
+    base: float
+    rotary_dim: int
+    trained_context_tokens: int
+    target_context_tokens: int
+    scale: float
+    new_base: float
+    model: str | None = None
+
+    @property
+    def needed(self) -> bool:
+        return self.scale > 1.0
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "needed": self.needed}
+
+
+def rotary_dim_of(cfg: ModelConfig) -> int:
+    """Dimensions RoPE rotates per head: the decoupled RoPE key under MLA, else the head dim."""
+    return cfg.mla.qk_rope_head_dim if cfg.mla is not None else cfg.head_dim
+
+
+def rope_extension(
+    base: float,
+    rotary_dim: int,
+    trained_context: int,
+    target_context: int | None = None,
+    scale: float | None = None,
+    model: str | None = None,
+) -> RopeExtension:
+    """The NTK-aware base for stretching ``trained_context`` to ``target_context`` (or by ``scale``).
+
+    A stretch of 1 or less needs no change (new_base = base).
+    """
+    if not base > 0:
+        raise RooflineError(f"--base must be > 0, got {base}")
+    if rotary_dim <= 2 or rotary_dim % 2:
+        raise RooflineError(f"--rotary-dim must be an even number above 2, got {rotary_dim}")
+    if trained_context is None or trained_context < 1:
+        raise RooflineError(f"--trained-context must be >= 1, got {trained_context}")
+    if (target_context is None) == (scale is None):
+        raise RooflineError("give exactly one of --target-context and --scale")
+    if scale is None:
+        if target_context < 1:
+            raise RooflineError(f"--target-context must be >= 1, got {target_context}")
+        scale = target_context / trained_context
+    else:
+        if not scale > 0:
+            raise RooflineError(f"--scale must be > 0, got {scale}")
+        target_context = int(round(trained_context * scale))
+    new_base = float(formulas.ntk_rope_base(base, scale, rotary_dim)) if scale > 1.0 else float(base)
+    return RopeExtension(
+        base=float(base),
+        rotary_dim=int(rotary_dim),
+        trained_context_tokens=int(trained_context),
+        target_context_tokens=int(target_context),
+        scale=float(scale),
+        new_base=new_base,
+        model=model,
+    )
+
+
+def rope_for_model(
+    cfg: ModelConfig,
+    target_context: int | None = None,
+    scale: float | None = None,
+    base: float | None = None,
+    rotary_dim: int | None = None,
+    trained_context: int | None = None,
+) -> RopeExtension:
+    """``rope_extension`` with the base, rotary dim and trained context taken from the model."""
+    if base is None:
+        if cfg.position_embedding != "rope" or cfg.rope_theta is None:
+            raise RooflineError(
+                f"model '{cfg.name}' uses {cfg.position_embedding} position embeddings, not RoPE; "
+                "pass --base and --rotary-dim to compute a RoPE base anyway"
+            )
+        base = cfg.rope_theta
+    return rope_extension(
+        base=base,
+        rotary_dim=rotary_dim if rotary_dim is not None else rotary_dim_of(cfg),
+        trained_context=trained_context if trained_context is not None else cfg.max_position_embeddings,
+        target_context=target_context,
+        scale=scale,
+        model=cfg.name,
+    )
+
+
+def context_warning(cfg: ModelConfig, context_tokens: int) -> str | None:
+    """A one-line warning when ``context_tokens`` exceeds the model's trained limit (a what-if is
+    still computed), naming the ``roofline rope`` command and the base it would suggest."""
+    limit = cfg.max_position_embeddings
+    if context_tokens is None or context_tokens <= limit:
+        return None
+    msg = (
+        f"warning: context {int(context_tokens):,} tokens exceeds {cfg.name}'s trained limit of "
+        f"{limit:,} (computed anyway as a what-if)"
+    )
+    if cfg.position_embedding == "rope" and cfg.rope_theta:
+        ext = rope_for_model(cfg, target_context=int(context_tokens))
+        msg += (
+            f"; NTK-aware RoPE base {ext.new_base:.4g} (from {ext.base:.4g}) would cover it: "
+            f"roofline rope --model {cfg.name} --target-context {int(context_tokens)}"
+        )
+    return msg
