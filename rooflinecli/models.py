@@ -28,6 +28,7 @@ class MoEConfig:
     num_shared_experts: int = 0
     shared_expert_intermediate_size: int = 0  # FFN width of ONE shared expert
     dense_layers: tuple[int, ...] = ()  # layer indices with a dense MLP instead of experts
+    shared_expert_gate: bool = False  # Qwen2-MoE: a d -> 1 sigmoid gate on the shared expert
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class ModelConfig:
     position_embedding: str = "rope"  # "rope" | "learned"
     norm: str = "rmsnorm"  # "rmsnorm" | "layernorm"
     attention_bias: bool = False  # biases on q/k/v (and o for GPT-2)
+    attention_out_bias: bool = False  # bias on the output projection (GPT-2; Llama when attention_bias)
     mlp_bias: bool = False
     qk_norm: bool = False  # per-head RMSNorm on q and k (Qwen3)
     mla: MLAConfig | None = None
@@ -69,6 +71,10 @@ class ModelConfig:
     sliding_window_layers: tuple[int, ...] = ()  # indices of layers that use the window
     compressed: CompressedAttention | None = None
     published_params: float | None = None  # total the publisher states, for reference
+    router_bias: bool = False  # DeepSeek-V3: per-expert score-correction bias (E params per layer)
+    display_name: str = ""
+    published_active_params: float | None = None  # active per token the publisher states
+    source_url: str = ""  # where the preset's config.json was published
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -1,0 +1,375 @@
+"""Hugging Face ``config.json`` -> ``ModelConfig``, from a local path, with no network.
+
+Model types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2,
+deepseek_v3, gpt2. Field names and defaults follow the ``transformers`` config classes of each
+type. Every problem (missing file, not JSON, unknown model type, missing field, wrong type,
+non-positive value, inconsistent heads) is ONE ``RooflineError`` line naming the file and the field.
+
+A config may carry an extra ``"_rooflinecli"`` object (the built-in presets do)::
+
+    "_rooflinecli": {"id": "llama-3-8b", "display_name": "Llama 3 8B",
+                     "source_url": "https://huggingface.co/...", "published_total_params": 8.03e9,
+                     "published_active_params": 8.03e9, "note": "..."}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rooflinecli.errors import RooflineError, unknown_name_error
+from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig
+
+MODEL_TYPES: tuple[str, ...] = (
+    "deepseek_v2",
+    "deepseek_v3",
+    "gpt2",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+)
+
+#: activations whose MLP is gated (gate * act(up) -> down) in these architectures
+_GATED_TYPES = frozenset(MODEL_TYPES) - {"gpt2"}
+
+_MISSING = object()
+
+
+class _Fields:
+    """Typed, validated access to one config's fields; errors name the file and the key."""
+
+    def __init__(self, raw: Mapping[str, Any], where: str):
+        self.raw = raw
+        self.where = where
+
+    def fail(self, key: str, what: str) -> RooflineError:
+        return RooflineError(f"{self.where}: field '{key}' {what}")
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.raw.get(key, _MISSING)
+        if value is _MISSING:
+            if default is _MISSING:
+                raise self.fail(key, "is missing")
+            return default
+        return value
+
+    def int_(self, key: str, default: Any = _MISSING, *, positive: bool = True, nullable: bool = False) -> Any:
+        value = self.get(key, default)
+        if value is None and (nullable or default is None):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"must be an integer, got {json.dumps(value)}")
+        if positive and value <= 0:
+            raise self.fail(key, f"must be positive, got {value}")
+        if not positive and value < 0:
+            raise self.fail(key, f"must not be negative, got {value}")
+        return value
+
+    def float_(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.get(key, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, f"must be a number, got {json.dumps(value)}")
+        if value <= 0:
+            raise self.fail(key, f"must be positive, got {value}")
+        return float(value)
+
+    def bool_(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {json.dumps(value)}")
+        return value
+
+    def str_(self, key: str, default: Any = _MISSING) -> Any:
+        value = self.get(key, default)
+        if value is None and default is None:
+            return None
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {json.dumps(value)}")
+        return value
+
+    def int_list(self, key: str, default: Any = _MISSING) -> tuple[int, ...]:
+        value = self.get(key, default)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise self.fail(key, f"must be a list of integers, got {json.dumps(value)}")
+        return tuple(value)
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading
+# ------------------------------------------------------------------------------------------------
+
+
+def read_config_json(path: str | Path) -> dict[str, Any]:
+    """The JSON object in ``path``; missing file, unreadable file or non-object is one line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RooflineError(f"{path}: no such model config file") from None
+    except IsADirectoryError:
+        raise RooflineError(f"{path}: is a folder, not a config.json file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RooflineError(f"{path}: cannot read model config: {e}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RooflineError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{path}: a model config must be a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
+    """Parse the Hugging Face ``config.json`` at ``path``.
+
+    The model's name is ``name``, else the ``_rooflinecli.id``, else ``_name_or_path``, else the
+    folder name (``.../Llama-3-8B/config.json`` -> ``Llama-3-8B``) or the file stem.
+    """
+    path = Path(path)
+    raw = read_config_json(path)
+    if name is None:
+        p = path.resolve()
+        name = p.parent.name if p.stem == "config" and p.parent.name else p.stem
+        if isinstance(raw.get("_name_or_path"), str) and raw["_name_or_path"]:
+            name = raw["_name_or_path"].rstrip("/").split("/")[-1]
+    return parse_hf_config(raw, where=str(path), name=name, source=str(path))
+
+
+# ------------------------------------------------------------------------------------------------
+# Parsing
+# ------------------------------------------------------------------------------------------------
+
+
+def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str | None = None) -> ModelConfig:
+    """Validate a config.json object and build its ``ModelConfig`` (errors name ``where``)."""
+    f = _Fields(raw, where)
+    model_type = f.get("model_type")
+    if not isinstance(model_type, str):
+        raise f.fail("model_type", f"must be a string, got {json.dumps(model_type)}")
+    if model_type not in MODEL_TYPES:
+        err = unknown_name_error("model_type", model_type, MODEL_TYPES)
+        raise RooflineError(f"{where}: field 'model_type': {err}")
+
+    meta = _meta(f)
+    if meta.get("id"):
+        name = meta["id"]
+    if model_type == "gpt2":
+        cfg = _gpt2(f, name)
+    else:
+        cfg = _decoder(f, model_type, name)
+    return cfg.with_(
+        source=source or where,
+        display_name=meta.get("display_name") or name,
+        published_params=meta.get("published_total_params"),
+        published_active_params=meta.get("published_active_params"),
+        source_url=meta.get("source_url", ""),
+        notes=(meta["note"],) if meta.get("note") else (),
+    )
+
+
+def _meta(f: _Fields) -> dict[str, Any]:
+    block = f.raw.get("_rooflinecli")
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise f.fail("_rooflinecli", "must be an object")
+    m = _Fields(block, f.where)
+    known = {"id", "display_name", "source_url", "published_total_params", "published_active_params", "note"}
+    for key in block:
+        if key not in known:
+            raise RooflineError(f"{f.where}: field '_rooflinecli.{key}' is not known; known: {', '.join(sorted(known))}")
+    out: dict[str, Any] = {}
+    for key in ("id", "display_name", "source_url", "note"):
+        if key in block:
+            out[key] = m.str_(key)
+    for key in ("published_total_params", "published_active_params"):
+        if key in block:
+            out[key] = m.float_(key)
+    return out
+
+
+def _check_heads(f: _Fields, heads: int, kv_heads: int, heads_key: str = "num_attention_heads") -> None:
+    if kv_heads > heads or heads % kv_heads:
+        raise f.fail(
+            "num_key_value_heads",
+            f"({kv_heads}) must divide {heads_key} ({heads})",
+        )
+
+
+def _gpt2(f: _Fields, name: str) -> ModelConfig:
+    d = f.int_("n_embd")
+    heads = f.int_("n_head")
+    if d % heads:
+        raise f.fail("n_embd", f"({d}) must be divisible by n_head ({heads})")
+    inner = f.int_("n_inner", None)
+    return ModelConfig(
+        name=name,
+        model_type="gpt2",
+        source="",
+        num_layers=f.int_("n_layer"),
+        hidden_size=d,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=d // heads,
+        intermediate_size=inner if inner is not None else 4 * d,
+        vocab_size=f.int_("vocab_size"),
+        gated_mlp=False,
+        activation=f.str_("activation_function", "gelu_new"),
+        tie_embeddings=f.bool_("tie_word_embeddings", True),
+        max_position_embeddings=f.int_("n_positions"),
+        rope_theta=None,
+        position_embedding="learned",
+        norm="layernorm",
+        attention_bias=True,
+        attention_out_bias=True,
+        mlp_bias=True,
+    )
+
+
+def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
+    d = f.int_("hidden_size")
+    L = f.int_("num_hidden_layers")
+    heads = f.int_("num_attention_heads")
+    kv_heads = f.int_("num_key_value_heads", heads, nullable=True)
+    if kv_heads is None:
+        kv_heads = heads
+    is_deepseek = model_type.startswith("deepseek")
+    mla = _mla(f) if is_deepseek else None
+    if mla is not None:
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    else:
+        _check_heads(f, heads, kv_heads)
+        head_dim = f.int_("head_dim", None)
+        if head_dim is None:
+            if d % heads:
+                raise f.fail("hidden_size", f"({d}) must be divisible by num_attention_heads ({heads}) when head_dim is not given")
+            head_dim = d // heads
+
+    # Qwen2/Qwen2-MoE always put biases on q/k/v (no config key); others read attention_bias.
+    attention_bias = True if model_type in ("qwen2", "qwen2_moe") else f.bool_("attention_bias", False)
+    attention_out_bias = attention_bias if model_type in ("llama", "deepseek_v2", "deepseek_v3") else False
+    window, window_layers = _sliding_window(f, model_type, L)
+    moe = _moe(f, model_type, L)
+    intermediate = f.int_("intermediate_size")
+    return ModelConfig(
+        name=name,
+        model_type=model_type,
+        source="",
+        num_layers=L,
+        hidden_size=d,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=f.int_("vocab_size"),
+        gated_mlp=model_type in _GATED_TYPES,
+        activation=f.str_("hidden_act", "silu"),
+        tie_embeddings=f.bool_("tie_word_embeddings", False),
+        max_position_embeddings=f.int_("max_position_embeddings", 2048 if model_type == "llama" else 4096),
+        rope_theta=f.float_("rope_theta", 10000.0),
+        position_embedding="rope",
+        norm="rmsnorm",
+        attention_bias=attention_bias,
+        attention_out_bias=attention_out_bias,
+        mlp_bias=f.bool_("mlp_bias", False) if model_type == "llama" else False,
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        mla=mla,
+        moe=moe,
+        sliding_window=window,
+        sliding_window_layers=window_layers,
+        router_bias=model_type == "deepseek_v3" and f.str_("topk_method", "noaux_tc") == "noaux_tc",
+    )
+
+
+def _mla(f: _Fields) -> MLAConfig:
+    return MLAConfig(
+        q_lora_rank=f.int_("q_lora_rank", None, nullable=True),
+        kv_lora_rank=f.int_("kv_lora_rank"),
+        qk_nope_head_dim=f.int_("qk_nope_head_dim"),
+        qk_rope_head_dim=f.int_("qk_rope_head_dim"),
+        v_head_dim=f.int_("v_head_dim"),
+    )
+
+
+def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tuple[int, ...]]:
+    """(window, layer indices using it). Mistral/Mixtral: every layer when ``sliding_window`` is
+    set. Qwen2/Qwen3: only with ``use_sliding_window``, layers >= ``max_window_layers``. An explicit
+    ``layer_types`` list ("sliding_attention" / "full_attention") overrides both."""
+    if model_type in ("llama", "gpt2") or model_type.startswith("deepseek"):
+        return None, ()
+    window = f.int_("sliding_window", None)
+    if model_type in ("mistral", "mixtral"):
+        layers = tuple(range(L)) if window is not None else ()
+    else:  # qwen2, qwen2_moe, qwen3, qwen3_moe
+        if not f.bool_("use_sliding_window", False):
+            window = None
+        first = f.int_("max_window_layers", L, positive=False)
+        layers = tuple(i for i in range(L) if i >= first) if window is not None else ()
+    types = f.raw.get("layer_types")
+    if types is not None:
+        allowed = ("full_attention", "sliding_attention")
+        if not isinstance(types, list) or len(types) != L:
+            raise f.fail("layer_types", f"must be a list of {L} strings (one per layer: num_hidden_layers)")
+        for i, t in enumerate(types):
+            if t not in allowed:
+                raise f.fail("layer_types", f"entry {i} is {json.dumps(t)}; allowed: {', '.join(allowed)}")
+        layers = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+        if layers and window is None:
+            raise f.fail("sliding_window", "must be set when layer_types lists sliding_attention layers")
+    if not layers:
+        window = None
+    return window, layers
+
+
+def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
+    if model_type == "mixtral":
+        E = f.int_("num_local_experts")
+        k = f.int_("num_experts_per_tok")
+        width = f.int_("intermediate_size")
+        dense: tuple[int, ...] = ()
+        shared, shared_width, gate = 0, 0, False
+    elif model_type in ("qwen2_moe", "qwen3_moe"):
+        E = f.int_("num_experts")
+        k = f.int_("num_experts_per_tok")
+        width = f.int_("moe_intermediate_size")
+        step = f.int_("decoder_sparse_step", 1)
+        mlp_only = set(f.int_list("mlp_only_layers", []))
+        dense = tuple(i for i in range(L) if i in mlp_only or (i + 1) % step != 0)
+        shared_width = f.int_("shared_expert_intermediate_size", 0, positive=False) if model_type == "qwen2_moe" else 0
+        shared = 1 if shared_width else 0
+        gate = bool(shared)
+    elif model_type in ("deepseek_v2", "deepseek_v3"):
+        E = f.int_("n_routed_experts", None)
+        if E is None:
+            return None
+        k = f.int_("num_experts_per_tok")
+        width = f.int_("moe_intermediate_size")
+        first = f.int_("first_k_dense_replace", 0, positive=False)
+        freq = f.int_("moe_layer_freq", 1)
+        dense = tuple(i for i in range(L) if not (i >= first and i % freq == 0))
+        shared = f.int_("n_shared_experts", 0, positive=False) or 0
+        shared_width = width if shared else 0
+        gate = False
+    else:
+        return None
+    if k > E:
+        raise f.fail("num_experts_per_tok", f"({k}) must not exceed the number of experts ({E})")
+    return MoEConfig(
+        num_routed_experts=E,
+        top_k=k,
+        expert_intermediate_size=width,
+        num_shared_experts=shared,
+        shared_expert_intermediate_size=shared_width,
+        dense_layers=dense,
+        shared_expert_gate=gate,
+    )

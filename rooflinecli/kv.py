@@ -1,0 +1,53 @@
+"""KV-cache bytes of a whole model, built on the cost formulas in ``rooflinecli.formulas``.
+
+Per layer and token a standard attention layer caches K and V: 2*H_kv*D elements
+(``formulas.kv_cache_bytes``); an MLA layer caches one latent plus the shared RoPE key:
+kv_lora_rank + rope_dim elements (``formulas.mla_kv_cache_bytes``). A sliding-window layer holds
+at most W tokens (``formulas.effective_context``); compressed attention (``cfg.compressed``) caches
+ceil(N/ratio) entries plus a local window (``formulas.compressed_entries``); a paged cache rounds
+each sequence up to whole blocks (``formulas.paged_tokens``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rooflinecli import formulas
+from rooflinecli.models import ModelConfig
+
+
+def _layers_bytes(cfg: ModelConfig, num_layers, tokens, b, B):
+    """Cache bytes of ``num_layers`` layers holding ``tokens`` entries each, for B sequences."""
+    if cfg.mla is not None:
+        return formulas.mla_kv_cache_bytes(num_layers, cfg.mla.kv_lora_rank, cfg.mla.qk_rope_head_dim, tokens, b, B)
+    return formulas.kv_cache_bytes(num_layers, cfg.num_kv_heads, cfg.head_dim, tokens, b, B)
+
+
+def kv_bytes_per_token(cfg: ModelConfig, bytes_per_element: float) -> float:
+    """Cache bytes one token adds to one sequence, whole model, every layer counted.
+
+    This is the uncapped, uncompressed figure (a sliding-window layer stops growing after W tokens
+    and a compressed layer grows by 1/ratio per token: use ``kv_cache_bytes_for`` for totals).
+    """
+    return float(_layers_bytes(cfg, cfg.num_layers, 1, bytes_per_element, 1))
+
+
+def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_size: int | None = None):
+    """KV-cache bytes of B sequences at context N (numpy arrays broadcast; scalars give a float).
+
+    Full layers hold N tokens (or the compressed entries of N when ``cfg.compressed``), window
+    layers min(N, W); with ``block_size`` each layer's entries round up to whole pages.
+    """
+    n_window = sum(1 for i in range(cfg.num_layers) if cfg.uses_window(i))
+    n_full = cfg.num_layers - n_window
+    N_arr = np.asarray(N, dtype=float)
+    if cfg.compressed is not None:
+        full_tokens = formulas.compressed_entries(N_arr, cfg.compressed.ratio, cfg.compressed.window)
+    else:
+        full_tokens = N_arr
+    total = _layers_bytes(cfg, n_full, formulas.paged_tokens(full_tokens, block_size), bytes_per_element, B)
+    if n_window:
+        window_tokens = formulas.effective_context(N_arr, cfg.sliding_window)
+        total = total + _layers_bytes(cfg, n_window, formulas.paged_tokens(window_tokens, block_size), bytes_per_element, B)
+    total = np.asarray(total, dtype=float)
+    return float(total) if total.ndim == 0 else total

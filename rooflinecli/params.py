@@ -1,0 +1,231 @@
+"""The ONE inventory of a model's weights.
+
+Every weight matrix of one layer is a ``Linear`` (d_in -> d_out, ``count`` copies, optional bias).
+Parameter counts (here) and the analytical model's FLOPs and bytes (``rooflinecli.analysis``) both
+walk these same lists, so a matrix can't be counted in one and forgotten in the other.
+
+Per-layer lists: ``attention_linears`` (every layer), ``dense_mlp_linears`` (dense layers only),
+``routed_expert_linears`` (ONE routed expert of a MoE layer), ``shared_expert_linears`` and
+``router_linear`` (MoE layers). Model-level: ``embedding_params``, ``lm_head_linear`` (None when
+tied to the embedding), ``norm_params_per_layer``, ``final_norm_params``.
+
+Active parameters per token: attention + dense MLPs + shared experts + top-k routed experts +
+routers + norms + LM head, plus the embedding tables when ``include_embeddings`` (the default).
+Publishers differ on that last term: Mixtral-8x7B's 12.9B and Qwen3-30B-A3B's 3.3B include the
+embedding table (12.88B / 3.35B with it, 12.75B / 3.04B without); DeepSeek-V3's 37B matches the
+count without it (36.63B, 1.0% under; with it 37.55B, 1.5% over). The embedding lookup reads one
+row per token, so for bytes moved the figure without embeddings is the meaningful one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rooflinecli.models import ModelConfig
+
+#: component names used in ``Linear.component`` and in ``param_breakdown`` keys
+COMPONENTS: tuple[str, ...] = (
+    "embeddings",
+    "attention",
+    "dense_mlp",
+    "shared_experts",
+    "routed_experts",
+    "router",
+    "norms",
+    "lm_head",
+)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A weight matrix d_in -> d_out (``count`` identical copies), with an optional bias."""
+
+    name: str
+    component: str
+    d_in: int
+    d_out: int
+    count: int = 1
+    bias: bool = False
+
+    @property
+    def params(self) -> int:
+        """count * (d_in*d_out + (d_out if bias else 0))."""
+        return self.count * (self.d_in * self.d_out + (self.d_out if self.bias else 0))
+
+
+def _sum(linears) -> int:
+    return sum(lin.params for lin in linears)
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-layer inventories
+# ------------------------------------------------------------------------------------------------
+
+
+def attention_linears(cfg: ModelConfig) -> tuple[Linear, ...]:
+    """One layer's attention projections.
+
+    MHA/GQA/MQA: q (d -> H*D), k and v (d -> H_kv*D), o (H*D -> d).
+    MLA: q_a (d -> q_lora) and q_b (q_lora -> H*(nope+rope)), or q (d -> H*(nope+rope)) without a
+    query LoRA; kv_a (d -> kv_lora + rope: the cached latent and the shared RoPE key); kv_b
+    (kv_lora -> H*(nope + v)); o (H*v -> d).
+    """
+    d, H = cfg.hidden_size, cfg.num_heads
+    ob = cfg.attention_out_bias
+    if cfg.mla is not None:
+        m = cfg.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = (
+                Linear("q_a", "attention", d, m.q_lora_rank, bias=cfg.attention_bias),
+                Linear("q_b", "attention", m.q_lora_rank, H * qk),
+            )
+        else:
+            q = (Linear("q", "attention", d, H * qk),)
+        return q + (
+            Linear("kv_a", "attention", d, m.kv_lora_rank + m.qk_rope_head_dim, bias=cfg.attention_bias),
+            Linear("kv_b", "attention", m.kv_lora_rank, H * (m.qk_nope_head_dim + m.v_head_dim)),
+            Linear("o", "attention", H * m.v_head_dim, d, bias=ob),
+        )
+    D, Hkv, qb = cfg.head_dim, cfg.num_kv_heads, cfg.attention_bias
+    return (
+        Linear("q", "attention", d, H * D, bias=qb),
+        Linear("k", "attention", d, Hkv * D, bias=qb),
+        Linear("v", "attention", d, Hkv * D, bias=qb),
+        Linear("o", "attention", H * D, d, bias=ob),
+    )
+
+
+def _mlp(cfg: ModelConfig, width: int, component: str, count: int = 1, prefix: str = "") -> tuple[Linear, ...]:
+    d, b = cfg.hidden_size, cfg.mlp_bias
+    if cfg.gated_mlp:
+        return (
+            Linear(prefix + "gate", component, d, width, count, b),
+            Linear(prefix + "up", component, d, width, count, b),
+            Linear(prefix + "down", component, width, d, count, b),
+        )
+    return (
+        Linear(prefix + "up", component, d, width, count, b),
+        Linear(prefix + "down", component, width, d, count, b),
+    )
+
+
+def dense_mlp_linears(cfg: ModelConfig) -> tuple[Linear, ...]:
+    """One dense layer's MLP: gate/up/down (gated, SwiGLU-style) or up/down."""
+    return _mlp(cfg, cfg.intermediate_size, "dense_mlp")
+
+
+def routed_expert_linears(cfg: ModelConfig) -> tuple[Linear, ...]:
+    """ONE routed expert's matrices (count = 1); empty for a dense model."""
+    if cfg.moe is None:
+        return ()
+    return _mlp(cfg, cfg.moe.expert_intermediate_size, "routed_experts", prefix="expert_")
+
+
+def shared_expert_linears(cfg: ModelConfig) -> tuple[Linear, ...]:
+    """All shared experts of one MoE layer (count = number of shared experts), plus Qwen2-MoE's
+    shared-expert gate; empty when there are none."""
+    if cfg.moe is None or cfg.moe.num_shared_experts == 0:
+        return ()
+    m = cfg.moe
+    out = _mlp(cfg, m.shared_expert_intermediate_size, "shared_experts", m.num_shared_experts, prefix="shared_")
+    if m.shared_expert_gate:
+        out += (Linear("shared_gate", "shared_experts", cfg.hidden_size, 1),)
+    return out
+
+
+def router_linear(cfg: ModelConfig) -> Linear | None:
+    """One MoE layer's router d -> E (DeepSeek-V3's score-correction bias counted as its bias)."""
+    if cfg.moe is None:
+        return None
+    return Linear("router", "router", cfg.hidden_size, cfg.moe.num_routed_experts, bias=cfg.router_bias)
+
+
+def norm_params_per_layer(cfg: ModelConfig) -> int:
+    """Norm weights of one layer: two per block (pre-attention, pre-MLP; LayerNorm has a bias
+    too), MLA's latent norms (q_a, kv_a), Qwen3's per-head q/k norms."""
+    per = 2 if cfg.norm == "layernorm" else 1
+    n = 2 * per * cfg.hidden_size
+    if cfg.mla is not None:
+        n += per * ((cfg.mla.q_lora_rank or 0) + cfg.mla.kv_lora_rank)
+    if cfg.qk_norm:
+        n += 2 * per * cfg.head_dim
+    return n
+
+
+def final_norm_params(cfg: ModelConfig) -> int:
+    return (2 if cfg.norm == "layernorm" else 1) * cfg.hidden_size
+
+
+def embedding_params(cfg: ModelConfig) -> int:
+    """Token embedding table (vocab x d) plus learned position embeddings (GPT-2) if any."""
+    n = cfg.vocab_size * cfg.hidden_size
+    if cfg.position_embedding == "learned":
+        n += cfg.max_position_embeddings * cfg.hidden_size
+    return n
+
+
+def lm_head_linear(cfg: ModelConfig) -> Linear | None:
+    """The output projection d -> vocab; None when tied to the embedding table."""
+    if cfg.tie_embeddings:
+        return None
+    return Linear("lm_head", "lm_head", cfg.hidden_size, cfg.vocab_size)
+
+
+def lm_head_matmul_params(cfg: ModelConfig) -> int:
+    """Weights the LM-head matmul reads per token: its own, or the tied embedding table's."""
+    head = lm_head_linear(cfg)
+    return head.params if head is not None else cfg.vocab_size * cfg.hidden_size
+
+
+# ------------------------------------------------------------------------------------------------
+# Totals
+# ------------------------------------------------------------------------------------------------
+
+
+def param_breakdown(cfg: ModelConfig) -> dict[str, float]:
+    """Parameters per component (keys: ``COMPONENTS``), whole model; sums to ``total_params``.
+
+    A tied LM head is counted once, under ``embeddings``.
+    """
+    L, L_moe = cfg.num_layers, cfg.num_moe_layers
+    L_dense = L - L_moe
+    router = router_linear(cfg)
+    head = lm_head_linear(cfg)
+    n_routed = cfg.moe.num_routed_experts if cfg.moe is not None else 0
+    return {
+        "embeddings": float(embedding_params(cfg)),
+        "attention": float(L * _sum(attention_linears(cfg))),
+        "dense_mlp": float(L_dense * _sum(dense_mlp_linears(cfg))),
+        "shared_experts": float(L_moe * _sum(shared_expert_linears(cfg))),
+        "routed_experts": float(L_moe * n_routed * _sum(routed_expert_linears(cfg))),
+        "router": float(L_moe * router.params) if router is not None else 0.0,
+        "norms": float(L * norm_params_per_layer(cfg) + final_norm_params(cfg)),
+        "lm_head": float(head.params) if head is not None else 0.0,
+    }
+
+
+def total_params(cfg: ModelConfig) -> float:
+    """Every stored parameter (tied embeddings once)."""
+    return sum(param_breakdown(cfg).values())
+
+
+def active_param_breakdown(cfg: ModelConfig, include_embeddings: bool = True) -> dict[str, float]:
+    """Parameters one token uses, per component: routed experts count top-k of E.
+
+    Without ``include_embeddings`` the embedding tables drop out, but a tied LM head still counts
+    (its matmul reads the whole table), under ``lm_head``.
+    """
+    out = param_breakdown(cfg)
+    if cfg.moe is not None:
+        out["routed_experts"] = float(cfg.num_moe_layers * cfg.moe.top_k * _sum(routed_expert_linears(cfg)))
+    if not include_embeddings:
+        out["embeddings"] = 0.0
+        if cfg.tie_embeddings:
+            out["lm_head"] = float(lm_head_matmul_params(cfg))
+    return out
+
+
+def active_params(cfg: ModelConfig, include_embeddings: bool = True) -> float:
+    """Parameters used per token (see the module docstring for the embedding convention)."""
+    return sum(active_param_breakdown(cfg, include_embeddings).values())
