@@ -35,3 +35,37 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> Path:
     return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+class atomic_output:
+    """Context manager for writers that need a file path (pyarrow, pandas): yields a temporary path
+    beside ``path``; on a clean exit the file is fsynced and renamed over ``path``, on an error it
+    is removed and ``path`` is left untouched::
+
+        with atomic_output("sweep.parquet") as tmp:
+            pyarrow.parquet.write_table(table, tmp)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.tmp: Path | None = None
+
+    def __enter__(self) -> Path:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.close(fd)
+        self.tmp = Path(tmp)
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        assert self.tmp is not None
+        if exc_type is None:
+            with open(self.tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(self.tmp, self.path)
+        else:
+            try:
+                os.unlink(self.tmp)
+            except FileNotFoundError:
+                pass
+        return False
