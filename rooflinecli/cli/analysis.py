@@ -155,17 +155,18 @@ def speculative_cmd(
         if model is None:
             raise RooflineError("--mtp needs --model (the MTP module is sized from the model)")
         from rooflinecli.model_registry import get_model
-        from rooflinecli.whatif.speculative import mtp_draft_cost_ratio, target_step_time_s
-
         cfg = get_model(model)
         if mtp:
             if draft_cost_ratio is not None:
                 raise RooflineError("give either --mtp or --draft-cost-ratio, not both")
+            from rooflinecli.whatif.speculative import mtp_draft_cost_ratio
+
             draft_cost_ratio = mtp_draft_cost_ratio(cfg)
             source = "mtp"
         if hw is not None:
             from rooflinecli.hardware import get_spec
             from rooflinecli.whatif.rope import context_warning
+            from rooflinecli.whatif.speculative import target_step_time_s
 
             warning = context_warning(cfg, context)
             step_time = target_step_time_s(cfg, get_spec(hw), batch, context, dtype, weight_dtype, kv_dtype)
