@@ -88,6 +88,8 @@ class HardwareSpec:
     efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: free-form provenance of a measured spec (GPU name, driver, date, results file)
     measured_with: Mapping[str, str] = field(default_factory=dict)
+    #: measured specs: the dotted keys this file set itself (the rest is inherited from ``base``)
+    measured_keys: frozenset[str] = frozenset()
 
     # ---- derived figures -------------------------------------------------------------------
     def peak_flops_per_s(self, dtype: str) -> float:
@@ -136,6 +138,48 @@ class HardwareSpec:
     def is_estimate(self, dotted_key: str) -> bool:
         return dotted_key in self.estimates
 
+    def provenance(self, dotted_key: str) -> str:
+        """Where a figure comes from: "measured", "estimate" or "datasheet" (for plot labels)."""
+        if dotted_key in self.measured_keys:
+            return "measured"
+        return "estimate" if dotted_key in self.estimates else "datasheet"
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the spec file's layout, plus ``derived`` figures (ridge points, ratios)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "vendor": self.vendor,
+            "kind": self.kind,
+            "base": self.base,
+            "path": self.path,
+            "peak_dense_tflops": dict(self.peak_dense_tflops),
+            "memory": {
+                "type": self.memory_type,
+                "capacity_gb": self.memory_capacity_gb,
+                "bandwidth_gb_per_s": self.memory_bandwidth_gb_per_s,
+            },
+            "cache": {
+                "l2_size_mb": self.l2_size_mb,
+                "l2_bandwidth_gb_per_s": self.l2_bandwidth_gb_per_s,
+                "smem_per_sm_kb": self.smem_per_sm_kb,
+            },
+            "compute": {"sm_count": self.sm_count, "boost_clock_mhz": self.boost_clock_mhz},
+            "interconnect": {"gpu_link_gb_per_s": self.gpu_link_gb_per_s, "pcie_gb_per_s": self.pcie_gb_per_s},
+            "power": {"tdp_w": self.tdp_w},
+            "derived": {
+                "ridge_point_flop_per_byte": {d: self.ridge_point(d) for d in self.peak_dense_tflops},
+                "bf16_ridge_point_flop_per_byte": self.ridge_point("bf16"),
+                "l2_to_hbm_bandwidth_ratio": self.onchip_to_hbm_bandwidth_ratio,
+                "smem_total_mb": self.smem_total_bytes / 1e6,
+            },
+            "estimates": sorted(self.estimates),
+            "measured_keys": sorted(self.measured_keys),
+            "sources": [{"title": s.title, "url": s.url, "note": s.note} for s in self.sources],
+            "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
+            "measured_with": dict(self.measured_with),
+        }
+
 
 # ------------------------------------------------------------------------------------------------
 # Locating and loading
@@ -151,46 +195,84 @@ def specs_dir() -> Path:
     raise RooflineError(f"hardware_specs folder not found beside {here}")
 
 
-def load_spec_file(path: str | Path) -> HardwareSpec:
-    """Load and validate one spec file; every problem is a one-line RooflineError naming the file."""
-    from rooflinecli.hardware_validate import parse_spec
-
+def read_spec_toml(path: str | Path) -> dict:
+    """The parsed TOML of a spec file, or a one-line RooflineError naming the file."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RooflineError(f"{path}: no such spec file") from None
+    except IsADirectoryError:
+        raise RooflineError(f"{path}: is a folder, not a spec file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RooflineError(f"{path}: cannot read spec file: {e}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise RooflineError(f"{path}: not valid TOML: {e}") from None
+        raise RooflineError(f"{path}: not valid TOML: {' '.join(str(e).split())}") from None
+
+
+def load_spec_file(path: str | Path, expect_kind: str | None = None) -> HardwareSpec:
+    """Load and validate one spec file; every problem is a one-line RooflineError naming the file.
+
+    ``expect_kind`` ("datasheet" or "measured") is checked before anything else, so that a measured
+    spec dropped among the datasheets is reported rather than resolved against itself.
+    """
+    from rooflinecli.hardware_validate import parse_spec
+
+    raw = read_spec_toml(path)
+    if expect_kind is not None:
+        kind = raw.get("kind", "datasheet")
+        if kind != expect_kind:
+            where = "hardware_specs/measured/" if kind == "measured" else "hardware_specs/"
+            raise RooflineError(f"{path}: kind: a '{kind}' spec belongs in {where}, not beside {expect_kind} specs")
     return parse_spec(raw, str(path))
+
+
+def load_spec_files(paths: list[Path], expect_kind: str | None = None) -> dict[str, HardwareSpec]:
+    """Several spec files by id; a duplicate id is an error naming both files."""
+    specs: dict[str, HardwareSpec] = {}
+    for p in paths:
+        spec = load_spec_file(p, expect_kind)
+        if spec.id in specs:
+            raise RooflineError(f"{p}: id: duplicate id '{spec.id}' (also in {specs[spec.id].path})")
+        specs[spec.id] = spec
+    return specs
 
 
 @lru_cache(maxsize=None)
 def builtin_specs() -> dict[str, HardwareSpec]:
     """Every datasheet spec in ``hardware_specs/*.toml`` by id (duplicate ids are an error)."""
-    specs: dict[str, HardwareSpec] = {}
-    for p in sorted(specs_dir().glob("*.toml")):
-        spec = load_spec_file(p)
-        if spec.id in specs:
-            raise RooflineError(f"{p}: duplicate id '{spec.id}' (also in {specs[spec.id].path})")
-        specs[spec.id] = spec
-    return specs
+    return load_spec_files(sorted(specs_dir().glob("*.toml")), "datasheet")
 
 
 def measured_specs() -> dict[str, HardwareSpec]:
-    """Measured specs in ``hardware_specs/measured/*.toml`` by id."""
-    out: dict[str, HardwareSpec] = {}
+    """Measured specs in ``hardware_specs/measured/*.toml`` by id (not cached: calibrate adds them)."""
     d = specs_dir() / "measured"
-    if d.is_dir():
-        for p in sorted(d.glob("*.toml")):
-            spec = load_spec_file(p)
-            out[spec.id] = spec
-    return out
+    if not d.is_dir():
+        return {}
+    specs = load_spec_files(sorted(d.glob("*.toml")), "measured")
+    builtin = builtin_specs()
+    for spec_id, spec in specs.items():
+        if spec_id in builtin:
+            raise RooflineError(f"{spec.path}: id: duplicate id '{spec_id}' (also in {builtin[spec_id].path})")
+    return specs
+
+
+def all_specs() -> dict[str, HardwareSpec]:
+    """Built-in datasheet specs, then measured ones, by id."""
+    return {**builtin_specs(), **measured_specs()}
+
+
+def is_spec_path(name_or_path: str) -> bool:
+    """Whether ``--hw`` names a file rather than an id."""
+    return name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path
 
 
 def get_spec(name_or_path: str) -> HardwareSpec:
     """A spec by id (built-in or measured) or by path to a .toml file."""
-    if name_or_path.endswith(".toml") or "/" in name_or_path:
+    name_or_path = name_or_path.strip()
+    if is_spec_path(name_or_path):
         return load_spec_file(name_or_path)
     specs = builtin_specs()
     if name_or_path in specs:
@@ -203,4 +285,7 @@ def get_spec(name_or_path: str) -> HardwareSpec:
 
 def get_specs(names: str) -> list[HardwareSpec]:
     """Comma-separated ids or paths -> specs."""
-    return [get_spec(n.strip()) for n in names.split(",") if n.strip()]
+    specs = [get_spec(n) for n in names.split(",") if n.strip()]
+    if not specs:
+        raise RooflineError("no GPU given: pass an id (see `roofline hw list`) or a spec file path")
+    return specs

@@ -247,6 +247,7 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
     values["efficiency"] = _efficiency(c, raw) if "efficiency" in raw else dict(inherited.get("efficiency", {}))
     values["measured_with"] = _measured_with(c, raw) if "measured_with" in raw else {}
     values["base"] = base_spec.id if base_spec is not None else None
+    values["measured_keys"] = frozenset(own_keys) if kind == "measured" else frozenset()
     return HardwareSpec(**values)
 
 

@@ -1,9 +1,179 @@
-"""CLI: hw commands (stub; to be filled in)."""
+"""CLI: ``roofline hw list | show | validate``: the GPUs the tool knows and their cited ceilings."""
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Annotated
+
 import typer
+
+from rooflinecli.cli.options import JsonOption
+from rooflinecli.errors import RooflineError
+
+hw_app = typer.Typer(
+    help="GPUs: datasheet and measured ceilings, with their sources.",
+    no_args_is_help=True,
+)
+
+L2_VS_SMEM = (
+    "L2 is one on-chip cache shared by the whole GPU; shared memory (SRAM) is a much smaller "
+    "scratchpad per SM. The H100's 50 MB is its L2, not SRAM per SM (228 KB per SM)."
+)
+
+
+def _console():
+    from rich.console import Console
+
+    # Wide enough for the tables when output is piped or captured; the terminal's width otherwise.
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False, emoji=False)
+
+
+def _num(x: float, digits: int = 1) -> str:
+    if x == int(x) and abs(x) >= 10:
+        return f"{int(x):,}"
+    return f"{x:,.{digits}f}"
+
+
+def _est(spec, key: str) -> str:
+    """A figure's mark: ` *` for an estimate, ` (m)` for a figure a measured spec set itself."""
+    return {"estimate": " *", "measured": " (m)"}.get(spec.provenance(key), "")
+
+
+def list_cmd(json_out: JsonOption = False) -> None:
+    """List every built-in and measured GPU spec with its key ceilings."""
+    from rooflinecli.hardware import all_specs
+
+    specs = list(all_specs().values())
+    if json_out:
+        typer.echo(json.dumps([s.to_dict() for s in specs], indent=2))
+        return
+    from rich.table import Table
+
+    t = Table(title="GPUs (dense peaks; * = estimate, (m) = measured)", title_justify="left")
+    for col in ("id", "name", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "mem GB", "mem GB/s",
+                "L2 MB", "smem/SM KB", "SMs", "bf16 ridge FLOP/B", "L2/HBM BW"):
+        t.add_column(col, justify="left" if col in ("id", "name", "kind") else "right", no_wrap=True)
+    for s in specs:
+        fp8 = s.peak_dense_tflops.get("fp8")
+        t.add_row(
+            s.id,
+            s.name,
+            s.kind if s.base is None else f"{s.kind} ({s.base})",
+            _num(s.peak_dense_tflops["bf16"]) + _est(s, "peak_dense_tflops.bf16"),
+            (_num(fp8) + _est(s, "peak_dense_tflops.fp8")) if fp8 is not None else "-",
+            _num(s.memory_capacity_gb),
+            _num(s.memory_bandwidth_gb_per_s) + _est(s, "memory.bandwidth_gb_per_s"),
+            _num(s.l2_size_mb) + _est(s, "cache.l2_size_mb"),
+            _num(s.smem_per_sm_kb),
+            str(s.sm_count) + _est(s, "compute.sm_count"),
+            f"{s.ridge_point('bf16'):.0f}",
+            f"{s.onchip_to_hbm_bandwidth_ratio:.1f}x" + _est(s, "cache.l2_bandwidth_gb_per_s"),
+        )
+    c = _console()
+    c.print(t)
+    c.print(L2_VS_SMEM)
+
+
+def show_cmd(
+    gpu: Annotated[str, typer.Argument(help="GPU id (see `roofline hw list`) or a spec file path (.toml).")],
+    json_out: JsonOption = False,
+) -> None:
+    """Show one GPU spec: peaks and ridge points, memory levels, links, sources, estimates."""
+    from rooflinecli.hardware import get_spec
+
+    s = get_spec(gpu)
+    if json_out:
+        typer.echo(json.dumps(s.to_dict(), indent=2))
+        return
+    from rich.table import Table
+
+    c = _console()
+    head = f"{s.name}  [{s.id}, {s.kind}" + (f", base {s.base}" if s.base else "") + "]"
+    c.print(head)
+    c.print(f"file: {s.path}")
+
+    peaks = Table(title="Dense peak throughput (* = estimate, (m) = measured)", title_justify="left")
+    for col in ("dtype", "TFLOP/s", "ridge FLOP/B (HBM)", "ridge FLOP/B (L2)"):
+        peaks.add_column(col, justify="left" if col == "dtype" else "right")
+    for dtype, tflops in s.peak_dense_tflops.items():
+        peaks.add_row(
+            dtype,
+            _num(tflops) + _est(s, f"peak_dense_tflops.{dtype}"),
+            f"{s.ridge_point(dtype):.1f}",
+            f"{s.peak_flops_per_s(dtype) / s.l2_bandwidth_bytes_per_s:.1f}",
+        )
+    c.print(peaks)
+
+    mem = Table(title="Memory levels, links, power (* = estimate, (m) = measured)", title_justify="left")
+    mem.add_column("figure")
+    mem.add_column("value", justify="right")
+    mem.add_column("key")
+    rows = [
+        ("HBM/GDDR capacity", f"{_num(s.memory_capacity_gb)} GB ({s.memory_type})", "memory.capacity_gb"),
+        ("HBM/GDDR bandwidth", f"{_num(s.memory_bandwidth_gb_per_s)} GB/s", "memory.bandwidth_gb_per_s"),
+        ("L2 size (whole GPU)", f"{_num(s.l2_size_mb)} MB", "cache.l2_size_mb"),
+        ("L2 bandwidth", f"{_num(s.l2_bandwidth_gb_per_s)} GB/s", "cache.l2_bandwidth_gb_per_s"),
+        ("shared memory per SM", f"{_num(s.smem_per_sm_kb)} KB", "cache.smem_per_sm_kb"),
+        ("SMs (CUs)", str(s.sm_count), "compute.sm_count"),
+        ("boost clock", f"{_num(s.boost_clock_mhz)} MHz", "compute.boost_clock_mhz"),
+        ("GPU link (NVLink/IF)", f"{_num(s.gpu_link_gb_per_s)} GB/s", "interconnect.gpu_link_gb_per_s"),
+        ("PCIe", f"{_num(s.pcie_gb_per_s)} GB/s", "interconnect.pcie_gb_per_s"),
+        ("TDP", f"{_num(s.tdp_w)} W", "power.tdp_w"),
+    ]
+    for label, value, key in rows:
+        mem.add_row(label, value + _est(s, key), key)
+    c.print(mem)
+
+    c.print(f"bf16 ridge point: {s.ridge_point('bf16'):.1f} FLOP/byte of HBM traffic")
+    c.print(f"L2 / HBM bandwidth: {s.onchip_to_hbm_bandwidth_ratio:.2f}x"
+            + (" (L2 bandwidth is an estimate)" if s.is_estimate("cache.l2_bandwidth_gb_per_s") else ""))
+    c.print(f"shared memory, all SMs: {s.smem_total_bytes / 1e6:.1f} MB (vs {_num(s.l2_size_mb)} MB of L2)")
+    c.print(f"estimates: {', '.join(sorted(s.estimates)) or 'none'}")
+
+    if s.efficiency:
+        eff = Table(title="Fitted efficiency (measured)", title_justify="left")
+        for col in ("op kind", "memory", "compute"):
+            eff.add_column(col, justify="left" if col == "op kind" else "right")
+        for op_kind, regimes in s.efficiency.items():
+            eff.add_row(op_kind, *(f"{regimes[r]:.3f}" if r in regimes else "-" for r in ("memory", "compute")))
+        c.print(eff)
+    if s.measured_with:
+        c.print("measured with: " + ", ".join(f"{k}={v}" for k, v in s.measured_with.items()))
+
+    c.print("sources:")
+    for source in s.sources:
+        c.print(f"  - {source.title}", soft_wrap=True)
+        c.print(f"    {source.url}", soft_wrap=True)
+        if source.note:
+            c.print(f"    {source.note}", soft_wrap=True)
+
+
+def validate_cmd(
+    files: Annotated[list[str], typer.Argument(help="Spec files (.toml) to check.")],
+) -> None:
+    """Check spec files: one line per file, `ok` or the first problem; exit 2 if any is bad."""
+    from rooflinecli.hardware import load_spec_file
+
+    seen: dict[str, str] = {}
+    bad = 0
+    for f in files:
+        try:
+            spec = load_spec_file(f)
+            if spec.id in seen:
+                raise RooflineError(f"{f}: id: duplicate id '{spec.id}' (also in {seen[spec.id]})")
+        except RooflineError as e:
+            typer.echo(f"error: {e}", err=True)
+            bad += 1
+            continue
+        seen[spec.id] = f
+        typer.echo(f"ok: {f} ({spec.id}, {spec.kind}" + (f", base {spec.base}" if spec.base else "") + ")")
+    if bad:
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    hw_app.command("list")(list_cmd)
+    hw_app.command("show")(show_cmd)
+    hw_app.command("validate")(validate_cmd)
+    app.add_typer(hw_app, name="hw")
