@@ -1,9 +1,220 @@
-"""CLI: model commands (stub; to be filled in)."""
+"""CLI: ``roofline model list`` and ``roofline model show NAME_OR_CONFIG_PATH``."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+from enum import Enum
+from typing import Annotated, Any
+
 import typer
+
+from rooflinecli.cli.options import JsonOption
+from rooflinecli.errors import RooflineError
+
+model_app = typer.Typer(
+    name="model",
+    help="Model configs: built-in presets or any Hugging Face config.json; parameters and KV bytes.",
+    no_args_is_help=True,
+)
+
+
+class KVDtype(str, Enum):
+    fp32 = "fp32"
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+    int4 = "int4"
+
+
+KVDtypeOption = Annotated[
+    KVDtype | None,
+    typer.Option("--kv-dtype", help="KV-cache element type (default bf16).", case_sensitive=False),
+]
+KVBitsOption = Annotated[
+    float | None,
+    typer.Option("--kv-bits", help="KV-cache bits per element, any width > 0 (e.g. 3.5); instead of --kv-dtype."),
+]
+
+
+def _kv_choice(kv_dtype: KVDtype | None, kv_bits: float | None) -> tuple[str, float | None, float]:
+    """(dtype label, bits or None, bytes per element) from the two options."""
+    from rooflinecli.dtypes import kv_bytes_per_element
+
+    if kv_dtype is not None and kv_bits is not None:
+        raise RooflineError("give --kv-dtype or --kv-bits, not both")
+    if kv_bits is not None:
+        return f"{kv_bits:g}-bit", kv_bits, kv_bytes_per_element(kv_bits=kv_bits)
+    name = kv_dtype.value if kv_dtype is not None else "bf16"
+    return name, None, kv_bytes_per_element(name)
+
+
+def model_summary(cfg, kv_bytes_per_element: float) -> dict[str, Any]:
+    """The figures ``model show --json`` prints beside the config fields."""
+    from rooflinecli import kv, params
+
+    return {
+        "attention": cfg.attention_kind,
+        "num_moe_layers": cfg.num_moe_layers,
+        "num_dense_layers": cfg.num_dense_layers,
+        "total_params": params.total_params(cfg),
+        "active_params": params.active_params(cfg),
+        "active_params_excluding_embeddings": params.active_params(cfg, include_embeddings=False),
+        "kv_bytes_per_element": kv_bytes_per_element,
+        "kv_bytes_per_token": kv.kv_bytes_per_token(cfg, kv_bytes_per_element),
+        "kv_bytes_at_max_context": kv.kv_cache_bytes_for(cfg, cfg.max_position_embeddings, 1, kv_bytes_per_element),
+        "param_breakdown": params.param_breakdown(cfg),
+        "active_param_breakdown": params.active_param_breakdown(cfg),
+    }
+
+
+def _human(n: float, unit: str = "") -> str:
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {suffix}{unit}"
+    return f"{n:.4g}{' ' + unit if unit else ''}"
+
+
+def _bytes(n: float) -> str:
+    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n:,.0f} B ({n / scale:.4g} {suffix})"
+    return f"{n:,.4g} B"
+
+
+def _console():
+    """A rich console; 120 columns when output is not a terminal (pipes, files, tests)."""
+    import os
+
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=120)
+    return console
+
+
+def list_models(json_out: JsonOption = False) -> None:
+    """List the built-in model presets (KV bytes per token at bf16)."""
+    from rooflinecli import kv, params
+    from rooflinecli.model_registry import all_presets
+
+    rows = []
+    for cfg in all_presets():
+        rows.append(
+            {
+                "id": cfg.name,
+                "name": cfg.display_name,
+                "num_layers": cfg.num_layers,
+                "attention": cfg.attention_kind,
+                "moe": cfg.moe is not None,
+                "total_params": params.total_params(cfg),
+                "active_params": params.active_params(cfg),
+                "kv_bytes_per_token": kv.kv_bytes_per_token(cfg, 2.0),
+            }
+        )
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Model presets (KV cache at bf16)", box=box.SIMPLE_HEAD)
+    table.add_column("id", no_wrap=True)
+    table.add_column("name")
+    table.add_column("layers", justify="right")
+    table.add_column("attention", no_wrap=True)
+    table.add_column("total params", justify="right")
+    table.add_column("active params", justify="right")
+    table.add_column("KV bytes/token", justify="right")
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["name"],
+            str(r["num_layers"]),
+            r["attention"] + (" + MoE" if r["moe"] else ""),
+            _human(r["total_params"]),
+            _human(r["active_params"]),
+            f"{r['kv_bytes_per_token']:,.0f}",
+        )
+    _console().print(table)
+
+
+def show_model(
+    name_or_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).")],
+    kv_dtype: KVDtypeOption = None,
+    kv_bits: KVBitsOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show one model: config, parameter counts per component, KV-cache bytes per token."""
+    from rooflinecli.model_registry import get_model
+
+    label, bits, b = _kv_choice(kv_dtype, kv_bits)
+    cfg = get_model(name_or_path)
+    summary = model_summary(cfg, b)
+    if json_out:
+        out = asdict(cfg)
+        out["num_layers"] = cfg.num_layers
+        out["kv_dtype"] = label if bits is None else None
+        out["kv_bits"] = bits if bits is not None else b * 8
+        out.update(summary)
+        typer.echo(json.dumps(out, indent=2))
+        return
+    _render_show(cfg, summary, label)
+
+
+def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
+    from rich.table import Table
+
+    console = _console()
+    t = Table(title=f"{cfg.display_name} ({cfg.name})", show_header=False)
+    t.add_column("field")
+    t.add_column("value")
+    t.add_row("source", cfg.source)
+    t.add_row("model type", cfg.model_type)
+    t.add_row("layers", f"{cfg.num_layers}" + (f" ({s['num_dense_layers']} dense, {s['num_moe_layers']} MoE)" if cfg.moe else ""))
+    t.add_row("hidden size", str(cfg.hidden_size))
+    attn = f"{cfg.attention_kind}: {cfg.num_heads} heads, {cfg.num_kv_heads} KV heads, head dim {cfg.head_dim}"
+    if cfg.mla is not None:
+        m = cfg.mla
+        attn = (
+            f"mla: {cfg.num_heads} heads, q_lora {m.q_lora_rank}, kv_lora {m.kv_lora_rank}, "
+            f"nope {m.qk_nope_head_dim} + rope {m.qk_rope_head_dim}, v {m.v_head_dim}"
+        )
+    t.add_row("attention", attn)
+    if cfg.sliding_window is not None:
+        t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
+    t.add_row("MLP", f"{'gated' if cfg.gated_mlp else 'plain'} ({cfg.activation}), width {cfg.intermediate_size}")
+    if cfg.moe is not None:
+        m = cfg.moe
+        shared = f" + {m.num_shared_experts} shared (width {m.shared_expert_intermediate_size})" if m.num_shared_experts else ""
+        t.add_row("MoE", f"{m.num_routed_experts} routed experts, top-{m.top_k}, width {m.expert_intermediate_size}{shared}")
+    t.add_row("vocab", f"{cfg.vocab_size}" + (" (tied embeddings)" if cfg.tie_embeddings else ""))
+    t.add_row("max context", str(cfg.max_position_embeddings))
+    t.add_row("total params", f"{s['total_params']:,.0f} ({_human(s['total_params'])})")
+    t.add_row(
+        "active params / token",
+        f"{s['active_params']:,.0f} ({_human(s['active_params'])}; {_human(s['active_params_excluding_embeddings'])} without embeddings)",
+    )
+    t.add_row(f"KV bytes / token ({kv_label})", _bytes(s["kv_bytes_per_token"]))
+    t.add_row(f"KV bytes at {cfg.max_position_embeddings} tokens", _bytes(s["kv_bytes_at_max_context"]))
+    console.print(t)
+
+    b = Table(title="Parameters by component")
+    b.add_column("component")
+    b.add_column("params", justify="right")
+    b.add_column("active params", justify="right")
+    b.add_column("% of total", justify="right")
+    total = s["total_params"]
+    for comp, n in s["param_breakdown"].items():
+        if n == 0 and s["active_param_breakdown"][comp] == 0:
+            continue
+        b.add_row(comp, f"{n:,.0f}", f"{s['active_param_breakdown'][comp]:,.0f}", f"{100 * n / total:.2f}")
+    console.print(b)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    model_app.command("list")(list_models)
+    model_app.command("show")(show_model)
+    app.add_typer(model_app, name="model")
