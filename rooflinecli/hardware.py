@@ -280,7 +280,12 @@ def get_spec(name_or_path: str) -> HardwareSpec:
     measured = measured_specs()
     if name_or_path in measured:
         return measured[name_or_path]
-    raise unknown_name_error("GPU", name_or_path, list(specs) + list(measured))
+    known = sorted([*specs, *measured])
+    prefixed = [k for k in known if k.startswith(name_or_path)]  # "h100" -> "h100-pcie" beats "h200"
+    if name_or_path and prefixed:
+        hint = " or ".join(f"'{k}'" for k in prefixed)
+        raise RooflineError(f"unknown GPU '{name_or_path}' (did you mean {hint}?); known: {', '.join(known)}")
+    raise unknown_name_error("GPU", name_or_path, known)
 
 
 def get_specs(names: str) -> list[HardwareSpec]:
