@@ -271,3 +271,48 @@ def attention_qo_bytes(B, H, S, D, b, Dv=None):
     HBM traffic (prefill: S = N; decode: S = 1)."""
     Dv = D if Dv is None else Dv
     return 1.0 * B * H * S * (D + Dv) * b
+
+
+def rmsnorm_bytes(rows, d, b, b_w=None):
+    """Minimum HBM bytes of RMSNorm: read x and write y ([rows, d] at b bytes each) plus the gain
+    vector [d] read once at b_w bytes (b when None). FLOPs: ``norm_flops``."""
+    b_w = b if b_w is None else b_w
+    return streaming_bytes(rows * d, b, reads=1, writes=1) + d * b_w
+
+
+# --------------------------------------------------------------------------------------------
+# Additions for the analytical model (rooflinecli.analysis)
+# --------------------------------------------------------------------------------------------
+
+
+def norm_flops(tokens, width):
+    """RMSNorm/LayerNorm over T tokens of ``width``: about 4 FLOPs per element (square, sum,
+    scale by the reciprocal root, multiply by the weight); vector-unit work."""
+    return 4.0 * tokens * width
+
+
+def activation_flops(tokens, width, gated=True):
+    """MLP activation over T tokens of ``width``: SiLU/GELU about 4 FLOPs per element, plus the
+    gate multiply (1 more) for gated MLPs."""
+    return (5.0 if gated else 4.0) * tokens * width
+
+
+def compressed_prefill_pairs(S, ratio, top_k=None, window=0):
+    """Query-entry pairs a causal compressed-attention layer scores over S prompt tokens, per
+    (sequence, head): each query i attends min(top_k, i/ratio) compressed entries (continuous
+    approximation) plus min(i, window) uncompressed recent tokens."""
+    S = np.asarray(S, dtype=float)
+    if top_k is None:
+        comp = S * S / (2.0 * ratio)
+    else:
+        S1 = np.minimum(S, ratio * top_k)  # queries before the top-k cap binds
+        comp = S1 * S1 / (2.0 * ratio) + top_k * (S - S1)
+    local = causal_pairs(S, window) if window else 0.0
+    return comp + local
+
+
+def all_to_all_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):
+    """All-to-all where each of p GPUs holds n bytes to scatter evenly: (p-1)/p * n / link_BW
+    (+ (p-1) * latency); 0 for p = 1. Used for MoE expert-parallel dispatch and combine."""
+    p = np.asarray(p, dtype=float)
+    return np.where(p > 1, (p - 1.0) / p * n_bytes / link_bytes_per_s + (p - 1.0) * latency_s, 0.0)

@@ -1,0 +1,139 @@
+"""Memory per GPU: weights + KV cache + activation workspace against the spec's capacity; the
+largest batch that fits at a context and the longest context that fits at a batch.
+
+Weights walk the same ``rooflinecli.params`` inventory as the op costs (and as the parameter
+count); the KV cache is ``rooflinecli.kv.kv_cache_bytes_for`` (windows, compression, MLA, paging)
+scaled to one GPU's share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rooflinecli import kv as KV
+from rooflinecli import params as P
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.models import ModelConfig
+
+from .ops import kv_cache_fraction_per_gpu, linear_split, weight_bytes
+from .workload import Workload
+
+
+def _linears_bytes(cfg: ModelConfig, wl: Workload, linears, quantized=True) -> float:
+    total = 0.0
+    for lin in linears:
+        f_in, f_out = linear_split(cfg, lin, wl.tp)
+        d_in, d_out = lin.d_in * f_in, lin.d_out * f_out
+        total += weight_bytes(lin.count * (d_in * d_out + (d_out if lin.bias else 0)), wl, quantized)
+    return float(total)
+
+
+def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float]:
+    """Weight bytes each GPU stores, per ``params.COMPONENTS`` key."""
+    L, Lm = cfg.num_layers, cfg.num_moe_layers
+    tp, G = wl.tp, wl.num_gpus
+    head = P.lm_head_linear(cfg)
+    router = P.router_linear(cfg)
+    E = cfg.moe.num_routed_experts if cfg.moe is not None else 0
+    return {
+        "embeddings": float(weight_bytes(P.embedding_params(cfg) / tp, wl, quantized=False)),
+        "attention": L * _linears_bytes(cfg, wl, P.attention_linears(cfg)),
+        "dense_mlp": (L - Lm) * _linears_bytes(cfg, wl, P.dense_mlp_linears(cfg)),
+        "shared_experts": Lm * _linears_bytes(cfg, wl, P.shared_expert_linears(cfg)),
+        # whole experts split over ep, each expert's matrices over num_gpus / ep
+        "routed_experts": float(Lm * E * sum(weight_bytes(lin.params, wl) for lin in P.routed_expert_linears(cfg)) / G),
+        "router": float(Lm * weight_bytes(router.params, wl, quantized=False)) if router is not None else 0.0,
+        "norms": float(weight_bytes(L * P.norm_params_per_layer(cfg) + P.final_norm_params(cfg), wl, quantized=False)),
+        "lm_head": float(weight_bytes(head.params / tp, wl, quantized=False)) if head is not None else 0.0,
+    }
+
+
+def weights_bytes_per_gpu(cfg: ModelConfig, wl: Workload) -> float:
+    return sum(weights_breakdown_per_gpu(cfg, wl).values())
+
+
+def kv_cache_bytes_per_gpu(cfg: ModelConfig, wl: Workload, context, batch):
+    """KV cache each GPU holds for ``batch`` sequences at ``context`` tokens (paged when
+    ``wl.kv_block_size``): heads split over tp (replicated when tp > H_kv; MLA's latent is
+    replicated), sequences split over the data-parallel attention groups."""
+    total = KV.kv_cache_bytes_for(cfg, np.asarray(context, dtype=float), np.asarray(batch, dtype=float) / wl.attention_dp, wl.kv_bytes_per_element, wl.kv_block_size)
+    return total * kv_cache_fraction_per_gpu(cfg, wl.tp)
+
+
+def activation_workspace_bytes_per_gpu(cfg: ModelConfig, wl: Workload, prompt_len, batch):
+    """Transient activations at the widest point of an unchunked prefill of ``batch`` x
+    ``prompt_len`` tokens: the residual stream plus the widest layer's input and output per token,
+    plus fp32 logits for the last token of each sequence. An estimate (engines chunk prefills)."""
+    tp = wl.tp
+    seqs = np.asarray(batch, dtype=float) / wl.attention_dp
+    tokens = seqs * np.asarray(prompt_len, dtype=float)
+    widths = []
+    for lin in P.attention_linears(cfg) + P.dense_mlp_linears(cfg) + P.shared_expert_linears(cfg):
+        f_in, f_out = linear_split(cfg, lin, tp)
+        widths.append(lin.count * (lin.d_in * f_in + lin.d_out * f_out))
+    if cfg.gated_mlp and cfg.num_dense_layers:
+        widths.append(2 * cfg.intermediate_size / tp + cfg.intermediate_size / tp)  # gate, up, act out
+    if cfg.moe is not None:
+        inner = P.routed_expert_linears(cfg)[-1].d_in
+        widths.append(cfg.moe.top_k * (cfg.hidden_size + (3 if cfg.gated_mlp else 2) * inner) / tp)  # k*T/G pairs per GPU = k*tokens/tp
+    per_token = 2 * cfg.hidden_size + max(widths)
+    return tokens * per_token * wl.act_bytes_per_element + seqs * cfg.vocab_size / tp * 4.0
+
+
+def memory_totals(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len, context, batch) -> dict[str, np.ndarray]:
+    """weights_bytes_per_gpu, kv_cache_bytes_per_gpu (at ``context``),
+    activation_workspace_bytes_per_gpu (prefill of ``prompt_len``), total_bytes_per_gpu,
+    capacity_bytes_per_gpu and fits."""
+    w = weights_bytes_per_gpu(cfg, wl)
+    kv = kv_cache_bytes_per_gpu(cfg, wl, context, batch)
+    act = activation_workspace_bytes_per_gpu(cfg, wl, prompt_len, batch)
+    total = w + kv + act
+    return {
+        "weights_bytes_per_gpu": np.asarray(w, dtype=float),
+        "kv_cache_bytes_per_gpu": np.asarray(kv, dtype=float),
+        "activation_workspace_bytes_per_gpu": np.asarray(act, dtype=float),
+        "total_bytes_per_gpu": np.asarray(total, dtype=float),
+        "capacity_bytes_per_gpu": np.asarray(spec.memory_capacity_bytes, dtype=float),
+        "fits": np.asarray(total <= spec.memory_capacity_bytes),
+    }
+
+
+def max_batch_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len: int, context: int) -> int:
+    """Largest batch whose weights + KV (at ``context``) + workspace (prefill of ``prompt_len``)
+    fit one GPU; 0 when not even batch 1 fits. Memory is linear in batch apart from the paging
+    round-up, so the linear estimate is refined by a short exact search."""
+    cap = spec.memory_capacity_bytes
+
+    def need(b):
+        return memory_totals(cfg, spec, wl, prompt_len, context, b)["total_bytes_per_gpu"]
+
+    w = weights_bytes_per_gpu(cfg, wl)
+    per_seq = float(need(1.0)) - w
+    if w + per_seq > cap:
+        return 0
+    guess = int((cap - w) // per_seq) if per_seq > 0 else 1 << 40
+    cand = np.arange(max(1, guess - 2 * wl.attention_dp - 2), guess + 2 * wl.attention_dp + 3, dtype=float)
+    ok = cand[need(cand) <= cap]
+    return int(ok.max()) if ok.size else 1
+
+
+def max_context_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, batch: int, limit: int = 1 << 40) -> int | None:
+    """Longest context N (prompt of N tokens, KV cache of N) that fits at ``batch``; 0 when not
+    even N = 1 fits; None when it still fits at ``limit`` (e.g. a tiny model)."""
+    cap = spec.memory_capacity_bytes
+
+    def fits(n: float) -> bool:
+        return bool(memory_totals(cfg, spec, wl, n, n, batch)["fits"])
+
+    if not fits(1):
+        return 0
+    if fits(limit):
+        return None
+    lo, hi = 1, limit  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

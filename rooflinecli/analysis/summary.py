@@ -1,0 +1,324 @@
+"""``analyze``: one workload end to end (TTFT, TPOT, latency, throughput, cost, memory, the
+crossovers), and ``phase_grid``: the same per-op code over a (batch, context) grid."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.models import ModelConfig
+
+from .memory import max_batch_that_fits, max_context_that_fits, memory_totals, weights_breakdown_per_gpu
+from .ops import check_parallel, kv_heads_per_gpu
+from .phase import TOTAL_FIELDS, OpTime, phase_times, sum_ops
+from .workload import Workload, validate_workload
+
+#: largest batch searched for the decode compute-bound point
+MAX_BATCH_SEARCH = 1 << 16
+
+
+def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context) -> dict[str, np.ndarray]:
+    """Vectorized totals of one phase over broadcasting ``batch`` and ``context`` arrays (prefill:
+    context = prompt length; decode: one step at cached context N).
+
+    Keys: time_s, flops, bytes, compute_time_s, memory_time_s, comm_time_s, overhead_s,
+    weights_bytes, activation_bytes, kv_read_bytes, kv_write_bytes, comm_bytes, compute_bound,
+    and memory at that context (prompt = context for the workspace): weights_bytes_per_gpu,
+    kv_cache_bytes_per_gpu, activation_workspace_bytes_per_gpu, total_bytes_per_gpu, fits.
+    """
+    validate_workload(wl)
+    batch = np.asarray(batch, dtype=float)
+    context = np.asarray(context, dtype=float)
+    shape = np.broadcast_shapes(batch.shape, context.shape)
+    out = sum_ops(phase_times(cfg, spec, wl, phase, batch, context), shape)
+    mem = memory_totals(cfg, spec, wl, context, context, batch)
+    for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "activation_workspace_bytes_per_gpu", "total_bytes_per_gpu", "fits"):
+        out[k] = np.broadcast_to(mem[k], shape)
+    return out
+
+
+def _scalar(x):
+    a = np.asarray(x)
+    if a.dtype == bool:
+        return bool(a)
+    if a.dtype.kind in "US":
+        return str(a)
+    return float(a)
+
+
+@dataclass
+class OpRow:
+    """One op of a phase, totals over its layers, per GPU (decode: mean over the generation)."""
+
+    name: str
+    kind: str
+    group: str
+    layers: int
+    flops: float
+    bytes: float
+    weights_bytes: float
+    activation_bytes: float
+    kv_read_bytes: float
+    kv_write_bytes: float
+    comm_bytes: float
+    arithmetic_intensity_flop_per_byte: float | None
+    compute_time_s: float
+    memory_time_s: float
+    comm_time_s: float
+    overhead_s: float
+    time_s: float
+    bound: str
+    note: str = ""
+
+    @classmethod
+    def from_timed(cls, t: OpTime, reduce=np.mean) -> "OpRow":
+        vals = {k: float(reduce(np.asarray(getattr(t, k), dtype=float))) for k in TOTAL_FIELDS}
+        ai = vals["flops"] / vals["bytes"] if vals["bytes"] > 0 else None
+        if vals["comm_time_s"] > max(vals["compute_time_s"], vals["memory_time_s"]):
+            bound = "comm"
+        else:
+            bound = "compute" if vals["compute_time_s"] >= vals["memory_time_s"] else "memory"
+        return cls(
+            name=t.op.name, kind=t.op.kind, group=t.op.group, layers=t.op.layers, arithmetic_intensity_flop_per_byte=ai, bound=bound, note=t.op.note, **vals
+        )
+
+
+@dataclass
+class PhaseResult:
+    phase: str
+    batch: int
+    context: str  # "S" for prefill, "S..S+G-1" for decode
+    ops: list[OpRow]
+    totals: dict[str, float]
+
+    @property
+    def time_s(self) -> float:
+        return self.totals["time_s"]
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.totals["compute_time_s"] >= self.totals["memory_time_s"] else "memory"
+
+    def to_json(self) -> dict:
+        t = self.totals
+        return {
+            "phase": self.phase,
+            "batch": self.batch,
+            "context": self.context,
+            "time_s": t["time_s"],
+            "flops": t["flops"],
+            "bytes": t["bytes"],
+            "bound": self.bound,
+            "arithmetic_intensity_flop_per_byte": t["flops"] / t["bytes"] if t["bytes"] else None,
+            "compute_time_s": t["compute_time_s"],
+            "memory_time_s": t["memory_time_s"],
+            "comm_time_s": t["comm_time_s"],
+            "overhead_s": t["overhead_s"],
+            "weights_bytes": t["weights_bytes"],
+            "activation_bytes": t["activation_bytes"],
+            "kv_read_bytes": t["kv_read_bytes"],
+            "kv_write_bytes": t["kv_write_bytes"],
+            "comm_bytes": t["comm_bytes"],
+            "ops": [asdict(r) for r in self.ops],
+        }
+
+
+def _phase_result(phase: str, batch: int, context_label: str, timed: list[OpTime]) -> PhaseResult:
+    rows = [OpRow.from_timed(t) for t in timed]
+    totals = {k: sum(getattr(r, k) for r in rows) for k in TOTAL_FIELDS}
+    return PhaseResult(phase, batch, context_label, rows, totals)
+
+
+@dataclass
+class Analysis:
+    model: ModelConfig
+    spec: HardwareSpec
+    workload: Workload
+    prefill: PhaseResult
+    decode: PhaseResult  # per-op means over the G decode steps
+    decode_naive_mla: PhaseResult | None  # MLA models: the other decode form, for comparison
+    ttft_s: float
+    tpot_first_s: float
+    tpot_last_s: float
+    tpot_s: float  # mean over the G decode steps
+    e2e_latency_s: float
+    tokens_per_s_per_sequence: float
+    tokens_per_s_per_gpu: float  # decode throughput: batch / TPOT / GPUs
+    end_to_end_tokens_per_s_per_gpu: float  # batch * G / latency / GPUs (prefill included)
+    decode_compute_bound_batch: int | None
+    decode_compute_bound_context: int
+    ridge_point_flop_per_byte: float
+    kv_crossover_context: float | None
+    cost_per_million_output_tokens_usd: float | None
+    memory: dict
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.workload.num_gpus
+
+    def to_json(self) -> dict:
+        wl = self.workload
+        w = asdict(wl)
+        w["efficiency"] = dict(wl.efficiency)
+        w["num_gpus"] = wl.num_gpus
+        w["kv_bytes_per_element"] = wl.kv_bytes_per_element
+        return {
+            "model": self.model.name,
+            "hardware": self.spec.id,
+            "hardware_kind": self.spec.kind,
+            "workload": w,
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "tpot_first_s": self.tpot_first_s,
+            "tpot_last_s": self.tpot_last_s,
+            "e2e_latency_s": self.e2e_latency_s,
+            "tokens_per_s_per_sequence": self.tokens_per_s_per_sequence,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "end_to_end_tokens_per_s_per_gpu": self.end_to_end_tokens_per_s_per_gpu,
+            "decode_compute_bound_batch": self.decode_compute_bound_batch,
+            "decode_compute_bound_context": self.decode_compute_bound_context,
+            "ridge_point_flop_per_byte": self.ridge_point_flop_per_byte,
+            "kv_crossover_context": self.kv_crossover_context,
+            "cost_per_million_output_tokens_usd": self.cost_per_million_output_tokens_usd,
+            "prefill": self.prefill.to_json(),
+            "decode": self.decode.to_json(),
+            "decode_naive_mla": self.decode_naive_mla.to_json() if self.decode_naive_mla else None,
+            "memory": self.memory,
+            "warnings": list(self.warnings),
+        }
+
+
+def decode_compute_bound_batch(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH) -> int | None:
+    """Smallest batch at which one decode step at ``context`` is compute-bound (summed compute
+    time >= summed memory time), searched over 1..max_batch in one vectorized pass; None if none."""
+    batch = np.arange(1, max_batch + 1, dtype=float)
+    bound = sum_ops(phase_times(cfg, spec, wl, "decode", batch, float(context)), batch.shape)["compute_bound"]
+    idx = np.flatnonzero(bound)
+    return int(batch[idx[0]]) if idx.size else None
+
+
+def kv_crossover_context(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, limit: float = 2.0**40) -> float | None:
+    """Context N at which the KV bytes one decode step reads equal the weight bytes it reads (at
+    the workload's batch), solved by bisection (windows and compression make KV reads nonlinear in
+    N); None when KV reads never catch up (e.g. every layer windowed)."""
+
+    def diff(N):
+        t = sum_ops(phase_times(cfg, spec, wl, "decode", float(wl.batch), np.asarray(N, dtype=float)), np.shape(N))
+        return t["kv_read_bytes"] - t["weights_bytes"]
+
+    grid = 2.0 ** np.arange(0, 41)
+    d = diff(grid)
+    if d[-1] < 0 or not np.isfinite(d).all():
+        return None
+    if d[0] >= 0:
+        return 1.0
+    i = int(np.flatnonzero(d >= 0)[0])
+    lo, hi = grid[i - 1], grid[i]
+    for _ in range(80):  # continuous bisection to relative precision
+        mid = 0.5 * (lo + hi)
+        if diff(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 1e-9 * hi:
+            break
+    return float(0.5 * (lo + hi))
+
+
+def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
+    """The whole workload: prefill of B x S, then G decode steps at contexts S .. S+G-1."""
+    validate_workload(wl)
+    check_parallel(cfg, wl)
+    B, S, G = wl.batch, wl.prompt_len, wl.gen_len
+    warnings: list[str] = []
+
+    prefill = _phase_result("prefill", B, str(S), phase_times(cfg, spec, wl, "prefill", float(B), float(S)))
+    steps = np.arange(S, S + G, dtype=float)
+    timed = phase_times(cfg, spec, wl, "decode", float(B), steps)
+    decode = _phase_result("decode", B, f"{S}..{S + G - 1}", timed)
+    step_times = sum_ops(timed, steps.shape)["time_s"]
+    naive = None
+    if cfg.mla is not None:
+        other = "naive" if wl.mla_decode == "absorbed" else "absorbed"
+        from dataclasses import replace
+
+        naive = _phase_result("decode", B, f"{S}..{S + G - 1}", phase_times(cfg, spec, replace(wl, mla_decode=other), "decode", float(B), steps))
+        naive.phase = f"decode ({other} MLA)"
+
+    ttft = prefill.time_s
+    tpot = float(np.mean(step_times))
+    e2e = ttft + float(np.sum(step_times))
+    n_gpus = wl.num_gpus
+    cost = None
+    if wl.price_per_gpu_hour is not None:
+        cost = wl.price_per_gpu_hour * n_gpus / 3600.0 * e2e / (B * G) * 1e6
+
+    mid = S + G // 2
+    mem = memory_totals(cfg, spec, wl, S, S + G, float(B))
+    memory = {k: _scalar(v) for k, v in mem.items()}
+    memory["weights_bytes"] = memory["weights_bytes_per_gpu"]
+    memory["kv_cache_bytes"] = memory["kv_cache_bytes_per_gpu"]
+    memory["activation_workspace_bytes"] = memory["activation_workspace_bytes_per_gpu"]
+    memory["kv_cache_context"] = S + G
+    memory["weights_breakdown_bytes_per_gpu"] = weights_breakdown_per_gpu(cfg, wl)
+    memory["max_batch_at_context"] = max_batch_that_fits(cfg, spec, wl, S, S + G)
+    memory["max_context_at_batch"] = max_context_that_fits(cfg, spec, wl, B)
+    memory["per_gpu"] = True
+
+    if S + G > cfg.max_position_embeddings:
+        warnings.append(
+            f"context {S + G} exceeds {cfg.name}'s trained limit of {cfg.max_position_embeddings} tokens "
+            f"(max_position_embeddings); a what-if: see `roofline rope --model {cfg.name} --context {S + G}` for a RoPE base that covers it"
+        )
+    if cfg.mla is None and wl.tp > cfg.num_kv_heads:
+        warnings.append(f"--tp {wl.tp} > {cfg.num_kv_heads} KV heads: each GPU keeps {kv_heads_per_gpu(cfg, wl.tp):g} KV head (replicated), so KV bytes per GPU stop shrinking")
+    if cfg.mla is not None and wl.tp > 1:
+        warnings.append(f"--tp {wl.tp}: MLA's latent KV cache is replicated on every GPU")
+    if not memory["fits"]:
+        warnings.append(
+            f"does not fit: {memory['total_bytes_per_gpu'] / 1e9:.1f} GB needed per GPU, {spec.memory_capacity_bytes / 1e9:.0f} GB available"
+        )
+
+    return Analysis(
+        model=cfg,
+        spec=spec,
+        workload=wl,
+        prefill=prefill,
+        decode=decode,
+        decode_naive_mla=naive,
+        ttft_s=ttft,
+        tpot_first_s=float(step_times[0]),
+        tpot_last_s=float(step_times[-1]),
+        tpot_s=tpot,
+        e2e_latency_s=e2e,
+        tokens_per_s_per_sequence=1.0 / tpot,
+        tokens_per_s_per_gpu=B / tpot / n_gpus,
+        end_to_end_tokens_per_s_per_gpu=B * G / e2e / n_gpus,
+        decode_compute_bound_batch=decode_compute_bound_batch(cfg, spec, wl, mid),
+        decode_compute_bound_context=mid,
+        ridge_point_flop_per_byte=spec.ridge_point(wl.compute_dtype),
+        kv_crossover_context=kv_crossover_context(cfg, spec, wl),
+        cost_per_million_output_tokens_usd=cost,
+        memory=memory,
+        warnings=warnings,
+    )
+
+
+def layer_prediction(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str) -> list[dict]:
+    """Per-layer op rows of one phase at the workload's batch (prefill: S tokens; decode: one step
+    at context S), for checking the model against kernels timed one layer at a time. Each row holds
+    name, kind, group, layers and per-layer flops, bytes (split), compute/memory/comm time, time_s
+    and bound."""
+    validate_workload(wl)
+    rows = []
+    for t in phase_times(cfg, spec, wl, phase, float(wl.batch), float(wl.prompt_len)):
+        r = asdict(OpRow.from_timed(t))
+        L = max(t.op.layers, 1)
+        for k in TOTAL_FIELDS:
+            r[k] = r[k] / L
+        r["per_layer"] = True
+        rows.append(r)
+    return rows
