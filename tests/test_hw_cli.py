@@ -205,3 +205,21 @@ def test_every_case_mutates_a_valid_file():
     assert GOOD.count("[[sources]]") >= 2 and Path(specs_dir() / "h100-sxm.toml").is_file()
     r = run("hw", "validate", str(specs_dir() / "h100-sxm.toml"))
     assert r.exit_code == 0, r.output
+
+
+def test_hw_commands_do_not_import_heavy_packages():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from rooflinecli.cli import app\n"
+        "r = CliRunner().invoke(app, ['hw', 'show', 'h200', '--json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "heavy = sorted({'torch', 'triton', 'pandas', 'plotly'} & set(sys.modules))\n"
+        "print(','.join(heavy))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"hw show imported: {proc.stdout.strip()}"
