@@ -1,9 +1,175 @@
-"""CLI: regress commands (stub; to be filled in)."""
+"""CLI: ``roofline regress`` (the CI performance gate), ``roofline baseline ...`` (per-GPU pooled
+baselines) and ``roofline golden`` (the analytical model's golden predictions)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+
+_VERDICT_STYLE = {"regression": "bold red", "inconclusive": "yellow", "improvement": "green", "pass": ""}
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _render_table(rep) -> None:
+    from rich.table import Table
+
+    from rooflinecli.regress import _us
+
+    t = Table(title="roofline regress", title_justify="left")
+    for col, just in (("verdict", "left"), ("op", "left"), ("impl", "left"), ("shape", "left"), ("dtype", "left"),
+                      ("base p50 (us)", "right"), ("cand p50 (us)", "right"), ("change", "right"), ("noise", "right"),
+                      ("p (Holm)", "right"), ("n", "right")):
+        t.add_column(col, justify=just)
+    for c in rep.comparisons:
+        p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
+        style = _VERDICT_STYLE[c.verdict]
+        t.add_row(c.verdict, c.op, c.impl, c.shape, c.dtype, _us(c.baseline_median_s), _us(c.candidate_median_s),
+                  f"{c.rel_change:+.1%}", f"{c.noise:.1%}", f"{p:.2g}", f"{c.n_baseline}/{c.n_candidate}", style=style or None)
+    con = _console()
+    con.print(t)
+    for c in rep.comparisons:
+        if c.verdict in ("regression", "inconclusive"):
+            con.print(f"{c.verdict}: {c.op} {c.shape} {c.dtype} [{c.impl}]: {c.reason}" + (f" ({c.note})" if c.note else ""), markup=False)
+    for where, keys in (("baseline", rep.only_in_baseline), ("candidate", rep.only_in_candidate)):
+        for k in keys:
+            con.print(f"only in {where}: {k[0]} {k[2]} {k[3]} [{k[1]}] (not compared)", markup=False)
+    for n in rep.notes:
+        con.print(f"note: {n}", markup=False)
+    con.print(f"rule: {rep.rule_text()}", markup=False)
+    con.print(rep.summary_line(), markup=False, style="bold red" if rep.exit_code else "bold")
+
+
+def regress(
+    baseline: Annotated[Path, typer.Argument(help="Baseline results JSON (a run, or a pooled per-GPU baseline).")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate results JSON.")],
+    threshold: Annotated[str, typer.Option("--threshold", help="Minimum relative slowdown that counts: '5%' or '0.05'.")] = "5%",
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level, after Holm correction across kernels.")] = 0.01,
+    min_abs_us: Annotated[float, typer.Option("--min-abs-us", help="Minimum absolute slowdown that counts, microseconds.")] = 1.0,
+    impl: Annotated[str, typer.Option("--impl", help="Impls to compare: 'triton' (ours), 'torch', a comma list, or 'all'.")] = "triton",
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Write Markdown (PR comment) here.")] = None,
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here.")] = None,
+    allow_hardware_mismatch: Annotated[bool, typer.Option("--allow-hardware-mismatch", help="Compare runs from different GPU models anyway.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+) -> None:
+    """Compare two benchmark runs; exit 0 no regression, 1 regression, 2 error.
+
+    Regression = slowdown > max(threshold, 2 x noise) AND Holm-corrected one-sided Mann-Whitney
+    p < alpha AND slowdown >= min-abs-us. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.
+    """
+    from rooflinecli.regress import GateParams, compare, parse_impls, parse_threshold, write_outputs
+    from rooflinecli.results import load_results
+
+    params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl))
+    rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)
+    if quiet:
+        typer.echo(rep.summary_line())
+    else:
+        _render_table(rep)
+    for p in write_outputs(rep, markdown=markdown, junit=junit, json_path=json_out):
+        typer.echo(f"wrote {p}")
+    raise typer.Exit(rep.exit_code)
+
+
+baseline_app = typer.Typer(help="Per-GPU baselines pooled over the last K benchmark runs (reports/baselines/<gpu>.json).", no_args_is_help=True)
+
+
+@baseline_app.command("update")
+def baseline_update(
+    results: Annotated[Path, typer.Argument(help="A benchmark run's results JSON.")],
+    directory: Annotated[Path, typer.Option("--dir", help="Baselines folder.")] = Path("reports/baselines"),
+    keep: Annotated[int, typer.Option("--keep", help="Pool the newest K runs.")] = 5,
+) -> None:
+    """Add a run to its GPU's baseline and re-pool: median of the runs' medians, samples concatenated."""
+    from rooflinecli.baseline import update_baseline
+
+    out = update_baseline(results, directory, keep)
+    what = "added" if out.added else "already present (not added twice)"
+    typer.echo(f"{out.path}: run {what}; pooling {out.runs} run(s), {out.rows} row(s)"
+               + (f"; {out.dropped} old run(s) dropped" if out.dropped else "")
+               + (f"; {out.skipped_incorrect} row(s) that failed correctness left out" if out.skipped_incorrect else ""))
+
+
+@baseline_app.command("show")
+def baseline_show(
+    gpu: Annotated[Optional[str], typer.Argument(help="A baseline file, GPU slug or GPU name; omit to list all.")] = None,
+    directory: Annotated[Path, typer.Option("--dir", help="Baselines folder.")] = Path("reports/baselines"),
+) -> None:
+    """List the baselines, or show one baseline's pooled rows."""
+    from rich.table import Table
+
+    from rooflinecli import stats
+    from rooflinecli.baseline import list_baselines, load_baseline, resolve_baseline
+    from rooflinecli.regress import _us
+
+    con = _console()
+    if gpu is None:
+        infos = list_baselines(directory)
+        if not infos:
+            typer.echo(f"no baselines in {directory}")
+            return
+        t = Table(title=f"baselines in {directory}", title_justify="left")
+        for col in ("file", "gpu", "runs", "keep", "rows", "updated (UTC)"):
+            t.add_column(col)
+        for b in infos:
+            t.add_row(b.path.name, b.gpu_name, str(len(b.runs)), str(b.keep), str(len(b.results.rows)), b.updated_utc)
+        con.print(t)
+        return
+    b = load_baseline(resolve_baseline(gpu, directory))
+    con.print(f"{b.path}: {b.gpu_name}, {len(b.runs)} run(s) pooled (keep {b.keep}), updated {b.updated_utc}", markup=False)
+    for r in b.runs:
+        con.print(f"  run {r['created_utc']} from {r['source']} ({r['rows']} rows, id {r['fingerprint']})", markup=False)
+    t = Table(title_justify="left")
+    for col, just in (("op", "left"), ("impl", "left"), ("shape", "left"), ("dtype", "left"), ("p50 (us)", "right"),
+                      ("p20 (us)", "right"), ("p80 (us)", "right"), ("noise", "right"), ("samples", "right")):
+        t.add_column(col, justify=just)
+    for r in b.results.rows:
+        t.add_row(r.op, r.impl, r.shape, r.dtype, _us(r.p50_s), _us(r.p20_s), _us(r.p80_s),
+                  f"{float(stats.relative_iqr(r.samples_s)):.1%}", str(len(r.samples_s)))
+    con.print(t)
+
+
+@baseline_app.command("path")
+def baseline_path_cmd(
+    results: Annotated[Path, typer.Argument(help="A results JSON; prints the baseline file for its GPU.")],
+    directory: Annotated[Path, typer.Option("--dir", help="Baselines folder.")] = Path("reports/baselines"),
+) -> None:
+    """Print the baseline file that belongs to a run's GPU (for CI scripts)."""
+    from rooflinecli.baseline import baseline_path_for
+    from rooflinecli.results import load_results
+
+    typer.echo(str(baseline_path_for(load_results(results), directory)))
+
+
+def golden(
+    update: Annotated[bool, typer.Option("--update", help="Rewrite the golden file from the current model.")] = False,
+    path: Annotated[Optional[Path], typer.Option("--path", help="Golden file (default: tests/golden/predictions.json).")] = None,
+) -> None:
+    """Check (default) or regenerate the analytical model's golden predictions; exit 1 when they moved."""
+    from rooflinecli import golden as g
+
+    target = path or g.default_path()
+    if update:
+        data = g.write_golden(target)
+        typer.echo(f"wrote {target} ({len(data['entries'])} entries)")
+        return
+    moved = g.check_golden(target)
+    if moved:
+        for line in moved:
+            typer.echo(line)
+        typer.echo(f"{len(moved)} golden number(s) moved; if intended, regenerate with: {g.REGENERATE_COMMAND}")
+        raise typer.Exit(1)
+    typer.echo(f"{target}: all golden predictions unchanged")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("regress")(regress)
+    app.add_typer(baseline_app, name="baseline")
+    app.command("golden")(golden)

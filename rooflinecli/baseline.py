@@ -1,0 +1,203 @@
+"""Per-GPU performance baselines pooled over the last K benchmark runs.
+
+A baseline lives at ``<dir>/<gpu-slug>.json`` (``reports/baselines/nvidia-h200.json``) and is itself a
+valid results file (``rooflinecli.results``), so ``roofline regress BASELINE CANDIDATE`` reads it
+like any run. Its ``extra["baseline"]`` keeps the last K runs (per row: median and raw samples).
+
+Pooling, per row (op, impl, shape, dtype), over the kept runs that have that row:
+- ``p50_s`` = the median of the runs' medians (one slow or fast run cannot move it far);
+- ``samples_s`` = the runs' raw samples concatenated, unshifted, so the baseline's noise (IQR/median)
+  and the Mann-Whitney test include run-to-run drift, not only within-run jitter;
+- ``p20_s``/``p80_s`` = quantiles of the pooled samples; achieved TFLOP/s and GB/s recomputed from
+  the pooled median; the other fields come from the newest run.
+Rows whose correctness check failed are not taken into a baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rooflinecli.errors import RooflineError
+from rooflinecli.regress import _gpu_of, gpu_slug
+from rooflinecli.results import ResultRow, Results, load_results, quantiles_s
+
+DEFAULT_DIR = "reports/baselines"
+DEFAULT_KEEP = 5
+BASELINE_FORMAT = "rooflinecli.baseline/1"
+
+
+def _row_json(r: ResultRow) -> dict[str, Any]:
+    d = asdict(r)
+    d["samples_s"] = list(r.samples_s)
+    return d
+
+
+def run_fingerprint(res: Results) -> str:
+    """Identity of a run (time, environment, every sample): the same run is not pooled twice."""
+    h = hashlib.sha256()
+    h.update(json.dumps([res.created_utc, res.environment], sort_keys=True, default=str).encode())
+    for r in sorted(res.rows, key=lambda r: r.key):
+        h.update(json.dumps([r.key, list(r.samples_s)]).encode())
+    return h.hexdigest()[:16]
+
+
+def baseline_path(gpu_name: str, directory: str | Path = DEFAULT_DIR) -> Path:
+    return Path(directory) / f"{gpu_slug(gpu_name)}.json"
+
+
+def baseline_path_for(results: Results, directory: str | Path = DEFAULT_DIR) -> Path:
+    gpu = _gpu_of(results)
+    if gpu is None:
+        raise RooflineError(f"{results.path}: no environment.gpu_name, so its baseline file cannot be named")
+    return baseline_path(gpu, directory)
+
+
+def _stored_run(res: Results) -> dict[str, Any]:
+    return {
+        "fingerprint": run_fingerprint(res),
+        "source": res.path,
+        "created_utc": res.created_utc,
+        "tool_version": res.tool_version,
+        "suite": res.suite,
+        "hardware_spec": res.hardware_spec,
+        "measured_spec": res.measured_spec,
+        "environment": res.environment,
+        "rows": [_row_json(r) for r in res.rows if r.correct],
+    }
+
+
+def _runs_of(base: Results) -> list[dict[str, Any]]:
+    info = base.extra.get("baseline")
+    if not isinstance(info, dict) or info.get("format") != BASELINE_FORMAT or not isinstance(info.get("runs"), list):
+        raise RooflineError(f"{base.path}: not a rooflinecli baseline (no extra.baseline with format '{BASELINE_FORMAT}')")
+    return info["runs"]
+
+
+def pool_runs(runs: list[dict[str, Any]]) -> tuple[ResultRow, ...]:
+    """Pool stored runs (oldest first) into baseline rows (see the module doc)."""
+    per_key: dict[tuple, list[ResultRow]] = {}
+    order: list[tuple] = []
+    for run in runs:
+        for raw in run["rows"]:
+            r = dict(raw)
+            r["samples_s"] = tuple(float(x) for x in r["samples_s"])
+            row = ResultRow(**r)
+            if row.key not in per_key:
+                per_key[row.key] = []
+                order.append(row.key)
+            per_key[row.key].append(row)
+    pooled = []
+    for key in order:
+        rows = per_key[key]
+        newest = rows[-1]
+        samples = tuple(s for r in rows for s in r.samples_s)
+        p50 = float(statistics.median(r.p50_s for r in rows))
+        p20, _, p80 = quantiles_s(samples)
+        pct = newest.pct_of_roof * newest.p50_s / p50 if newest.pct_of_roof is not None else None
+        pooled.append(
+            replace(
+                newest,
+                samples_s=samples, p20_s=p20, p50_s=p50, p80_s=p80,
+                achieved_tflops=newest.flops / p50 / 1e12 if newest.flops else newest.achieved_tflops,
+                achieved_gb_per_s=newest.bytes / p50 / 1e9 if newest.bytes else newest.achieved_gb_per_s,
+                pct_of_roof=pct,
+                note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)",
+            )
+        )
+    return tuple(pooled)
+
+
+@dataclass(frozen=True)
+class UpdateOutcome:
+    path: Path
+    runs: int
+    rows: int
+    added: bool  # False when this run was already in the baseline
+    dropped: int  # runs that fell out of the window
+    skipped_incorrect: int
+
+
+def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DIR, keep: int = DEFAULT_KEEP, now: str | None = None) -> UpdateOutcome:
+    """Add a run to its GPU's baseline, keep the newest ``keep`` runs, rewrite the pooled rows."""
+    if keep < 1:
+        raise RooflineError(f"--keep must be >= 1, got {keep}")
+    res = load_results(results_path)
+    if not res.rows:
+        raise RooflineError(f"{res.path}: no rows to take into a baseline")
+    if isinstance(res.extra.get("baseline"), dict):
+        raise RooflineError(f"{res.path}: is itself a baseline; update from a benchmark run's results file")
+    path = baseline_path_for(res, directory)
+    runs: list[dict[str, Any]] = []
+    if path.exists():
+        old = load_results(path)
+        runs = _runs_of(old)
+        if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
+            raise RooflineError(f"{path}: baseline is for GPU '{old.gpu_name}', but {res.path} ran on '{res.gpu_name}'; refusing to mix them")
+    fp = run_fingerprint(res)
+    added = all(r.get("fingerprint") != fp for r in runs)
+    if added:
+        runs.append(_stored_run(res))
+    dropped = max(0, len(runs) - keep)
+    runs = runs[dropped:]
+    rows = pool_runs(runs)
+    if not rows:
+        raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
+    newest = runs[-1]
+    base = Results(
+        rows=rows,
+        environment=dict(newest["environment"]),
+        created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool_version=str(newest["tool_version"]),
+        suite=str(newest["suite"]),
+        hardware_spec=newest.get("hardware_spec"),
+        measured_spec=newest.get("measured_spec"),
+        extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
+    )
+    base.save(path)
+    return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
+
+
+@dataclass(frozen=True)
+class BaselineInfo:
+    path: Path
+    gpu_name: str
+    updated_utc: str
+    keep: int
+    runs: tuple[dict[str, Any], ...]  # created_utc, source, fingerprint, rows
+    results: Results
+
+
+def load_baseline(path: str | Path) -> BaselineInfo:
+    res = load_results(path)
+    runs = _runs_of(res)
+    info = res.extra["baseline"]
+    return BaselineInfo(
+        path=Path(path), gpu_name=res.gpu_name, updated_utc=res.created_utc, keep=int(info.get("keep", DEFAULT_KEEP)),
+        runs=tuple({"created_utc": r.get("created_utc"), "source": r.get("source"), "fingerprint": r.get("fingerprint"), "rows": len(r.get("rows", []))} for r in runs),
+        results=res,
+    )
+
+
+def list_baselines(directory: str | Path = DEFAULT_DIR) -> list[BaselineInfo]:
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    return [load_baseline(p) for p in sorted(d.glob("*.json"))]
+
+
+def resolve_baseline(name_or_path: str, directory: str | Path = DEFAULT_DIR) -> Path:
+    """A baseline file path, a GPU slug ('nvidia-h200') or a GPU name ('NVIDIA H200')."""
+    p = Path(name_or_path)
+    if p.suffix == ".json" and p.exists():
+        return p
+    cand = baseline_path(name_or_path, directory)
+    if cand.exists():
+        return cand
+    known = sorted(x.stem for x in Path(directory).glob("*.json")) if Path(directory).is_dir() else []
+    raise RooflineError(f"no baseline '{name_or_path}' in {directory}; known: {', '.join(known) if known else '(none)'}")

@@ -1,0 +1,464 @@
+"""Performance regression gate: compare a candidate benchmark run with a baseline.
+
+Decision rule (REFERENCE section 6), per kernel and shape (rows keyed by op, impl, shape, dtype):
+
+- relative change = (candidate median - baseline median) / baseline median (medians are the rows'
+  ``p50_s``; a pooled baseline's is the median of its runs' medians),
+- noise = max(IQR/median of the baseline samples, IQR/median of the candidate samples),
+- p = one-sided Mann-Whitney U p-value on the raw samples (candidate slower), Holm-corrected across
+  all compared rows (a second family, "candidate faster", for improvements).
+
+``regression`` when change > max(threshold, 2 x noise) AND absolute slowdown >= min_abs AND corrected
+p < alpha; ``improvement`` when the same holds in the faster direction; ``inconclusive`` when a
+slowdown is practically OR statistically significant but not both; otherwise ``pass``.
+
+``decide`` is vectorized and is the single decision function, shared by ``compare`` and by the
+simulation that measures the gate's catch and false-alarm rates (``rooflinecli.regress_sim``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rooflinecli import stats
+from rooflinecli.atomic import write_json_atomic, write_text_atomic
+from rooflinecli.errors import RooflineError
+from rooflinecli.results import ResultRow, Results
+
+REPORT_SCHEMA = "rooflinecli.regress/1"
+VERDICTS = ("regression", "inconclusive", "improvement", "pass")
+MIN_SAMPLES = 10  # REFERENCE section 6: >= 10 samples each
+ENV_KEYS_TO_DIFF = ("driver", "cuda", "torch", "triton", "python", "sm_clock_mhz", "mem_clock_mhz")
+MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
+
+
+@dataclass(frozen=True)
+class GateParams:
+    threshold: float = 0.05  # minimum relative slowdown that matters
+    alpha: float = 0.01  # significance level after Holm correction
+    min_abs_s: float = 1e-6  # minimum absolute slowdown that matters, seconds
+    impls: tuple[str, ...] | None = ("triton",)  # None: compare every impl
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.threshold < 10.0):
+            raise RooflineError(f"--threshold must be a fraction in [0, 10), got {self.threshold}")
+        if not (0.0 < self.alpha < 1.0):
+            raise RooflineError(f"--alpha must be in (0, 1), got {self.alpha}")
+        if not (self.min_abs_s >= 0.0):
+            raise RooflineError(f"--min-abs-us must be >= 0, got {self.min_abs_s * 1e6}")
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05; a bare number >= 1 is ambiguous and refused."""
+    t = text.strip()
+    try:
+        if t.endswith("%"):
+            value = float(t[:-1]) / 100.0
+        else:
+            value = float(t)
+            if value >= 1.0:
+                raise RooflineError(f"--threshold {text}: write a percentage ('{t}%') or a fraction ('{value / 100:g}')")
+    except ValueError:
+        raise RooflineError(f"--threshold {text!r}: expected a percentage like '5%' or a fraction like '0.05'") from None
+    if not math.isfinite(value) or value < 0:
+        raise RooflineError(f"--threshold {text!r}: must be a non-negative percentage")
+    return value
+
+
+def parse_impls(text: str) -> tuple[str, ...] | None:
+    """'triton' -> ('triton',); 'triton,torch' -> both; 'all' -> None (every impl)."""
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not parts:
+        raise RooflineError("--impl: give an impl name ('triton', 'torch'), a comma list, or 'all'")
+    if "all" in parts:
+        return None
+    return parts
+
+
+def decide(rel_change, abs_change_s, noise, p_slower_adj, p_faster_adj, params: GateParams) -> np.ndarray:
+    """Verdict strings (same shape as the broadcast inputs) from the gate's numbers."""
+    rel = np.asarray(rel_change, dtype=float)
+    absd = np.asarray(abs_change_s, dtype=float)
+    limit = np.maximum(params.threshold, 2.0 * np.asarray(noise, dtype=float))
+    slower_practical = (rel > limit) & (absd >= params.min_abs_s)
+    slower_stat = np.asarray(p_slower_adj) < params.alpha
+    faster_practical = (rel < -limit) & (-absd >= params.min_abs_s)
+    faster_stat = np.asarray(p_faster_adj) < params.alpha
+    shape = np.broadcast_shapes(rel.shape, absd.shape, limit.shape, slower_stat.shape, faster_stat.shape)
+    out = np.full(shape, "pass", dtype=object)
+    out[np.broadcast_to(slower_practical ^ slower_stat, shape)] = "inconclusive"
+    out[np.broadcast_to(faster_practical & faster_stat, shape)] = "improvement"
+    out[np.broadcast_to(slower_practical & slower_stat, shape)] = "regression"
+    return out
+
+
+@dataclass(frozen=True)
+class Comparison:
+    op: str
+    impl: str
+    shape: str
+    dtype: str
+    baseline_median_s: float
+    candidate_median_s: float
+    rel_change: float  # (candidate - baseline) / baseline; > 0 is slower
+    abs_change_s: float
+    noise: float  # max of the two IQR/median
+    baseline_noise: float
+    candidate_noise: float
+    limit: float  # max(threshold, 2 x noise)
+    n_baseline: int
+    n_candidate: int
+    p_slower: float
+    p_slower_adj: float  # Holm-corrected
+    p_faster: float
+    p_faster_adj: float
+    verdict: str
+    reason: str
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.impl, self.shape, self.dtype)
+
+
+@dataclass(frozen=True)
+class RegressReport:
+    params: GateParams
+    baseline: dict[str, Any]  # path, gpu_name, created_utc, tool_version
+    candidate: dict[str, Any]
+    comparisons: tuple[Comparison, ...]
+    only_in_baseline: tuple[tuple[str, str, str, str], ...]
+    only_in_candidate: tuple[tuple[str, str, str, str], ...]
+    hardware_mismatch: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for c in self.comparisons if c.verdict == verdict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {v: self.count(v) for v in VERDICTS}
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.count("regression") else 0
+
+    @property
+    def verdict(self) -> str:
+        return "regression" if self.exit_code else "pass"
+
+    def summary_line(self) -> str:
+        c = self.counts
+        parts = [f"{c['regression']} regression(s)", f"{c['inconclusive']} inconclusive", f"{c['improvement']} improvement(s)", f"{c['pass']} pass"]
+        tail = ""
+        if self.only_in_baseline or self.only_in_candidate:
+            tail = f"; {len(self.only_in_baseline)} only in baseline, {len(self.only_in_candidate)} only in candidate"
+        return f"{self.verdict.upper()}: " + ", ".join(parts) + f" ({len(self.comparisons)} compared{tail})"
+
+    def rule_text(self) -> str:
+        p = self.params
+        return (
+            f"regression = slowdown > max({p.threshold:.1%}, 2 x noise) AND Holm-corrected one-sided "
+            f"Mann-Whitney p < {p.alpha:g} AND slowdown >= {p.min_abs_s * 1e6:g} us; noise = IQR/median"
+        )
+
+    # -- outputs -------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        p = self.params
+        return {
+            "schema": REPORT_SCHEMA,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "summary": self.summary_line(),
+            "rule": self.rule_text(),
+            "params": {"threshold": p.threshold, "alpha": p.alpha, "min_abs_s": p.min_abs_s, "impls": list(p.impls) if p.impls else "all"},
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "hardware_mismatch": self.hardware_mismatch,
+            "counts": self.counts,
+            "rows": [_json_safe(asdict(c)) for c in self.comparisons],
+            "only_in_baseline": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_baseline],
+            "only_in_candidate": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_candidate],
+            "notes": list(self.notes),
+        }
+
+    def to_markdown(self, max_rows: int = 200) -> str:
+        return render_markdown(self, max_rows=max_rows)
+
+    def to_junit_xml(self) -> str:
+        return render_junit(self)
+
+
+def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+# -- comparing -------------------------------------------------------------------------------------
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200' (file names of per-GPU baselines)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.strip().lower()).strip("-")
+    return slug or "unknown-gpu"
+
+
+def _gpu_of(res: Results) -> str | None:
+    name = res.environment.get("gpu_name")
+    if not isinstance(name, str) or not name.strip() or name.strip().lower() == "unknown":
+        return None
+    return name.strip()
+
+
+def check_same_hardware(baseline: Results, candidate: Results, allow_mismatch: bool = False) -> str | None:
+    """Raise unless both runs are on the same GPU model; with ``allow_mismatch`` return a note instead."""
+    b, c = _gpu_of(baseline), _gpu_of(candidate)
+    if b is None or c is None:
+        which = baseline.path if b is None else candidate.path
+        msg = f"{which}: no environment.gpu_name, so the GPU model cannot be checked"
+    elif " ".join(b.lower().split()) != " ".join(c.lower().split()):
+        msg = f"GPU models differ: baseline {baseline.path} ran on '{b}', candidate {candidate.path} on '{c}'"
+    else:
+        return None
+    if allow_mismatch:
+        return msg + " (compared anyway: --allow-hardware-mismatch)"
+    raise RooflineError(msg + "; refusing to compare (pass --allow-hardware-mismatch to override)")
+
+
+def index_rows(res: Results, impls: tuple[str, ...] | None) -> dict[tuple[str, str, str, str], ResultRow]:
+    out: dict[tuple[str, str, str, str], ResultRow] = {}
+    for r in res.rows:
+        if impls is not None and r.impl not in impls:
+            continue
+        if r.key in out:
+            raise RooflineError(f"{res.path}: duplicate row for op '{r.op}', impl '{r.impl}', shape '{r.shape}', dtype '{r.dtype}'")
+        out[r.key] = r
+    return out
+
+
+def _env_diffs(baseline: Results, candidate: Results) -> list[str]:
+    notes = []
+    for k in ENV_KEYS_TO_DIFF:
+        a, b = baseline.environment.get(k), candidate.environment.get(k)
+        if a is not None and b is not None and a != b:
+            notes.append(f"environment differs: {k} {a} (baseline) -> {b} (candidate)")
+    return notes
+
+
+def _reason(c_rel, limit, noise, p_adj_slow, p_adj_fast, abs_s, verdict, params: GateParams) -> str:
+    if c_rel == 0 and abs_s == 0:
+        return f"same median, p={p_adj_slow:.2g}"
+    sign = "slower" if c_rel > 0 else "faster"
+    p = p_adj_slow if c_rel > 0 else p_adj_fast
+    practical = abs(c_rel) > limit and abs(abs_s) >= params.min_abs_s
+    size = f"{abs(c_rel):.1%} {sign} ({abs(abs_s) * 1e6:.2f} us)"
+    lim = f"limit {limit:.1%}" + (" = 2 x noise" if 2 * noise > params.threshold else " = threshold")
+    if abs(c_rel) > limit and abs(abs_s) < params.min_abs_s:
+        lim += f", but under {params.min_abs_s * 1e6:g} us"
+    stat = f"p={p:.2g}" + (" < " if p < params.alpha else " >= ") + f"{params.alpha:g}"
+    if verdict == "inconclusive":
+        why = "practical only, not significant" if practical else "significant only, below the practical limit"
+        return f"{size}, {lim}, {stat}: {why}"
+    return f"{size}, {lim}, {stat}"
+
+
+def compare(baseline: Results, candidate: Results, params: GateParams = GateParams(), allow_hardware_mismatch: bool = False) -> RegressReport:
+    """Compare two results files row by row (see the module doc for the rule)."""
+    notes: list[str] = []
+    hw_note = check_same_hardware(baseline, candidate, allow_hardware_mismatch)
+    if hw_note:
+        notes.append(hw_note)
+    notes.extend(_env_diffs(baseline, candidate))
+    base_rows = index_rows(baseline, params.impls)
+    cand_rows = index_rows(candidate, params.impls)
+    if not base_rows and not cand_rows:
+        what = "any impl" if params.impls is None else "impl " + ", ".join(params.impls)
+        raise RooflineError(f"no rows for {what} in {baseline.path} or {candidate.path} (see --impl)")
+    keys = [k for k in base_rows if k in cand_rows]
+    only_b = tuple(k for k in base_rows if k not in cand_rows)
+    only_c = tuple(k for k in cand_rows if k not in base_rows)
+
+    bm = np.array([base_rows[k].p50_s for k in keys], dtype=float)
+    cm = np.array([cand_rows[k].p50_s for k in keys], dtype=float)
+    for k, a, b in zip(keys, bm, cm):
+        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+            raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): p50_s must be a positive number in both files")
+    bn = np.array([float(stats.relative_iqr(base_rows[k].samples_s)) for k in keys])
+    cn = np.array([float(stats.relative_iqr(cand_rows[k].samples_s)) for k in keys])
+    p_slow = np.array([float(stats.mannwhitney_greater(cand_rows[k].samples_s, base_rows[k].samples_s)) for k in keys])
+    p_fast = np.array([float(stats.mannwhitney_greater(base_rows[k].samples_s, cand_rows[k].samples_s)) for k in keys])
+    p_slow_adj = stats.holm(p_slow)
+    p_fast_adj = stats.holm(p_fast)
+    rel = cm / bm - 1.0 if keys else np.zeros(0)
+    absd = cm - bm
+    noise = np.maximum(bn, cn)
+    limit = np.maximum(params.threshold, 2 * noise)
+    verdicts = decide(rel, absd, noise, p_slow_adj, p_fast_adj, params)
+
+    comps = []
+    few = []
+    for i, k in enumerate(keys):
+        b, c = base_rows[k], cand_rows[k]
+        row_notes = []
+        if len(b.samples_s) < MIN_SAMPLES or len(c.samples_s) < MIN_SAMPLES:
+            few.append(k)
+            row_notes.append(f"few samples ({len(b.samples_s)} vs {len(c.samples_s)}; want >= {MIN_SAMPLES})")
+        if not c.correct:
+            row_notes.append("candidate failed its correctness check")
+        comps.append(
+            Comparison(
+                op=k[0], impl=k[1], shape=k[2], dtype=k[3],
+                baseline_median_s=float(bm[i]), candidate_median_s=float(cm[i]),
+                rel_change=float(rel[i]), abs_change_s=float(absd[i]),
+                noise=float(noise[i]), baseline_noise=float(bn[i]), candidate_noise=float(cn[i]), limit=float(limit[i]),
+                n_baseline=len(b.samples_s), n_candidate=len(c.samples_s),
+                p_slower=float(p_slow[i]), p_slower_adj=float(p_slow_adj[i]),
+                p_faster=float(p_fast[i]), p_faster_adj=float(p_fast_adj[i]),
+                verdict=str(verdicts[i]),
+                reason=_reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], str(verdicts[i]), params),
+                note="; ".join(row_notes),
+            )
+        )
+    if few:
+        notes.append(f"{len(few)} row(s) have fewer than {MIN_SAMPLES} samples on a side: their tests have little power")
+    if any(not cand_rows[k].correct for k in keys):
+        notes.append("some candidate rows failed their correctness check (see notes column)")
+    order = {v: i for i, v in enumerate(VERDICTS)}
+    comps.sort(key=lambda c: (order[c.verdict], -c.rel_change, c.op, c.shape))
+
+    def meta(res: Results) -> dict[str, Any]:
+        return {"path": res.path, "gpu_name": res.gpu_name, "created_utc": res.created_utc, "tool_version": res.tool_version, "suite": res.suite}
+
+    return RegressReport(
+        params=params, baseline=meta(baseline), candidate=meta(candidate), comparisons=tuple(comps),
+        only_in_baseline=only_b, only_in_candidate=only_c, hardware_mismatch=hw_note is not None, notes=tuple(notes),
+    )
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+
+
+def _us(s: float) -> str:
+    us = s * 1e6
+    return f"{us:,.1f}" if us >= 100 else f"{us:.2f}"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(rows: list[Comparison]) -> list[str]:
+    lines = [
+        "| verdict | op | impl | shape | dtype | baseline p50 (us) | candidate p50 (us) | change | noise | p (Holm) | n |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in rows:
+        p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
+        v = {"regression": "**regression**", "inconclusive": "inconclusive", "improvement": "improvement", "pass": "pass"}[c.verdict]
+        lines.append(
+            f"| {v} | {_md_cell(c.op)} | {_md_cell(c.impl)} | {_md_cell(c.shape)} | {_md_cell(c.dtype)} | {_us(c.baseline_median_s)} | "
+            f"{_us(c.candidate_median_s)} | {c.rel_change:+.1%} | {c.noise:.1%} | {p:.2g} | {c.n_baseline}/{c.n_candidate} |"
+        )
+    return lines
+
+
+def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
+    """Markdown for a PR comment or a job summary. Passing rows fold into a <details> block."""
+    c = rep.counts
+    icon = "❌" if rep.exit_code else ("⚠️" if c["inconclusive"] else "✅")
+    lines = [MARKDOWN_MARKER, f"## {icon} Kernel performance gate: {rep.verdict.upper()}", ""]
+    lines.append(f"**{rep.summary_line()}**")
+    lines.append("")
+    lines.append(f"- GPU: baseline `{rep.baseline['gpu_name']}`, candidate `{rep.candidate['gpu_name']}`")
+    lines.append(f"- baseline: `{rep.baseline['path']}` ({rep.baseline['created_utc']}); candidate: `{rep.candidate['path']}` ({rep.candidate['created_utc']})")
+    lines.append(f"- rule: {rep.rule_text()}")
+    for n in rep.notes:
+        lines.append(f"- note: {n}")
+    lines.append("")
+    flagged = [x for x in rep.comparisons if x.verdict != "pass"]
+    passing = [x for x in rep.comparisons if x.verdict == "pass"]
+    if flagged:
+        lines += _md_table(flagged[:max_rows])
+        if len(flagged) > max_rows:
+            lines.append(f"\n_... {len(flagged) - max_rows} more flagged rows in the JSON output_")
+        lines.append("")
+        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.verdict}: {x.reason}" for x in flagged[:max_rows] if x.verdict in ("regression", "inconclusive")]
+        if why:
+            lines += why + [""]
+    if passing:
+        lines.append(f"<details><summary>{len(passing)} passing</summary>")
+        lines.append("")
+        lines += _md_table(passing[:max_rows])
+        if len(passing) > max_rows:
+            lines.append(f"\n_... {len(passing) - max_rows} more passing rows in the JSON output_")
+        lines.append("")
+        lines.append("</details>")
+        lines.append("")
+    for title, keys in (("Only in baseline (not compared)", rep.only_in_baseline), ("Only in candidate (not compared)", rep.only_in_candidate)):
+        if keys:
+            lines.append(f"**{title}:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`" for k in keys))
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_junit(rep: RegressReport) -> str:
+    """JUnit XML: one testcase per kernel and shape; a regression is a failure; rows found in only
+    one file are skipped test cases."""
+    n_tests = len(rep.comparisons) + len(rep.only_in_baseline) + len(rep.only_in_candidate)
+    n_fail = rep.count("regression")
+    n_skip = len(rep.only_in_baseline) + len(rep.only_in_candidate)
+    root = ET.Element("testsuites", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip))
+    suite = ET.SubElement(root, "testsuite", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip), time="0")
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("baseline", rep.baseline["path"]), ("candidate", rep.candidate["path"]), ("gpu", rep.candidate["gpu_name"]),
+        ("threshold", f"{rep.params.threshold:g}"), ("alpha", f"{rep.params.alpha:g}"), ("min_abs_s", f"{rep.params.min_abs_s:g}"),
+    ):
+        ET.SubElement(props, "property", name=name, value=str(value))
+    for c in rep.comparisons:
+        tc = ET.SubElement(suite, "testcase", classname=f"regress.{c.op}", name=f"{c.shape} {c.dtype} [{c.impl}]", time=f"{c.candidate_median_s:.9f}")
+        detail = (
+            f"baseline p50 {c.baseline_median_s * 1e6:.3f} us, candidate p50 {c.candidate_median_s * 1e6:.3f} us, "
+            f"change {c.rel_change:+.2%}, noise {c.noise:.2%}, p_slower(Holm) {c.p_slower_adj:.3g}, "
+            f"n {c.n_baseline}/{c.n_candidate}; {c.reason}" + (f"; {c.note}" if c.note else "")
+        )
+        if c.verdict == "regression":
+            f = ET.SubElement(tc, "failure", message=f"regression: {c.rel_change:+.1%} slower", type="regression")
+            f.text = detail
+        else:
+            so = ET.SubElement(tc, "system-out")
+            so.text = f"{c.verdict}: {detail}"
+    for where, keys in (("baseline", rep.only_in_baseline), ("candidate", rep.only_in_candidate)):
+        for k in keys:
+            tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
+            ET.SubElement(tc, "skipped", message=f"only in {where}: not compared")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_outputs(rep: RegressReport, markdown: str | Path | None = None, junit: str | Path | None = None, json_path: str | Path | None = None, step_summary: bool = True) -> list[Path]:
+    """Write the requested outputs atomically; append the Markdown to $GITHUB_STEP_SUMMARY when set."""
+    written = []
+    md = None
+    if markdown is not None or (step_summary and os.environ.get("GITHUB_STEP_SUMMARY")):
+        md = rep.to_markdown()
+    if markdown is not None:
+        written.append(write_text_atomic(markdown, md))
+    if junit is not None:
+        written.append(write_text_atomic(junit, rep.to_junit_xml()))
+    if json_path is not None:
+        written.append(write_json_atomic(json_path, rep.to_json()))
+    summary = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
+    if summary:
+        p = Path(summary)
+        old = p.read_text(encoding="utf-8") if p.exists() else ""
+        sep = "" if not old or old.endswith("\n") else "\n"
+        written.append(write_text_atomic(p, old + sep + md))
+    return written

@@ -1,0 +1,236 @@
+"""The regression gate: decision rule, refusals, and every output, through the library and the
+real ``roofline regress`` entry point."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.cli import app
+from rooflinecli.errors import RooflineError
+from rooflinecli.regress import GateParams, compare, decide, gpu_slug, parse_impls, parse_threshold
+from rooflinecli.regress_sim import synthetic_results
+from rooflinecli.results import ResultRow, Results, quantiles_s
+
+runner = CliRunner()
+
+
+def _row(op, samples, impl="triton", shape="S1", dtype="bf16", correct=True):
+    samples = tuple(float(s) for s in samples)
+    p20, p50, p80 = quantiles_s(samples)
+    return ResultRow(op=op, impl=impl, shape=shape, dtype=dtype, samples_s=samples, p20_s=p20, p50_s=p50, p80_s=p80,
+                     flops=1e9, bytes=1e6, correct=correct)
+
+
+def _results(rows, gpu="NVIDIA H200", path="x.json", **env):
+    return Results(rows=tuple(rows), environment={"gpu_name": gpu, **env}, created_utc="2026-01-01T00:00:00Z",
+                   tool_version="0.1.0", path=path)
+
+
+def _lognormal(median_s, n, spread, seed):
+    return median_s * np.exp(spread * np.random.default_rng(seed).standard_normal(n))
+
+
+def _by_op(rep):
+    return {c.op: c for c in rep.comparisons}
+
+
+def test_verdicts_for_controlled_changes():
+    base, cand = [], []
+    # 20 samples, 1% noise, 100 us
+    cases = {
+        "slow12": 1.12,  # practical and significant -> regression
+        "slow2": 1.02,  # significant but under 5% -> inconclusive
+        "fast12": 0.88,  # improvement
+        "same": 1.0,  # pass
+    }
+    for i, (name, f) in enumerate(cases.items()):
+        base.append(_row(name, _lognormal(100e-6, 20, 0.01, seed=2 * i)))
+        cand.append(_row(name, _lognormal(100e-6 * f, 20, 0.01, seed=2 * i + 1)))
+    rep = compare(_results(base, path="b.json"), _results(cand, path="c.json"))
+    v = {op: c.verdict for op, c in _by_op(rep).items()}
+    assert v == {"slow12": "regression", "slow2": "inconclusive", "fast12": "improvement", "same": "pass"}
+    assert rep.exit_code == 1
+    c = _by_op(rep)["slow12"]
+    assert c.rel_change == pytest.approx(c.candidate_median_s / c.baseline_median_s - 1)
+    assert c.p_slower_adj >= c.p_slower  # Holm never lowers a p-value
+    assert c.p_slower_adj < 0.01
+    assert rep.comparisons[0].verdict == "regression"  # worst first
+
+
+def test_noise_and_min_abs_guard_against_practically_small_changes():
+    # 8% slowdown on a kernel with ~6% IQR noise: limit is 2 x noise ~ 12% -> not a regression
+    noisy_b = _lognormal(1e-3, 40, 0.045, seed=10)
+    noisy_c = _lognormal(1.08e-3, 40, 0.045, seed=11)
+    # 20% slowdown of a 2 us kernel is 0.4 us < 1 us: not practical
+    tiny_b = _lognormal(2e-6, 20, 0.005, seed=12)
+    tiny_c = tiny_b * 1.2
+    rep = compare(_results([_row("noisy", noisy_b), _row("tiny", tiny_b)]), _results([_row("noisy", noisy_c), _row("tiny", tiny_c)]))
+    v = _by_op(rep)
+    assert v["noisy"].limit == pytest.approx(2 * v["noisy"].noise)
+    assert v["noisy"].limit > 0.08
+    assert v["noisy"].verdict != "regression"
+    assert v["tiny"].verdict == "inconclusive" and v["tiny"].p_slower_adj < 0.01
+    assert "under 1 us" in v["tiny"].reason
+    assert rep.exit_code == 0
+    # with --min-abs-us 0.1 the tiny kernel's 0.4 us slowdown counts
+    rep2 = compare(_results([_row("tiny", tiny_b)]), _results([_row("tiny", tiny_c)]), GateParams(min_abs_s=0.1e-6))
+    assert rep2.comparisons[0].verdict == "regression"
+
+
+def test_holm_correction_spans_kernels():
+    # one kernel with a modest significant shift, then the same plus many unchanged kernels:
+    # its corrected p-value grows with the family size
+    b = [_row("k", _lognormal(50e-6, 10, 0.01, seed=20))]
+    c = [_row("k", _lognormal(50e-6 * 1.1, 10, 0.01, seed=21))]
+    alone = compare(_results(b), _results(c)).comparisons[0]
+    more_b = b + [_row(f"u{i}", _lognormal(50e-6, 10, 0.01, seed=100 + i)) for i in range(30)]
+    more_c = c + [_row(f"u{i}", _lognormal(50e-6, 10, 0.01, seed=200 + i)) for i in range(30)]
+    crowd = _by_op(compare(_results(more_b), _results(more_c)))["k"]
+    assert crowd.p_slower == alone.p_slower
+    assert crowd.p_slower_adj > alone.p_slower_adj
+
+
+def test_decide_is_elementwise():
+    p = GateParams()
+    v = decide(np.array([0.1, 0.1, 0.01, -0.1, 0.1]), np.array([1e-5, 1e-5, 1e-6, -1e-5, 1e-5]),
+               np.array([0.01, 0.01, 0.01, 0.01, 0.06]), np.array([1e-4, 0.5, 1e-4, 1.0, 1e-4]),
+               np.array([1.0, 1.0, 1.0, 1e-4, 1.0]), p)
+    assert list(v) == ["regression", "inconclusive", "inconclusive", "improvement", "inconclusive"]
+
+
+def test_rows_only_in_one_file_are_listed_and_impl_filter():
+    b = [_row("a", _lognormal(1e-4, 10, 0.01, 1)), _row("gone", _lognormal(1e-4, 10, 0.01, 2)), _row("a", _lognormal(1e-4, 10, 0.01, 3), impl="torch")]
+    c = [_row("a", _lognormal(1e-4, 10, 0.01, 4)), _row("new", _lognormal(1e-4, 10, 0.01, 5)), _row("a", _lognormal(1e-4, 10, 0.01, 6), impl="torch")]
+    rep = compare(_results(b), _results(c))
+    assert [x.key for x in rep.comparisons] == [("a", "triton", "S1", "bf16")]
+    assert rep.only_in_baseline == (("gone", "triton", "S1", "bf16"),)
+    assert rep.only_in_candidate == (("new", "triton", "S1", "bf16"),)
+    rep_all = compare(_results(b), _results(c), GateParams(impls=None))
+    assert {x.impl for x in rep_all.comparisons} == {"triton", "torch"}
+
+
+def test_refusals():
+    a = _results([_row("a", [1e-4] * 10)], gpu="NVIDIA H200", path="a.json")
+    h100 = _results([_row("a", [1e-4] * 10)], gpu="NVIDIA H100 80GB HBM3", path="h.json")
+    with pytest.raises(RooflineError, match="GPU models differ.*H200.*H100"):
+        compare(a, h100)
+    rep = compare(a, h100, allow_hardware_mismatch=True)
+    assert rep.hardware_mismatch and any("--allow-hardware-mismatch" in n for n in rep.notes)
+    with pytest.raises(RooflineError, match="no environment.gpu_name"):
+        compare(a, _results([_row("a", [1e-4] * 10)], gpu="unknown"))
+    dup = _results([_row("a", [1e-4] * 10), _row("a", [2e-4] * 10)], path="dup.json")
+    with pytest.raises(RooflineError, match="dup.json: duplicate row for op 'a'"):
+        compare(a, dup)
+    with pytest.raises(RooflineError, match="no rows for impl triton"):
+        compare(_results([_row("a", [1e-4] * 10, impl="torch")]), _results([_row("a", [1e-4] * 10, impl="torch")]))
+
+
+def test_parse_options():
+    assert parse_threshold("5%") == pytest.approx(0.05)
+    assert parse_threshold("0.1") == pytest.approx(0.1)
+    for bad in ("5", "abc", "-3%"):
+        with pytest.raises(RooflineError, match="--threshold"):
+            parse_threshold(bad)
+    assert parse_impls("triton,torch") == ("triton", "torch")
+    assert parse_impls("all") is None
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+# -- through the real entry point -----------------------------------------------------------------
+
+
+@pytest.fixture
+def files(tmp_path):
+    base = synthetic_results(seed=1)
+    same_code = synthetic_results(seed=2)  # a rerun of the same code: new noise
+    slow = replace(same_code, rows=tuple(
+        replace(r, samples_s=tuple(s * 1.25 for s in r.samples_s), p20_s=r.p20_s * 1.25, p50_s=r.p50_s * 1.25, p80_s=r.p80_s * 1.25)
+        if (r.op, r.impl, r.shape) == ("gemm", "triton", "M4096-N4096-K4096") else r
+        for r in same_code.rows))
+    paths = {"base": tmp_path / "base.json", "rerun": tmp_path / "rerun.json", "slow": tmp_path / "slow.json"}
+    base.save(paths["base"])
+    same_code.save(paths["rerun"])
+    slow.save(paths["slow"])
+    return paths
+
+
+def test_cli_pass_and_regression_exit_codes(files, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    r = runner.invoke(app, ["regress", str(files["base"]), str(files["rerun"])])
+    assert r.exit_code == 0, r.output
+    assert "PASS: 0 regression(s)" in r.output
+    r = runner.invoke(app, ["regress", str(files["base"]), str(files["slow"])], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "REGRESSION: 1 regression(s)" in r.output
+    assert re.search(r"regression: gemm M4096-N4096-K4096 bf16 \[triton\]: 2[3-7]\.\d% slower", r.output)
+    # a stricter threshold than the change: not practical any more -> inconclusive, exit 0
+    r = runner.invoke(app, ["regress", str(files["base"]), str(files["slow"]), "--threshold", "30%", "-q"])
+    assert r.exit_code == 0 and "1 inconclusive" in r.output
+
+
+def test_cli_writes_markdown_junit_json_and_step_summary(files, tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    summary.write_text("# earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    md, xml, js = tmp_path / "o" / "r.md", tmp_path / "o" / "r.xml", tmp_path / "o" / "r.json"
+    r = runner.invoke(app, ["regress", str(files["base"]), str(files["slow"]), "--impl", "all",
+                            "--markdown", str(md), "--junit", str(xml), "--json", str(js)])
+    assert r.exit_code == 1, r.output
+    text = md.read_text()
+    assert text.startswith("<!-- rooflinecli-regress -->")
+    assert "| **regression** | gemm | triton | M4096-N4096-K4096 | bf16 |" in text
+    assert "<details><summary>21 passing</summary>" in text
+    assert summary.read_text() == "# earlier step\n" + text  # appended, earlier content kept
+
+    root = ET.parse(xml).getroot()
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == 22 and root.get("failures") == "1"
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [(c.get("classname"), c.get("name")) for c in failed] == [("regress.gemm", "M4096-N4096-K4096 bf16 [triton]")]
+
+    data = json.loads(js.read_text())
+    assert data["schema"] == "rooflinecli.regress/1" and data["exit_code"] == 1
+    assert data["counts"]["regression"] == 1 and len(data["rows"]) == 22
+    worst = data["rows"][0]
+    assert worst["verdict"] == "regression" and worst["rel_change"] == pytest.approx(0.25, abs=0.02)
+    assert not list(tmp_path.glob("o/.*.tmp"))  # atomic writes leave no temp files
+
+
+def test_cli_lists_rows_only_in_one_file(tmp_path):
+    b = _results([_row("a", _lognormal(1e-4, 10, 0.01, 1)), _row("gone", _lognormal(1e-4, 10, 0.01, 2))])
+    c = _results([_row("a", _lognormal(1e-4, 10, 0.01, 3)), _row("new", _lognormal(1e-4, 10, 0.01, 4))])
+    b.save(tmp_path / "b.json")
+    c.save(tmp_path / "c.json")
+    xml = tmp_path / "j.xml"
+    r = runner.invoke(app, ["regress", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--junit", str(xml)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "only in baseline: gone S1 bf16 [triton]" in r.output
+    assert "only in candidate: new S1 bf16 [triton]" in r.output
+    skipped = [c.find("skipped").get("message") for c in ET.parse(xml).getroot().iter("testcase") if c.find("skipped") is not None]
+    assert sorted(skipped) == ["only in baseline: not compared", "only in candidate: not compared"]
+
+
+def test_cli_refuses_other_gpu_and_schema_with_one_line(files, tmp_path):
+    other = synthetic_results(seed=3, gpu_name="NVIDIA H100 80GB HBM3")
+    other.save(tmp_path / "h100.json")
+    r = runner.invoke(app, ["regress", str(files["base"]), str(tmp_path / "h100.json")])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and r.output.startswith("error: GPU models differ")
+    r = runner.invoke(app, ["regress", str(files["base"]), str(tmp_path / "h100.json"), "--allow-hardware-mismatch", "-q"])
+    assert r.exit_code in (0, 1) and "compared)" in r.output
+    raw = json.loads(files["base"].read_text())
+    raw["schema"] = "rooflinecli.results/0"
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    for extra in ([], ["--allow-hardware-mismatch"]):
+        r = runner.invoke(app, ["regress", str(files["base"]), str(tmp_path / "old.json"), *extra])
+        assert r.exit_code == 2 and "results schema 'rooflinecli.results/0' is not supported" in r.output
+        assert "Traceback" not in r.output
+    r = runner.invoke(app, ["regress", str(files["base"]), str(files["rerun"]), "--threshold", "5"])
+    assert r.exit_code == 2 and r.output.startswith("error: --threshold 5: write a percentage")
