@@ -1,0 +1,411 @@
+"""Decode attention (flash-decoding) in Triton: one query token per sequence over a KV cache.
+
+Split-KV: the partial kernel gives each (batch, KV head, chunk of context) to one program, which
+runs an online softmax over its chunk for ALL the query heads of that KV head's group (GQA: each
+KV byte is read from HBM once) and writes a partial max, sum and unnormalized output; the reduce
+kernel combines the chunks. Splitting the context keeps the GPU full when B * H_kv is small.
+
+Caches: contiguous [B, H_kv, N_max, D] (SDPA's layout), or paged (compile-time flag): a cache of
+fixed-size pages [num_blocks, page_size, H_kv, D] and a block table [B, max_blocks] (int32) naming
+the pages of each sequence in order. Per-sequence context lengths ``seq_lens`` [B] (int32).
+
+Cost: ``formulas.attention_decode_flops`` and, for the bytes, the KV cache of one layer
+(``formulas.kv_cache_bytes`` with L = 1) plus the query read and output write
+(``formulas.attention_qo_bytes`` with S = 1).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, interpreting, upcast_dots
+from kernels.registry import Case, KernelOp
+from kernels.testing import device_randn, torch_dtype
+from rooflinecli import formulas
+from rooflinecli.dtypes import bytes_per_element
+
+DTYPES = ("bf16", "fp16")
+HEAD_DIMS = (64, 128)
+MAX_SPLITS = 64  # the reduce kernel holds all splits of one head in registers: [64, D] fp32
+
+
+@triton.jit
+def _decode_attention_kernel(
+    Q, K, V, Seq_lens, Block_table, M_part, L_part, Acc_part,
+    stride_qb, stride_qh,
+    stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
+    stride_vb, stride_vh, stride_vn,
+    stride_bt,
+    stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
+    stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, D]
+    H_kv, N_ctx, chunk, qk_scale,
+    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+    VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
+):
+    pid_bh = tl.program_id(0)
+    pid_split = tl.program_id(1)
+    b = pid_bh // H_kv
+    h_kv = pid_bh % H_kv
+    if VARLEN:
+        seq_len = tl.load(Seq_lens + b)
+    else:
+        seq_len = N_ctx
+    start = pid_split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_G)  # query heads of this group, padded to the MMA's 16 rows
+    offs_d = tl.arange(0, D)
+    heads = h_kv * GROUP + offs_g
+    q = tl.load(Q + b * stride_qb + heads[:, None] * stride_qh + offs_d[None, :], mask=offs_g[:, None] < GROUP, other=0.0)
+
+    m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, D], dtype=tl.float32)
+    for start_n in range(start, end, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        in_seq = offs_n < end
+        if PAGED:
+            page = tl.load(Block_table + b * stride_bt + offs_n // PAGE_SIZE, mask=in_seq, other=0).to(tl.int64)
+            k_off = page * stride_kb + h_kv * stride_kh + (offs_n % PAGE_SIZE) * stride_kn
+            v_off = page * stride_vb + h_kv * stride_vh + (offs_n % PAGE_SIZE) * stride_vn
+        else:
+            k_off = b.to(tl.int64) * stride_kb + h_kv * stride_kh + offs_n.to(tl.int64) * stride_kn
+            v_off = b.to(tl.int64) * stride_vb + h_kv * stride_vh + offs_n.to(tl.int64) * stride_vn
+        k = tl.load(K + k_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
+        qk = dot(q, tl.trans(k), UPCAST) * qk_scale
+        qk = tl.where(in_seq[None, :], qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + v_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
+        acc = dot_acc(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
+        m_i = m_new
+
+    # an empty chunk (past this sequence's length) leaves m = -inf, l = 0, acc = 0: weight 0 below
+    g_mask = offs_g < GROUP
+    p_off = b * stride_pb + heads * stride_ph + pid_split
+    tl.store(M_part + p_off, m_i, mask=g_mask)
+    tl.store(L_part + p_off, l_i, mask=g_mask)
+    a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + pid_split * stride_as + offs_d[None, :]
+    tl.store(a_ptrs, acc, mask=g_mask[:, None])
+
+
+@triton.jit
+def _decode_attention_reduce_kernel(
+    M_part, L_part, Acc_part, O,
+    stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
+    H, n_splits,
+    BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    # o = sum_s 2^(m_s - m) acc_s / sum_s 2^(m_s - m) l_s, m = max_s m_s (scores in base 2);
+    # one program per (batch, head) and BLOCK_D slice of the output
+    pid_bh = tl.program_id(0)
+    pid_d = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
+    s_mask = offs_s < n_splits
+    m = tl.load(M_part + b * stride_pb + h * stride_ph + offs_s, mask=s_mask, other=float("-inf"))
+    l = tl.load(L_part + b * stride_pb + h * stride_ph + offs_s, mask=s_mask, other=0.0)
+    a_ptrs = Acc_part + b * stride_ab + h * stride_ah + offs_s[:, None] * stride_as + offs_d[None, :]
+    acc = tl.load(a_ptrs, mask=s_mask[:, None], other=0.0)
+    w = tl.math.exp2(m - tl.max(m, 0))
+    o = tl.sum(w[:, None] * acc, 0) / tl.sum(w * l, 0)
+    tl.store(O + b * stride_ob + h * stride_oh + offs_d, o.to(O.dtype.element_ty))
+
+
+def reduce_splits(m_part: torch.Tensor, l_part: torch.Tensor, acc_part: torch.Tensor, out: torch.Tensor) -> None:
+    """Combine split-KV partials into ``out`` [B, H, D]: m_part, l_part [B, H, SPLITS] fp32 (running
+    max in base 2, sum of exponentials), acc_part [B, H, SPLITS, D] fp32 (unnormalized output).
+    Also used by ``kernels/mla_decode.py`` (D = kv_lora_rank)."""
+    B, H, splits, D = acc_part.shape
+    block_d = min(D, 128)  # at most [64 splits, 128] fp32 per program: no register spills
+    _decode_attention_reduce_kernel[(B * H, triton.cdiv(D, block_d))](
+        m_part, l_part, acc_part, out,
+        m_part.stride(0), m_part.stride(1), acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
+        out.stride(0), out.stride(1),
+        H, splits, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(splits),
+    )
+
+
+# GPU configs. Untuned (no GPU in development): a small set around the split-KV kernels of
+# flash-decoding implementations; 3-4 stages keep 100+ KB of K/V loads in flight per SM, what a
+# memory-bound loop needs. Every BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
+CHUNK_ALIGN = 128
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=4),
+]
+_decode_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["chunk", "GROUP", "D", "PAGED", "VARLEN"])(
+    _decode_attention_kernel
+)
+# Interpreter: fixed BLOCK_N = 32, so odd contexts cross several tiles within one chunk.
+_INTERPRET_BLOCK_N = 32
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (8 stands in when interpreting on the CPU)."""
+    if device.type != "cuda":
+        return 8
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def choose_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> int:
+    """Context chunks per (batch, KV head): about 4 programs per SM in all, chunks of at least
+    ``min_chunk`` tokens (untuned: enough loop trips to hide the partial write), at most MAX_SPLITS."""
+    want = triton.cdiv(4 * sms, max(1, groups))
+    return max(1, min(MAX_SPLITS, want, triton.cdiv(n_ctx, min_chunk)))
+
+
+def split_plan(n_ctx: int, splits: int, align: int) -> tuple[int, int]:
+    """(chunk, splits): ``splits`` chunks of the context, each a multiple of ``align`` tokens
+    (so every BLOCK_N tiles it); rounding up may leave fewer chunks than asked."""
+    chunk = triton.cdiv(triton.cdiv(n_ctx, splits), align) * align
+    return chunk, triton.cdiv(n_ctx, chunk)
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    seq_lens: torch.Tensor | None = None,
+    block_table: torch.Tensor | None = None,
+    sm_scale: float | None = None,
+    num_splits: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One decode step of attention.
+
+    q [B, H, D] (bf16/fp16, D in 64/128). Contiguous cache: k_cache, v_cache [B, H_kv, N_max, D].
+    Paged cache (``block_table`` given): k_cache, v_cache [num_blocks, page_size, H_kv, D] and
+    block_table [B, max_blocks] int32, N_max = max_blocks * page_size. H_kv divides H.
+    seq_lens [B] int32, each in [1, N_max] (not checked: that would need a device sync); None: all
+    N_max. ``num_splits``: context chunks per (batch, KV head); None picks from the SM count.
+    Returns o [B, H, D] in q's dtype (into ``out`` when given)."""
+    if q.dim() != 3:
+        raise ValueError(f"q must be [B, H, D], got {tuple(q.shape)}")
+    B, H, D = q.shape
+    paged = block_table is not None
+    if k_cache.dim() != 4 or k_cache.shape != v_cache.shape:
+        raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must be one 4-d shape")
+    if paged:
+        _, page_size, H_kv, Dk = k_cache.shape
+        if block_table.dim() != 2 or block_table.shape[0] != B or block_table.dtype != torch.int32:
+            raise ValueError(f"block_table must be [B={B}, max_blocks] int32, got {tuple(block_table.shape)} {block_table.dtype}")
+        if block_table.stride(1) != 1:
+            raise ValueError("block_table must be contiguous in its last dimension")
+        N_max = block_table.shape[1] * page_size
+        if page_size & (page_size - 1):
+            raise ValueError(f"page_size = {page_size} must be a power of two")
+    else:
+        Bk, H_kv, N_max, Dk = k_cache.shape
+        page_size = 1
+        if Bk != B:
+            raise ValueError(f"k_cache batch {Bk} != q batch {B}")
+    if Dk != D:
+        raise ValueError(f"cache head dim {Dk} != q head dim {D}")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"head dim D = {D} not supported; supported: {HEAD_DIMS}")
+    if H_kv < 1 or H % H_kv:
+        raise ValueError(f"H_kv = {H_kv} must divide H = {H}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise ValueError(f"q and the caches must all be bf16 or all fp16, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+    if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
+        raise ValueError("q and the caches must be contiguous in the last (head) dimension")
+    if seq_lens is not None and (seq_lens.shape != (B,) or seq_lens.dtype != torch.int32):
+        raise ValueError(f"seq_lens must be [B={B}] int32, got {tuple(seq_lens.shape)} {seq_lens.dtype}")
+    check_device(*(t for t in (q, k_cache, v_cache, seq_lens, block_table) if t is not None))
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or out.device != q.device or out.stride(-1) != 1:
+        raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, contiguous in D")
+    if B * H == 0 or N_max == 0:
+        raise ValueError("decode attention needs B, H and the cache length >= 1")
+
+    group = H // H_kv
+    splits = choose_splits(B * H_kv, N_max, sm_count(q.device)) if num_splits is None else num_splits
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
+    chunk, splits = split_plan(N_max, splits, _INTERPRET_BLOCK_N if interpreting() else CHUNK_ALIGN)
+    m_part = torch.empty((B, H, splits), dtype=torch.float32, device=q.device)
+    l_part = torch.empty_like(m_part)
+    acc_part = torch.empty((B, H, splits, D), dtype=torch.float32, device=q.device)
+    lens = seq_lens if seq_lens is not None else q  # any tensor: not read when VARLEN is False
+    table = block_table if paged else q
+    if paged:
+        kb, kh, kn = k_cache.stride(0), k_cache.stride(2), k_cache.stride(1)
+        vb, vh, vn = v_cache.stride(0), v_cache.stride(2), v_cache.stride(1)
+    else:
+        kb, kh, kn = k_cache.stride(0), k_cache.stride(1), k_cache.stride(2)
+        vb, vh, vn = v_cache.stride(0), v_cache.stride(1), v_cache.stride(2)
+    qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
+    args = (
+        q, k_cache, v_cache, lens, table, m_part, l_part, acc_part,
+        q.stride(0), q.stride(1), kb, kh, kn, vb, vh, vn,
+        table.stride(0),
+        m_part.stride(0), m_part.stride(1),
+        acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
+        H_kv, N_max, chunk, qk_scale,
+    )
+    flags = dict(
+        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), D=D,
+        VARLEN=seq_lens is not None, PAGED=paged, PAGE_SIZE=page_size,
+    )
+    grid = (B * H_kv, splits)
+    if interpreting():
+        _decode_attention_kernel[grid](*args, BLOCK_N=_INTERPRET_BLOCK_N, UPCAST=upcast_dots(q.dtype), **flags)
+    else:
+        _decode_attention_autotuned[grid](*args, UPCAST=False, **flags)
+    reduce_splits(m_part, l_part, acc_part, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Reference, baseline, cost, cases
+# ------------------------------------------------------------------------------------------------
+
+
+def _sequence_kv(k_cache, v_cache, b, length, block_table):
+    """Sequence b's first ``length`` cached K and V as [H_kv, length, D] views or gathers."""
+    if block_table is None:
+        return k_cache[b, :, :length], v_cache[b, :, :length]
+    page_size = k_cache.shape[1]
+    t = torch.arange(length, device=k_cache.device)
+    pages = block_table[b].long()[t // page_size]
+    return k_cache[pages, t % page_size].transpose(0, 1), v_cache[pages, t % page_size].transpose(0, 1)
+
+
+def decode_reference(q, k_cache, v_cache, seq_lens=None, block_table=None, sm_scale=None, **_):
+    """softmax(q K^T * scale) V per sequence in fp32 over its first seq_lens[b] tokens -> fp32 [B, H, D]."""
+    B, H, D = q.shape
+    H_kv = k_cache.shape[2] if block_table is not None else k_cache.shape[1]
+    n_max = block_table.shape[1] * k_cache.shape[1] if block_table is not None else k_cache.shape[2]
+    lens = [n_max] * B if seq_lens is None else seq_lens.tolist()
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    out = torch.empty((B, H, D), dtype=torch.float32, device=q.device)
+    for b in range(B):
+        k, v = _sequence_kv(k_cache, v_cache, b, lens[b], block_table)
+        qg = q[b].float().view(H_kv, H // H_kv, D)  # [H_kv, G, D]: no K/V repeat for GQA
+        s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [H_kv, G, L]
+        out[b] = torch.matmul(torch.softmax(s, dim=-1), v.float()).reshape(H, D)
+    return out
+
+
+def sdpa_baseline(q, k_cache, v_cache, seq_lens=None, block_table=None, sm_scale=None, **_):
+    """torch SDPA on the cache (q as one query token, GQA via enable_gqa). A paged cache is first
+    gathered into SDPA's layout (that gather is timed too); ragged seq_lens become a mask."""
+    import torch.nn.functional as F
+
+    B, H, D = q.shape
+    if block_table is not None:
+        n_max = block_table.shape[1] * k_cache.shape[1]
+        pages = block_table.long()  # [B, max_blocks]
+        k_cache = k_cache[pages].flatten(1, 2).transpose(1, 2)  # [B, H_kv, N_max, D]
+        v_cache = v_cache[pages].flatten(1, 2).transpose(1, 2)
+    else:
+        n_max = k_cache.shape[2]
+    mask = None
+    if seq_lens is not None:
+        mask = (torch.arange(n_max, device=q.device)[None, :] < seq_lens[:, None].long())[:, None, None, :]
+    gqa = k_cache.shape[1] != H
+    o = F.scaled_dot_product_attention(q[:, :, None, :], k_cache, v_cache, attn_mask=mask, scale=sm_scale, enable_gqa=gqa)
+    return o[:, :, 0, :]
+
+
+def make_inputs(case: Case, device, generator) -> dict:
+    """Fresh random q and cache. ``varlen``: random lengths in [1, N] (the first sequence full);
+    ``page_size``: a paged cache with the pages of all sequences shuffled through the pool."""
+    p = case.params
+    dt = torch_dtype(case.dtype)
+    B, H, H_kv, N, D = p["B"], p["H"], p["H_kv"], p["N"], p["D"]
+    inputs = {"q": device_randn((B, H, D), dt, device, generator)}
+    page_size = p.get("page_size")
+    if page_size:
+        max_blocks = triton.cdiv(N, page_size)
+        shape = (B * max_blocks, page_size, H_kv, D)
+        perm = torch.randperm(B * max_blocks, generator=generator)
+        inputs["block_table"] = perm.view(B, max_blocks).to(torch.int32).to(device)
+    else:
+        shape = (B, H_kv, N, D)
+    inputs["k_cache"] = device_randn(shape, dt, device, generator)
+    inputs["v_cache"] = device_randn(shape, dt, device, generator)
+    if p.get("varlen"):
+        lens = torch.randint(1, N + 1, (B,), generator=generator, dtype=torch.int32)
+        lens[0] = N
+        inputs["seq_lens"] = lens.to(device)
+    if p.get("splits"):
+        inputs["num_splits"] = p["splits"]
+    return inputs
+
+
+def cost(case: Case) -> tuple[float, float]:
+    """FLOPs 4*B*H*N*D; bytes: one layer's K and V at context N, q read and o written once."""
+    p = case.params
+    b = bytes_per_element(case.dtype)
+    B, H, H_kv, N, D = p["B"], p["H"], p["H_kv"], p["N"], p["D"]
+    flops = formulas.attention_decode_flops(B, H, N, D)
+    bytes_ = formulas.kv_cache_bytes(1, H_kv, D, N, b, B) + formulas.attention_qo_bytes(B, H, 1, D, b)
+    return float(flops), float(bytes_)
+
+
+def _case(B, H, H_kv, N, D, dtype, page_size=None, varlen=False, splits=None) -> Case:
+    params = {"B": B, "H": H, "H_kv": H_kv, "N": N, "D": D}
+    shape = f"B{B}-H{H}-Hkv{H_kv}-N{N}-D{D}"
+    if page_size:
+        params["page_size"] = page_size
+        shape += f"-page{page_size}"
+    if varlen:
+        params["varlen"] = True
+        shape += "-varlen"
+    if splits:
+        params["splits"] = splits
+        shape += f"-split{splits}"
+    return Case(shape, params, dtype)
+
+
+# "test": odd contexts, several splits (some empty for the short sequences), GQA groups of 1, 4, 8.
+_TEST = tuple(
+    c
+    for dt in DTYPES
+    for c in (
+        _case(2, 8, 2, 123, 64, dt, splits=3),
+        _case(3, 4, 4, 63, 128, dt, varlen=True, splits=2),
+        _case(2, 8, 1, 500, 64, dt, varlen=True, splits=4),
+        _case(2, 4, 2, 100, 64, dt, page_size=16, varlen=True, splits=2),
+    )
+)
+# GPU: H = 32, H_kv = 8, D = 128 (Llama-3-8B's attention), one layer's cache of 0.5 to 8.6 GB.
+_QUICK = (_case(8, 32, 8, 32768, 128, "bf16"),)
+_FULL = (
+    _case(1, 32, 8, 131072, 128, "bf16"),
+    _case(8, 32, 8, 32768, 128, "bf16"),
+    _case(16, 32, 8, 131072, 128, "bf16"),
+    _case(32, 32, 8, 16384, 128, "bf16"),
+    _case(64, 32, 8, 4096, 128, "bf16"),
+    _case(16, 32, 8, 32768, 128, "bf16", page_size=16),
+)
+
+OP = KernelOp(
+    name="decode_attention",
+    make_inputs=make_inputs,
+    run=decode_attention,
+    reference=decode_reference,
+    cost=cost,
+    cases={"test": _TEST, "quick": _QUICK, "full": _FULL},
+    tolerance={"bf16": 1e-2, "fp16": 1e-3},
+    baseline=sdpa_baseline,
+    model_kind="attention",
+    dtypes=DTYPES,
+    notes="split-KV flash-decoding, GQA groups share each KV read; paged via block table. "
+    "Baseline torch SDPA on the cache (a paged cache is gathered first, inside the timing).",
+)

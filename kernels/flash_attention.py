@@ -1,0 +1,350 @@
+"""FlashAttention forward (Dao et al., 2022) in Triton: causal or not, GQA, head dim 64 and 128.
+
+Layout [B, H, S, D] for Q and O, [B, H_kv, S, D] for K and V (H_kv divides H; query head h reads
+key/value head h // (H / H_kv)). One program computes a BLOCK_M x D tile of O for one (batch, head),
+streaming K and V through on-chip memory in BLOCK_N tiles with an online softmax in fp32 (the
+structure of Triton's fused-attention tutorial), so the S x S scores never reach HBM.
+
+Minimum HBM traffic: read Q, K, V once and write O once (``formulas.attention_qo_bytes`` +
+``formulas.kv_cache_bytes`` with L = 1). FLOPs: ``formulas.attention_prefill_flops`` (QK^T and PV;
+a causal mask keeps S(S+1)/2 pairs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.registry import Case, KernelOp
+from kernels.testing import device_randn, torch_dtype
+from rooflinecli import formulas
+from rooflinecli.dtypes import bytes_per_element
+
+LOG2E = 1.4426950408889634  # softmax runs in base 2: exp(x) = exp2(x * log2(e))
+HEAD_DIMS = (64, 128)
+DTYPES = ("bf16", "fp16")
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels on the CPU through its interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_device(*tensors: torch.Tensor) -> None:
+    """All tensors on one device, and that device usable by Triton (CUDA, or CPU when interpreting)."""
+    dev = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != dev:
+            raise ValueError(f"all inputs must be on one device, got {dev} and {t.device}")
+    if dev.type != "cuda" and not interpreting():
+        raise ValueError(f"inputs on {dev}: Triton kernels need a CUDA device (or TRITON_INTERPRET=1 on the CPU)")
+
+
+def upcast_dots(dtype: torch.dtype) -> bool:
+    """Whether the kernels must cast bf16 dot operands to fp32 first: Triton's interpreter (3.9)
+    multiplies bf16 operands as their raw uint16 bits. bf16 x bf16 products are exact in fp32, so
+    the cast changes nothing but summation order; compiled GPU code never takes this path."""
+    return interpreting() and dtype == torch.bfloat16
+
+
+@triton.jit
+def dot(a, b, UPCAST: tl.constexpr):
+    """a @ b in fp32 (fp32 operands when UPCAST, see ``upcast_dots``)."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    return tl.dot(a, b)
+
+
+@triton.jit
+def dot_acc(a, b, acc, UPCAST: tl.constexpr):
+    """acc + a @ b, accumulated in the MMA (fp32 operands when UPCAST, see ``upcast_dots``)."""
+    if UPCAST:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _flash_attention_tiles(
+    acc, l_i, m_i, q, K_ptr, V_ptr, stride_kn, stride_vn,
+    lo, hi, offs_m, offs_d, S, qk_scale,
+    D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+):
+    # One stretch [lo, hi) of keys. MASKED: the stretch may cross S (or the causal diagonal).
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k_ptrs = K_ptr + offs_n[:, None] * stride_kn + offs_d[None, :]
+        v_ptrs = V_ptr + offs_n[:, None] * stride_vn + offs_d[None, :]
+        if MASKED:
+            k = tl.load(k_ptrs, mask=offs_n[:, None] < S, other=0.0)
+        else:
+            k = tl.load(k_ptrs)
+        qk = dot(q, tl.trans(k), UPCAST) * qk_scale
+        if MASKED:
+            keep = offs_n[None, :] < S
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        if MASKED:
+            v = tl.load(v_ptrs, mask=offs_n[:, None] < S, other=0.0)
+        else:
+            v = tl.load(v_ptrs)
+        acc = acc * alpha[:, None]
+        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _flash_attention_kernel(
+    Q, K, V, O,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_ob, stride_oh, stride_os,
+    H, S, qk_scale,
+    GROUP: tl.constexpr,  # H / H_kv query heads per key/value head
+    D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,  # interpreter-only bf16 workaround (``upcast_dots``)
+):
+    # Causal work grows with the query block: run the heaviest blocks first (better tail balance).
+    n_m = tl.num_programs(0)
+    pid_m = (n_m - 1 - tl.program_id(0)) if CAUSAL else tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + offs_m[:, None] * stride_qs + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=offs_m[:, None] < S, other=0.0)
+    K_ptr = K + b * stride_kb + h_kv * stride_kh
+    V_ptr = V + b * stride_vb + h_kv * stride_vh
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+
+    if CAUSAL:
+        # keys strictly before this query block: no mask; then the diagonal block, masked
+        lo_diag = pid_m * BLOCK_M
+        acc, l_i, m_i = _flash_attention_tiles(
+            acc, l_i, m_i, q, K_ptr, V_ptr, stride_ks, stride_vs, 0, lo_diag, offs_m, offs_d, S, qk_scale,
+            D, BLOCK_N, False, True, UPCAST,
+        )
+        acc, l_i, m_i = _flash_attention_tiles(
+            acc, l_i, m_i, q, K_ptr, V_ptr, stride_ks, stride_vs, lo_diag, tl.minimum(lo_diag + BLOCK_M, S),
+            offs_m, offs_d, S, qk_scale, D, BLOCK_N, True, True, UPCAST,
+        )
+    else:
+        # whole key tiles without a mask, then the ragged last tile (if S % BLOCK_N) with one
+        S_even = (S // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _flash_attention_tiles(
+            acc, l_i, m_i, q, K_ptr, V_ptr, stride_ks, stride_vs, 0, S_even, offs_m, offs_d, S, qk_scale,
+            D, BLOCK_N, False, False, UPCAST,
+        )
+        acc, l_i, m_i = _flash_attention_tiles(
+            acc, l_i, m_i, q, K_ptr, V_ptr, stride_ks, stride_vs, S_even, S, offs_m, offs_d, S, qk_scale,
+            D, BLOCK_N, True, False, UPCAST,
+        )
+
+    o = acc / l_i[:, None]
+    o_ptrs = O + b * stride_ob + h * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :]
+    tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=offs_m[:, None] < S)
+
+
+# GPU configs. Untuned (no GPU in development): the shapes Triton's fused-attention tutorial
+# searches on Hopper, cut to four so autotuning stays a few seconds per shape. BLOCK_M is a multiple
+# of BLOCK_N (the causal diagonal stretch starts on a tile boundary). The 128 x 128 tile uses 2
+# stages: 3 would need ~224 KB of shared memory at D = 128.
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+]
+_flash_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["S", "GROUP", "D", "CAUSAL"])(
+    _flash_attention_kernel
+)
+# Interpreter: one fixed config, no autotuning (the interpreter would run every config). 32 x 32
+# tiles keep the numpy work per program small while odd S still crosses several tiles.
+_INTERPRET_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32}
+
+
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Attention forward. q [B, H, S, D]; k, v [B, H_kv, S, D] with H_kv dividing H; bf16 or fp16;
+    D in (64, 128); last dim contiguous. ``causal``: query i sees keys 0..i. ``sm_scale`` defaults to
+    1/sqrt(D). Returns o [B, H, S, D] in q's dtype (written into ``out`` when given)."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, H, S, D = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
+    Bk, H_kv, Sk, Dk = k.shape
+    if Bk != B or Sk != S or Dk != D:
+        raise ValueError(f"k/v {tuple(k.shape)} do not match q {tuple(q.shape)} in B, S or D")
+    if H_kv < 1 or H % H_kv:
+        raise ValueError(f"H_kv = {H_kv} must divide H = {H}")
+    if D not in HEAD_DIMS:
+        raise ValueError(f"head dim D = {D} not supported; supported: {HEAD_DIMS}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k, v must all be bf16 or all fp16, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
+        raise ValueError("q, k, v must be contiguous in the last (head) dimension")
+    check_device(q, k, v)
+    if out is None:
+        out = torch.empty_like(q)
+    elif out.shape != q.shape or out.dtype != q.dtype or out.device != q.device or out.stride(-1) != 1:
+        raise ValueError(f"out must be {tuple(q.shape)} {q.dtype} on {q.device}, contiguous in D")
+    if S == 0 or B * H == 0:
+        return out
+    qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
+    args = (
+        q, k, v, out,
+        q.stride(0), q.stride(1), q.stride(2),
+        k.stride(0), k.stride(1), k.stride(2),
+        v.stride(0), v.stride(1), v.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        H, S, qk_scale,
+    )
+    if interpreting():
+        grid = (triton.cdiv(S, _INTERPRET_BLOCKS["BLOCK_M"]), B * H)
+        _flash_attention_kernel[grid](
+            *args, GROUP=H // H_kv, D=D, CAUSAL=causal, UPCAST=upcast_dots(q.dtype), **_INTERPRET_BLOCKS
+        )
+    else:
+        def grid(meta):
+            return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+
+        _flash_attention_autotuned[grid](*args, GROUP=H // H_kv, D=D, CAUSAL=causal, UPCAST=False)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Reference, baseline, cost, cases
+# ------------------------------------------------------------------------------------------------
+
+#: fp32 score elements the reference materializes at once (bounds its memory on the full cases)
+_REF_CHUNK_ELEMENTS = 1 << 27
+
+
+def attention_reference(q, k, v, causal=False, sm_scale=None, **_):
+    """softmax(Q K^T * scale) V in fp32, K/V heads repeated for GQA; query rows in chunks so the
+    fp32 scores stay under ~512 MB even at S = 16k. Returns fp32 [B, H, S, D]."""
+    B, H, S, D = q.shape
+    group = H // k.shape[1]
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    rows = max(1, _REF_CHUNK_ELEMENTS // max(1, H * S))
+    for b in range(B):
+        kf = k[b].float().repeat_interleave(group, dim=0)  # [H, S, D]
+        vf = v[b].float().repeat_interleave(group, dim=0)
+        for i0 in range(0, S, rows):
+            i1 = min(S, i0 + rows)
+            s = torch.matmul(q[b, :, i0:i1].float(), kf.transpose(-1, -2)) * scale  # [H, rows, S]
+            if causal:
+                i = torch.arange(i0, i1, device=q.device)[:, None]
+                j = torch.arange(S, device=q.device)[None, :]
+                s.masked_fill_(j > i, float("-inf"))
+            out[b, :, i0:i1] = torch.matmul(torch.softmax(s, dim=-1), vf)
+    return out
+
+
+def sdpa_baseline(q, k, v, causal=False, sm_scale=None, **_):
+    """torch SDPA (flash backend on the GPU), GQA through enable_gqa."""
+    import torch.nn.functional as F
+
+    gqa = q.shape[1] != k.shape[1]
+    if q.is_cuda:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
+
+
+def make_inputs(case: Case, device, generator) -> dict:
+    p = case.params
+    dt = torch_dtype(case.dtype)
+    B, H, H_kv, S, D = p["B"], p["H"], p["H_kv"], p["S"], p["D"]
+    return {
+        "q": device_randn((B, H, S, D), dt, device, generator),
+        "k": device_randn((B, H_kv, S, D), dt, device, generator),
+        "v": device_randn((B, H_kv, S, D), dt, device, generator),
+        "causal": bool(p["causal"]),
+    }
+
+
+def cost(case: Case) -> tuple[float, float]:
+    """FLOPs (QK^T + PV, causal pairs only when causal) and minimum bytes (Q, K, V read, O written)."""
+    p = case.params
+    b = bytes_per_element(case.dtype)
+    flops = formulas.attention_prefill_flops(p["B"], p["H"], p["S"], p["D"], causal=bool(p["causal"]))
+    bytes_ = formulas.attention_qo_bytes(p["B"], p["H"], p["S"], p["D"], b) + formulas.kv_cache_bytes(
+        1, p["H_kv"], p["D"], p["S"], b, p["B"]
+    )
+    return float(flops), float(bytes_)
+
+
+def _case(B, H, H_kv, S, D, causal, dtype) -> Case:
+    mask = "causal" if causal else "full"
+    return Case(f"B{B}-H{H}-Hkv{H_kv}-S{S}-D{D}-{mask}", {"B": B, "H": H, "H_kv": H_kv, "S": S, "D": D, "causal": causal}, dtype)
+
+
+# "test": odd S crossing several 32-wide interpreter tiles, GQA and MHA, both head dims.
+_TEST = tuple(
+    _case(B, H, H_kv, S, D, causal, dt)
+    for (B, H, H_kv, S, D, causal) in [
+        (1, 2, 2, 63, 64, False),
+        (2, 4, 2, 123, 64, True),
+        (1, 4, 1, 100, 128, True),
+        (1, 2, 1, 77, 128, False),
+        (1, 1, 1, 500, 64, True),
+    ]
+    for dt in DTYPES
+)
+# "quick": a few GPU shapes; "full": seq 1k..16k at about 256M-2G tokens x heads of work, B*H >= 64
+# so every query-block x head grid has thousands of programs for 132 SMs.
+_QUICK = (
+    _case(4, 32, 8, 2048, 128, True, "bf16"),
+    _case(4, 32, 8, 2048, 128, False, "bf16"),
+)
+_FULL = (
+    _case(16, 32, 8, 1024, 128, True, "bf16"),
+    _case(4, 32, 8, 4096, 128, True, "bf16"),
+    _case(4, 32, 8, 4096, 128, False, "bf16"),
+    _case(2, 32, 8, 8192, 128, True, "bf16"),
+    _case(1, 32, 8, 16384, 128, True, "bf16"),
+    _case(4, 64, 64, 4096, 64, True, "bf16"),
+    _case(4, 32, 8, 4096, 128, True, "fp16"),
+)
+
+OP = KernelOp(
+    name="flash_attention",
+    make_inputs=make_inputs,
+    run=flash_attention,
+    reference=attention_reference,
+    cost=cost,
+    cases={"test": _TEST, "quick": _QUICK, "full": _FULL},
+    # the kernel rounds P to the input dtype before PV and O at the end: a few ulps of each dtype
+    tolerance={"bf16": 1e-2, "fp16": 1e-3},
+    baseline=sdpa_baseline,
+    model_kind="attention",
+    dtypes=DTYPES,
+    notes="Triton fused-attention-tutorial structure; baseline torch SDPA (flash backend), GQA via enable_gqa.",
+)
