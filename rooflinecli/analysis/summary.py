@@ -147,7 +147,8 @@ class Analysis:
     tokens_per_s_per_sequence: float
     tokens_per_s_per_gpu: float  # decode throughput: batch / TPOT / GPUs
     end_to_end_tokens_per_s_per_gpu: float  # batch * G / latency / GPUs (prefill included)
-    decode_compute_bound_batch: int | None
+    decode_compute_bound_batch: int | None  # whole step (None: attention keeps it memory-bound)
+    decode_gemm_compute_bound_batch: int | None  # the matmuls alone (gemm + moe ops)
     decode_compute_bound_context: int
     ridge_point_flop_per_byte: float
     kv_crossover_context: float | None
@@ -179,6 +180,7 @@ class Analysis:
             "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "end_to_end_tokens_per_s_per_gpu": self.end_to_end_tokens_per_s_per_gpu,
             "decode_compute_bound_batch": self.decode_compute_bound_batch,
+            "decode_gemm_compute_bound_batch": self.decode_gemm_compute_bound_batch,
             "decode_compute_bound_context": self.decode_compute_bound_context,
             "ridge_point_flop_per_byte": self.ridge_point_flop_per_byte,
             "kv_crossover_context": self.kv_crossover_context,
@@ -191,13 +193,26 @@ class Analysis:
         }
 
 
-def decode_compute_bound_batch(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH) -> int | None:
-    """Smallest batch at which one decode step at ``context`` is compute-bound (summed compute
-    time >= summed memory time), searched over 1..max_batch in one vectorized pass; None if none."""
+def decode_compute_bound_batches(
+    cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH
+) -> tuple[int | None, int | None]:
+    """(whole step, matmuls only): the smallest batch at which one decode step at ``context`` is
+    compute-bound (summed compute time >= summed memory time), searched over 1..max_batch in one
+    vectorized pass; None where no batch is. "Matmuls only" sums the gemm and moe ops (the weight
+    streaming ones, which turn compute-bound near the ridge point; attention over the cache keeps
+    a whole step memory-bound at long contexts)."""
     batch = np.arange(1, max_batch + 1, dtype=float)
-    bound = sum_ops(phase_times(cfg, spec, wl, "decode", batch, float(context)), batch.shape)["compute_bound"]
-    idx = np.flatnonzero(bound)
-    return int(batch[idx[0]]) if idx.size else None
+    timed = phase_times(cfg, spec, wl, "decode", batch, float(context))
+    out = []
+    for subset in (timed, [t for t in timed if t.op.kind in ("gemm", "moe")]):
+        idx = np.flatnonzero(sum_ops(subset, batch.shape)["compute_bound"])
+        out.append(int(batch[idx[0]]) if idx.size else None)
+    return out[0], out[1]
+
+
+def decode_compute_bound_batch(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH) -> int | None:
+    """Smallest batch at which a whole decode step at ``context`` is compute-bound (None: none)."""
+    return decode_compute_bound_batches(cfg, spec, wl, context, max_batch)[0]
 
 
 def kv_crossover_context(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, limit: float = 2.0**40) -> float | None:
@@ -257,6 +272,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         cost = wl.price_per_gpu_hour * n_gpus / 3600.0 * e2e / (B * G) * 1e6
 
     mid = S + G // 2
+    cb_step, cb_gemm = decode_compute_bound_batches(cfg, spec, wl, mid)
     mem = memory_totals(cfg, spec, wl, S, S + G, float(B))
     memory = {k: _scalar(v) for k, v in mem.items()}
     memory["weights_bytes"] = memory["weights_bytes_per_gpu"]
@@ -297,7 +313,8 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         tokens_per_s_per_sequence=1.0 / tpot,
         tokens_per_s_per_gpu=B / tpot / n_gpus,
         end_to_end_tokens_per_s_per_gpu=B * G / e2e / n_gpus,
-        decode_compute_bound_batch=decode_compute_bound_batch(cfg, spec, wl, mid),
+        decode_compute_bound_batch=cb_step,
+        decode_gemm_compute_bound_batch=cb_gemm,
         decode_compute_bound_context=mid,
         ridge_point_flop_per_byte=spec.ridge_point(wl.compute_dtype),
         kv_crossover_context=kv_crossover_context(cfg, spec, wl),

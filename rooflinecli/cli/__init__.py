@@ -66,9 +66,9 @@ def _wrap_all(t: typer.Typer) -> None:
 
 
 def _register() -> None:
-    from rooflinecli.cli import analysis, hw, measure, model, regress, report, sweep
+    from rooflinecli.cli import analysis, analyze, hw, measure, model, regress, report, sweep
 
-    for module in (hw, model, analysis, sweep, measure, report, regress):
+    for module in (hw, model, analyze, analysis, sweep, measure, report, regress):
         module.register(app)
     _wrap_all(app)
 

@@ -1,0 +1,174 @@
+"""CLI: ``roofline analyze``: one model, one GPU, one workload: TTFT, TPOT, latency, throughput,
+cost, memory and a per-op roofline table for prefill and decode (``rooflinecli.analysis``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from rooflinecli.cli.options import HwOption, JsonOption
+
+
+def _fmt():
+    from rooflinecli.cli.analysis import fmt_bytes, fmt_count, fmt_time
+
+    return fmt_bytes, fmt_time, fmt_count
+
+
+def _json_default(x):
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def analyze_cmd(
+    model: Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or a config.json path.")] = "llama-3-8b",
+    hw: HwOption = "h100-sxm",
+    batch: Annotated[int, typer.Option("--batch", help="Sequences in flight.")] = 1,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
+    gen: Annotated[int, typer.Option("--gen", help="Generated tokens per sequence (decode steps at contexts prompt .. prompt+gen-1).")] = 256,
+    dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype; the GPU's peak for it is used (fp8 -> fp8 peak).")] = "bf16",
+    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weights: bf16, fp16, fp32, fp8, int8, int4 (with group scales).")] = "bf16",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
+    kv_bits: Annotated[float | None, typer.Option("--kv-bits", help="KV cache bits per element, any width (overrides --kv-dtype).")] = None,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (must divide the heads).")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")] = 1,
+    efficiency: Annotated[str | None, typer.Option("--efficiency", help="Fraction of the roofline reached: one number (0.8) or per op kind (gemm=0.8,attention=0.7,elementwise=..,moe=..).")] = None,
+    fitted_efficiency: Annotated[bool, typer.Option("--fitted-efficiency", help="Use the spec's fitted efficiency table (measured specs).")] = False,
+    launch_overhead_us: Annotated[float, typer.Option("--launch-overhead-us", help="Fixed cost per kernel launch, microseconds.")] = 0.0,
+    price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour, for the cost per million output tokens.")] = None,
+    kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
+    expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1 (1 = uniform).")] = 1.0,
+    mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.")] = "absorbed",
+    weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
+    ops: Annotated[bool, typer.Option("--ops/--no-ops", help="Print the per-op tables.")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """How fast a model should run: prefill (TTFT) and decode (TPOT) on the roofline, per op.
+
+    Defaults: pure datasheet roofline (efficiency 1.0, no launch overhead), llama-3-8b on h100-sxm,
+    batch 1, prompt 1024, gen 256. Times are per GPU of a --tp x --ep replica.
+    """
+    from rooflinecli.analysis import Workload, analyze, parse_efficiency
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+
+    wl = Workload(
+        batch=batch,
+        prompt_len=prompt,
+        gen_len=gen,
+        compute_dtype=dtype,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        kv_bits=kv_bits,
+        weight_group_size=weight_group_size,
+        tp=tp,
+        ep=ep,
+        efficiency=parse_efficiency(efficiency),
+        launch_overhead_s=launch_overhead_us * 1e-6,
+        expert_skew=expert_skew,
+        kv_block_size=kv_block_size,
+        price_per_gpu_hour=price_per_gpu_hour,
+        use_fitted_efficiency=fitted_efficiency,
+        mla_decode=mla_decode,
+    )
+    from rooflinecli.analysis import validate_workload
+
+    validate_workload(wl)  # input errors first, before loading anything
+    cfg, spec = get_model(model), get_spec(hw)
+    a = analyze(cfg, spec, wl)
+    for w in a.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    if as_json:
+        typer.echo(json.dumps(a.to_json(), indent=2, default=_json_default))
+        return
+    render(a, show_ops=ops)
+
+
+def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["op", "L", "FLOPs", "weights", "KV r+w", "act", "AI", "time", "%", "bound"]
+    for i, c in enumerate(cols):
+        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    total = phase.time_s or 1.0
+
+    def b(x):
+        return fmt_bytes(x) if x else "-"
+
+    for r in phase.ops:
+        ai = "-" if r.arithmetic_intensity_flop_per_byte is None else f"{r.arithmetic_intensity_flop_per_byte:.3g}"
+        t.add_row(
+            r.name, str(r.layers), fmt_count(r.flops) if r.flops else "-", b(r.weights_bytes), b(r.kv_read_bytes + r.kv_write_bytes),
+            b(r.activation_bytes), ai, fmt_time(r.time_s), f"{r.time_s / total:.1%}", r.bound,
+        )
+    tt = phase.totals
+    t.add_row(
+        "total", "", fmt_count(tt["flops"]), b(tt["weights_bytes"]), b(tt["kv_read_bytes"] + tt["kv_write_bytes"]), b(tt["activation_bytes"]),
+        f"{tt['flops'] / tt['bytes']:.3g}" if tt["bytes"] else "-", fmt_time(tt["time_s"]), "100%", phase.bound, style="bold",
+    )
+    return t
+
+
+def render(a, show_ops: bool = True) -> None:
+    """Rich summary and per-op tables of an ``Analysis``."""
+    from rich.console import Console
+
+    fmt_bytes, fmt_time, fmt_count = _fmt()
+    c = Console(highlight=False, soft_wrap=True)
+    wl, cfg, spec = a.workload, a.model, a.spec
+    par = f", TP {wl.tp}" + (f" x EP {wl.ep}" if wl.ep > 1 else "") + f" = {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
+    c.print(
+        f"[bold]{cfg.name}[/] on [bold]{spec.id}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
+        f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
+    )
+    eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency else "1.0 (pure roofline)")
+    c.print(
+        f"ridge point {a.ridge_point_flop_per_byte:.0f} FLOP/B ({spec.peak_flops_per_s(wl.compute_dtype) / 1e12:.0f} TFLOP/s / "
+        f"{spec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
+        + (f"; launch overhead {wl.launch_overhead_s * 1e6:g} us/kernel" if wl.launch_overhead_s else "")
+    )
+    lines = [
+        ("TTFT (prefill)", f"{fmt_time(a.ttft_s)}  ({a.prefill.bound}-bound)"),
+        ("TPOT first / mean / last", f"{fmt_time(a.tpot_first_s)} / {fmt_time(a.tpot_s)} / {fmt_time(a.tpot_last_s)}  ({a.decode.bound}-bound)"),
+        ("end-to-end latency", fmt_time(a.e2e_latency_s)),
+        ("decode tokens/s", f"{a.tokens_per_s_per_sequence:,.1f} per sequence, {a.tokens_per_s_per_gpu:,.0f} per GPU "
+                            f"({a.end_to_end_tokens_per_s_per_gpu:,.0f} per GPU with prefill)"),
+        ("decode compute-bound at", f"batch {a.decode_gemm_compute_bound_batch if a.decode_gemm_compute_bound_batch else '> 65536'} for the matmuls, "
+                                    f"{'batch ' + str(a.decode_compute_bound_batch) if a.decode_compute_bound_batch else 'never (<= 65536)'} for the whole step "
+                                    f"(context {a.decode_compute_bound_context:,})"),
+        ("KV read = weight read at", f"context {a.kv_crossover_context:,.0f}" if a.kv_crossover_context else "never (KV reads stay below weight reads)"),
+    ]
+    if a.cost_per_million_output_tokens_usd is not None:
+        lines.append(("cost", f"${a.cost_per_million_output_tokens_usd:,.3g} per million output tokens"))
+    if a.decode_naive_mla is not None:
+        lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean), for comparison"))
+    m = a.memory
+    lines.append(
+        (
+            "memory per GPU",
+            f"weights {fmt_bytes(m['weights_bytes'])} + KV {fmt_bytes(m['kv_cache_bytes'])} (at {m['kv_cache_context']:,}) + workspace "
+            f"{fmt_bytes(m['activation_workspace_bytes'])} = {fmt_bytes(m['total_bytes_per_gpu'])} of {fmt_bytes(m['capacity_bytes_per_gpu'])}: "
+            + ("fits" if m["fits"] else "[bold red]does not fit[/]"),
+        )
+    )
+    mc = m["max_context_at_batch"]
+    lines.append(("largest batch / context", f"batch {m['max_batch_at_context']:,} at context {m['kv_cache_context']:,}; context {mc:,} at batch {wl.batch}" if mc is not None else f"batch {m['max_batch_at_context']:,}; context unbounded"))
+    width = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        c.print(f"  {k:<{width}}  {v}")
+    if show_ops:
+        c.print(_ops_table(f"prefill: {wl.batch} x {wl.prompt_len:,} tokens (summed over L layers, per GPU)", a.prefill, fmt_bytes, fmt_time, fmt_count))
+        c.print(_ops_table(f"decode: one step, mean over contexts {a.decode.context} (summed over L layers, per GPU)", a.decode, fmt_bytes, fmt_time, fmt_count))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("analyze")(analyze_cmd)
