@@ -357,7 +357,7 @@ def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
         first = f.int_("first_k_dense_replace", 0, positive=False)
         freq = f.int_("moe_layer_freq", 1)
         dense = tuple(i for i in range(L) if not (i >= first and i % freq == 0))
-        shared = f.int_("n_shared_experts", 0, positive=False) or 0
+        shared = f.int_("n_shared_experts", 0, positive=False, nullable=True) or 0
         shared_width = width if shared else 0
         gate = False
     else:

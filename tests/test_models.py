@@ -41,7 +41,9 @@ def test_llama_tiny_count_by_hand(tmp_path):
 
 def test_llama_attention_bias_and_defaults(tmp_path):
     raw = {k: v for k, v in BASE.items() if k != "num_key_value_heads"}
+    raw["head_dim"] = None  # written as null by recent transformers versions: hidden / heads
     cfg = load_hf_config(write(tmp_path, {"model_type": "llama", "attention_bias": True, "tie_word_embeddings": True, **raw}))
+    assert cfg.head_dim == 8
     assert cfg.num_kv_heads == 8 and cfg.attention_kind == "mha"  # KV heads default to heads
     assert cfg.attention_bias and cfg.attention_out_bias and cfg.tie_embeddings
     assert params.lm_head_linear(cfg) is None
@@ -132,7 +134,8 @@ def test_deepseek_mla_and_moe(tmp_path, model_type):
 
 
 def test_deepseek_moe_layer_freq_and_no_q_lora(tmp_path):
-    cfg = load_hf_config(write(tmp_path, deepseek_raw("deepseek_v2", q_lora_rank=None, moe_layer_freq=2)))
+    cfg = load_hf_config(write(tmp_path, deepseek_raw("deepseek_v2", q_lora_rank=None, moe_layer_freq=2, n_shared_experts=None)))
+    assert cfg.moe.num_shared_experts == 0 and params.shared_expert_linears(cfg) == ()
     # MoE where i >= 1 and i % 2 == 0: layer 2 only
     assert cfg.moe.dense_layers == (0, 1, 3)
     assert cfg.mla.q_lora_rank is None
