@@ -9,6 +9,7 @@ renders either JSON (``--json``, units in every key) or a rich table. Bad input 
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated
 
 import typer
@@ -36,9 +37,14 @@ def _json_default(x):
 
 
 def _console():
+    """A rich console; 120 columns when writing to a pipe or file (rich would assume 80)."""
+    import os
+    import sys
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
+    return Console(highlight=False, width=width)
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]], caption: str | None = None):
@@ -232,7 +238,316 @@ def attention_io_cmd(
                    caption=f"standard / flash = {r.naive_over_flash:.3g}x"))
 
 
+# ------------------------------------------------------------------------------------------------
+# Shared workload options
+# ------------------------------------------------------------------------------------------------
+
+ModelOption = Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or config.json path.")]
+DtypeOption = Annotated[str, typer.Option("--dtype", help="Compute dtype (the GPU's peak for it is used).")]
+WeightDtypeOption = Annotated[str, typer.Option("--weight-dtype", help="Stored weight dtype: bf16, fp8, int8, int4 (group-128 scales), ...")]
+KvDtypeOption = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")]
+KvBitsOption = Annotated[float | None, typer.Option("--kv-bits", help="KV cache bits per element (any width; overrides --kv-dtype).")]
+KvBlockOption = Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")]
+TpOption = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per model replica.")]
+EpOption = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE).")]
+
+
+def _wl_kwargs(dtype: str, weight_dtype: str, kv_dtype: str, kv_bits: float | None, kv_block_size: int | None, tp: int = 1, ep: int = 1, **more) -> dict:
+    return dict(compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, kv_block_size=kv_block_size, tp=tp, ep=ep, **more)
+
+
+def _workload(batch: int, prompt: int, gen: int, **kwargs):
+    from rooflinecli.analysis import Workload
+    from rooflinecli.analysis.workload import validate_workload
+
+    return validate_workload(Workload(batch=batch, prompt_len=prompt, gen_len=gen, **kwargs))
+
+
+def _positive(option: str, value: int) -> int:
+    if value < 1:
+        raise RooflineError(f"{option} must be >= 1, got {value}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline kv
+# ------------------------------------------------------------------------------------------------
+
+
+def kv_cmd(
+    model: ModelOption,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
+    context: Annotated[int, typer.Option("--context", help="Context tokens per sequence.")] = 8192,
+    kv_dtype: KvDtypeOption = "bf16",
+    kv_bits: KvBitsOption = None,
+    kv_block_size: KvBlockOption = None,
+    weight_dtype: WeightDtypeOption = "bf16",
+    hw: HwOption = "h100-sxm",
+    variants: Annotated[str, typer.Option("--variants", help="Attention variants beside the configured model.")] = "mha,gqa,mqa,mla,compressed",
+    as_json: JsonOption = False,
+) -> None:
+    """KV-cache bytes per token and for a workload, for the model and its MHA / GQA / MQA / MLA /
+    compressed variants side by side, with the context where the KV read per decode step
+    overtakes the weight bytes. (--hw only sets the memory capacity and the step time.)"""
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.whatif.grid import parse_list
+    from rooflinecli.whatif.kv_variants import VARIANTS, kv_rows
+    from rooflinecli.whatif.rope import context_warning
+
+    _positive("--batch", batch)
+    _positive("--context", context)
+    kinds = parse_list(variants, "--variants")
+    for k in kinds:
+        if k not in VARIANTS:
+            from rooflinecli.errors import unknown_name_error
+
+            raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
+    cfg, spec = get_model(model), get_spec(hw)
+    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size)
+    rows = kv_rows(cfg, spec, batch, context, wl, kinds)
+    _warn(context_warning(cfg, context))
+    if as_json:
+        _echo_json({"model": cfg.name, "hw": spec.id, "batch": batch, "context_tokens": context,
+                    "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
+                    "variants": [r.to_json() for r in rows]})
+        return
+    c = _console()
+    c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_bits:g}-bit" if kv_bits is not None else
+            f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_dtype}", end="")
+    c.print(f", paged {kv_block_size}-token blocks" if kv_block_size else "", end="")
+    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)})")
+    table_rows = [
+        [r.variant, r.attention, fmt_bytes(r.kv_bytes_per_token), fmt_bytes(r.kv_cache_bytes),
+         fmt_bytes(r.kv_read_bytes_per_step), fmt_bytes(r.weights_bytes_per_step),
+         f"{math.ceil(r.crossover_context_tokens):,}" if r.crossover_context_tokens is not None else "never",
+         fmt_time(r.decode_step_time_s), "yes" if r.fits else "NO"]
+        for r in rows
+    ]
+    c.print(_table("KV cache by attention variant",
+                   ["variant", "cached per layer", "KV/token", "KV cache", "KV read/step", "weights/step",
+                    "crossover context", "decode step", "fits"], table_rows,
+                   caption="* as configured; crossover: context at which one decode step reads as many KV bytes as weight bytes"))
+
+
+def _kv_bpe(kv_dtype: str, kv_bits: float | None) -> float:
+    from rooflinecli.dtypes import kv_bytes_per_element
+
+    return kv_bytes_per_element(kv_dtype, kv_bits)
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline moe
+# ------------------------------------------------------------------------------------------------
+
+
+def moe_cmd(
+    model: ModelOption,
+    batch: Annotated[str, typer.Option("--batch", help="Batch grid for the decode table (e.g. 1..1024:x2, 1,8,64).")] = "1..1024:x4",
+    context: Annotated[int, typer.Option("--context", help="Context tokens at the decode step.")] = 4096,
+    skew: Annotated[float, typer.Option("--skew", help="Routing skew >= 1: tokens behave as if spread over E/skew experts (1 = uniform).")] = 1.0,
+    ep: EpOption = 1,
+    tp: TpOption = 1,
+    hw: HwOption = "h100-sxm",
+    dtype: DtypeOption = "bf16",
+    weight_dtype: WeightDtypeOption = "bf16",
+    kv_dtype: KvDtypeOption = "bf16",
+    as_json: JsonOption = False,
+) -> None:
+    """Mixture of experts: total vs active parameters, distinct experts touched per layer by the
+    tokens of one step (uniform and skewed routing), decode bytes and time vs batch, and the
+    per-GPU expert weights under expert parallelism."""
+    import numpy as np
+
+    from rooflinecli import formulas
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.whatif import moe as M
+    from rooflinecli.whatif.grid import parse_grid
+    from rooflinecli.whatif.rope import context_warning
+
+    cfg = get_model(model)
+    M.require_moe(cfg)
+    M.check_skew(skew)
+    _positive("--context", context)
+    B = parse_grid(batch, "--batch")
+    spec = get_spec(hw)
+    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, ep, expert_skew=skew))
+    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, 1, expert_skew=skew))
+    m = cfg.moe
+    ps = M.param_summary(cfg)
+    touched = M.experts_touched(cfg, B, skew)
+    dec = M.decode_by_batch(cfg, spec, wl, B, context)
+    dec1 = M.decode_by_batch(cfg, spec, wl1, B, context) if ep > 1 else dec
+    expert_b = M.expert_bytes(cfg, wl)
+    all_experts = float(formulas.expected_experts_touched(m.num_routed_experts, m.top_k, 10**9, 1.0))
+    _warn(context_warning(cfg, context))
+    out = {
+        "model": cfg.name, "hw": spec.id, "context_tokens": context, "skew": skew, "ep": ep, "tp": tp,
+        "num_routed_experts": m.num_routed_experts, "top_k": m.top_k, "num_shared_experts": m.num_shared_experts,
+        "num_moe_layers": cfg.num_moe_layers, "routed_expert_bytes": expert_b,
+        "routed_experts_per_gpu": m.num_routed_experts / ep,
+        **{k: v for k, v in ps.items() if k != "by_component"},
+        "params_by_component": ps["by_component"],
+        "decode_by_batch": [
+            {"batch": int(b), "tokens_in_step": int(b), "experts_touched_uniform": float(tu), "experts_touched_skewed": float(ts),
+             "weights_bytes": float(wb), "kv_read_bytes": float(kr), "time_s": float(t), "tokens_per_s": float(b / t),
+             "compute_bound": bool(cb), "weights_bytes_per_gpu": float(wpg),
+             "time_s_ep1": float(t1)}
+            for b, tu, ts, wb, kr, t, cb, wpg, t1 in zip(B, touched["uniform"], touched["skewed"], dec["weights_bytes"],
+                                                      dec["kv_read_bytes"], dec["time_s"], dec["compute_bound"],
+                                                      dec["weights_bytes_per_gpu"], dec1["time_s"])
+        ],
+    }
+    if as_json:
+        _echo_json(out)
+        return
+    c = _console()
+    c.print(
+        f"{cfg.name}: {m.num_routed_experts} routed experts (top-{m.top_k}) + {m.num_shared_experts} shared, "
+        f"{cfg.num_moe_layers}/{cfg.num_layers} MoE layers; one routed expert = {fmt_bytes(expert_b)} ({weight_dtype})"
+    )
+    c.print(
+        f"params: total {fmt_count(ps['total_params'])}, active per token {fmt_count(ps['active_params'])} "
+        f"({fmt_count(ps['active_params_without_embeddings'])} without embeddings)"
+        + (f"; published {fmt_count(cfg.published_params)} / {fmt_count(cfg.published_active_params)}" if cfg.published_params and cfg.published_active_params else "")
+    )
+    comp = [[r["component"], fmt_count(r["total_params"]), fmt_count(r["active_params"])] for r in ps["by_component"] if r["total_params"]]
+    c.print(_table("parameters by component", ["component", "total", "active/token"], comp))
+    rows = [
+        [str(r["batch"]), f"{r['experts_touched_uniform']:.1f}", f"{r['experts_touched_skewed']:.1f}" if skew != 1 else "-",
+         fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), f"{r['tokens_per_s']:,.0f}",
+         "compute" if r["compute_bound"] else "memory"]
+        + ([fmt_bytes(r["weights_bytes_per_gpu"]), fmt_time(r["time_s_ep1"])] if ep > 1 else [])
+        for r in out["decode_by_batch"]
+    ]
+    cols = ["batch (tokens)", "experts/layer (uniform)", f"skew {skew:g}", "weights read", "KV read", "decode step", "tokens/s", "bound"]
+    if ep > 1:
+        cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
+    c.print(_table(f"decode step vs batch on {spec.id}, context {context:,}", cols, rows,
+                   caption=f"experts/layer: E(1-(1-k/E)^T) of {m.num_routed_experts}; all {all_experts:.0f} read once T is large"))
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline compare
+# ------------------------------------------------------------------------------------------------
+
+
+def compare_cmd(
+    model: ModelOption,
+    hw: Annotated[str, typer.Option("--hw", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW")] = "h100-sxm",
+    variants: Annotated[str | None, typer.Option("--variants", help="Compare attention variants instead: mha,gqa,mqa,mla,compressed.")] = None,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens.")] = 2048,
+    gen: Annotated[int, typer.Option("--gen", help="Generated tokens.")] = 256,
+    dtype: DtypeOption = "bf16",
+    weight_dtype: WeightDtypeOption = "bf16",
+    kv_dtype: KvDtypeOption = "bf16",
+    kv_bits: KvBitsOption = None,
+    tp: TpOption = 1,
+    ep: EpOption = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """The same workload across GPUs (--hw a,b,c) or across attention variants of one model
+    (--variants mha,gqa,mqa,mla,compressed)."""
+    from rooflinecli.hardware import get_specs
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.whatif import compare as C
+    from rooflinecli.whatif.grid import parse_list
+    from rooflinecli.whatif.kv_variants import VARIANTS
+    from rooflinecli.whatif.rope import context_warning
+
+    cfg = get_model(model)
+    specs = get_specs(hw)
+    if not specs:
+        raise RooflineError("--hw: give at least one GPU")
+    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep))
+    if variants is not None:
+        if len(specs) > 1:
+            raise RooflineError("--variants compares one GPU; give a single --hw")
+        kinds = parse_list(variants, "--variants")
+        for k in kinds:
+            if k not in VARIANTS:
+                from rooflinecli.errors import unknown_name_error
+
+                raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
+        rows = C.compare_variants(cfg, specs[0], wl, kinds)
+        title = f"{cfg.name} attention variants on {specs[0].id}"
+    else:
+        rows = C.compare_gpus(cfg, specs, wl)
+        title = f"{cfg.name} across GPUs"
+    _warn(context_warning(cfg, prompt + gen))
+    if as_json:
+        _echo_json({"model": cfg.name, "batch": batch, "prompt_tokens": prompt, "gen_tokens": gen, "dtype": dtype,
+                    "weight_dtype": weight_dtype, "kv": wl.kv_label, "tp": tp, "ep": ep, "rows": rows})
+        return
+    table = [
+        [r["label"], fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
+         f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
+         "yes" if r["memory_fits"] else "NO"]
+        for r in rows
+    ]
+    _console().print(_table(title, ["", "TTFT", "TPOT (mean)", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"], table,
+                            caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"))
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline disagg
+# ------------------------------------------------------------------------------------------------
+
+
+def disagg_cmd(
+    model: ModelOption,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")],
+    gen: Annotated[int, typer.Option("--gen", help="Generated tokens per request.")],
+    rate: Annotated[float, typer.Option("--rate", help="Requests per second to serve.")],
+    ttft_target: Annotated[float, typer.Option("--ttft-target", help="Time-to-first-token target, seconds.")],
+    tpot_target: Annotated[float, typer.Option("--tpot-target", help="Mean time-per-output-token target, seconds.")],
+    hw: HwOption = "h100-sxm",
+    tp: TpOption = 1,
+    ep: EpOption = 1,
+    max_batch: Annotated[int, typer.Option("--max-batch", help="Largest batch an instance may run.")] = 1024,
+    dtype: DtypeOption = "bf16",
+    weight_dtype: WeightDtypeOption = "bf16",
+    kv_dtype: KvDtypeOption = "bf16",
+    kv_bits: KvBitsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Prefill/decode disaggregation: prefill and decode GPUs needed for a request rate within
+    TTFT and TPOT targets (each instance is --tp GPUs; no queueing modelled)."""
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.whatif.disagg import plan
+    from rooflinecli.whatif.rope import context_warning
+
+    cfg, spec = get_model(model), get_spec(hw)
+    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep), prompt, gen, rate, ttft_target, tpot_target, max_batch)
+    _warn(context_warning(cfg, prompt + gen))
+    if as_json:
+        _echo_json(p.to_json())
+        return
+    c = _console()
+    c.print(f"{cfg.name} on {spec.id} (instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "
+            f"TTFT <= {fmt_time(ttft_target)}, TPOT <= {fmt_time(tpot_target)}")
+    if not p.feasible:
+        c.print(f"[bold red]infeasible[/]: {p.reason}")
+        return
+    rows = [
+        ["prefill", str(p.prefill_batch), f"TTFT {fmt_time(p.prefill_time_s)}", f"{p.prefill_requests_per_s_per_instance:,.3g} req/s",
+         str(p.prefill_instances), str(p.prefill_gpus)],
+        ["decode", str(p.decode_batch), f"TPOT {fmt_time(p.decode_tpot_s)}",
+         f"{p.decode_tokens_per_s_per_instance:,.0f} tok/s = {p.decode_requests_per_s_per_instance:,.3g} req/s",
+         str(p.decode_instances), str(p.decode_gpus)],
+    ]
+    c.print(_table("disaggregated serving plan", ["pool", "batch", "latency", "per instance", "instances", "GPUs"], rows,
+                   caption=f"total {p.total_gpus} GPUs; prefill:decode = {p.prefill_to_decode_gpu_ratio:.3g}"))
+
+
 def register(app: typer.Typer) -> None:
     app.command("rope")(rope_cmd)
     app.command("speculative")(speculative_cmd)
     app.command("attention-io")(attention_io_cmd)
+    app.command("kv")(kv_cmd)
+    app.command("moe")(moe_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("disagg")(disagg_cmd)

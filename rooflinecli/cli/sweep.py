@@ -1,9 +1,90 @@
-"""CLI: sweep commands (stub; to be filled in)."""
+"""CLI: ``roofline sweep``, the analytical model over a models x GPUs x dtypes x batch x context
+grid, vectorized (``rooflinecli.whatif.sweep``), written to Parquet or CSV."""
 
 from __future__ import annotations
 
+import time
+from typing import Annotated
+
 import typer
+
+from rooflinecli.errors import RooflineError
+
+#: grids with more rows than this get a progress bar
+PROGRESS_MIN_ROWS = 200_000
+
+
+def sweep_cmd(
+    model: Annotated[str, typer.Option("--model", help="Comma list of model presets or config paths.")],
+    hw: Annotated[str, typer.Option("--hw", help="Comma list of GPUs (ids or spec paths).", envvar="ROOFLINE_HW")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Output file: .parquet or .csv (by extension), written atomically.")],
+    batch: Annotated[str, typer.Option("--batch", help="Batch grid: lists and A..B[:STEP|:xF] ranges, k = 1024.")] = "1..256:x2",
+    context: Annotated[str, typer.Option("--context", help="Context grid (prefill: prompt tokens; decode: cached tokens).")] = "1k..32k:x2",
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of compute dtypes (weights stored in the same dtype unless --weight-dtype).")] = "bf16",
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Comma list of stored weight dtypes (default: the compute dtype).")] = None,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma list of KV cache dtypes.")] = "bf16",
+    phase: Annotated[str, typer.Option("--phase", help="Phases: prefill,decode.")] = "prefill,decode",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.")] = 1,
+    kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
+) -> None:
+    """Vectorized what-if grid: one long row per (model, GPU, dtype, phase, batch, context)."""
+    from rooflinecli.dtypes import KV_DTYPES, WEIGHT_DTYPES, check_dtype
+    from rooflinecli.hardware import get_specs
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.whatif import sweep as S
+    from rooflinecli.whatif.grid import parse_grid, parse_list
+    from rooflinecli.whatif.rope import context_warning
+
+    t0 = time.perf_counter()
+    S.output_format(out)
+    B = parse_grid(batch, "--batch")
+    N = parse_grid(context, "--context")
+    if B[-1] > 2**31 - 1 or N[-1] > 2**31 - 1:
+        raise RooflineError("--batch/--context: values must be below 2^31")
+    phases = tuple(parse_list(phase, "--phase"))
+    for p in phases:
+        if p not in S.PHASES:
+            raise RooflineError(f"--phase: unknown phase '{p}'; known: {', '.join(S.PHASES)}")
+    cfgs = [get_model(m) for m in parse_list(model, "--model")]
+    specs = get_specs(hw)
+    if not specs:
+        raise RooflineError("--hw: give at least one GPU")
+    dtypes = parse_list(dtype, "--dtype")
+    wds = parse_list(weight_dtype, "--weight-dtype") if weight_dtype is not None else None
+    for wd in wds or ():
+        check_dtype(wd, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
+    kvs = [check_dtype(k, KV_DTYPES, "KV dtype (--kv-dtype)") for k in parse_list(kv_dtype, "--kv-dtype")]
+    combos = S.make_combos(cfgs, specs, dtypes, kvs, wds)
+    for cfg in cfgs:
+        if not quiet:
+            w = context_warning(cfg, int(N[-1]))
+            if w:
+                typer.echo(w, err=True)
+    rows_per_block = B.size * N.size
+    n_blocks = len(combos) * len(phases)
+    total_rows = rows_per_block * n_blocks
+    blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size)
+    if quiet or total_rows < PROGRESS_MIN_ROWS:
+        rows = S.write_sweep(out, blocks)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                      TimeElapsedColumn(), transient=True) as progress:
+            task = progress.add_task("", total=n_blocks)
+
+            def step(block):
+                progress.update(task, advance=1, description=f"{block.combo.cfg.name} {block.combo.spec.id} {block.combo.dtype} {block.phase}")
+
+            rows = S.write_sweep(out, blocks, on_block=step)
+    if not quiet:
+        typer.echo(
+            f"wrote {rows:,} rows ({len(combos)} combos x {len(phases)} phases x {B.size} batches x {N.size} contexts) "
+            f"to {out} in {time.perf_counter() - t0:.2f} s",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("sweep")(sweep_cmd)

@@ -1,0 +1,242 @@
+"""``roofline sweep``: the analytical model over a grid of models x GPUs x dtypes x batch x context.
+
+The grid is vectorized: for each (model, GPU, dtype, KV dtype) combination ``analysis.phase_grid``
+evaluates every (batch, context) point at once through numpy broadcasting; Python loops only over
+the combinations. Rows are long-format, one per (combination, phase, batch, context):
+
+- prefill rows: ``batch`` sequences of ``context_tokens`` prompt tokens prefilled together;
+- decode rows: one decode step of ``batch`` sequences at ``context_tokens`` tokens of context.
+
+``tokens_per_s`` is per model replica (``tp`` GPUs): prefill batch*context/time_s, decode
+batch/time_s. Memory columns are per GPU; ``kv_cache_bytes`` is the whole replica's cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooflinecli.dtypes import WEIGHT_DTYPES, check_dtype
+from rooflinecli.errors import RooflineError
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.models import ModelConfig
+
+PHASES: tuple[str, ...] = ("prefill", "decode")
+
+#: Output columns in order; the first six are labels (dictionary-encoded in Parquet).
+LABEL_COLUMNS: tuple[str, ...] = ("model", "hw", "phase", "dtype", "weight_dtype", "kv_dtype")
+NUMBER_COLUMNS: tuple[str, ...] = (
+    "batch",
+    "context_tokens",
+    "time_s",
+    "compute_time_s",
+    "memory_time_s",
+    "flops",
+    "bytes",
+    "arithmetic_intensity",
+    "compute_bound",
+    "tokens_per_s",
+    "weights_bytes",
+    "kv_read_bytes",
+    "kv_cache_bytes",
+    "total_bytes_per_gpu",
+    "fits",
+)
+COLUMNS: tuple[str, ...] = LABEL_COLUMNS + NUMBER_COLUMNS
+
+
+@dataclass(frozen=True)
+class Combo:
+    cfg: ModelConfig
+    spec: HardwareSpec
+    dtype: str  # compute dtype
+    weight_dtype: str
+    kv_dtype: str
+
+
+@dataclass(frozen=True)
+class Block:
+    """The rows of one (combination, phase): column name -> 1-D array (labels are strings)."""
+
+    combo: Combo
+    phase: str
+    columns: dict[str, object]
+
+    @property
+    def rows(self) -> int:
+        return int(np.asarray(self.columns["batch"]).size)
+
+
+def make_combos(
+    cfgs: list[ModelConfig],
+    specs: list[HardwareSpec],
+    dtypes: list[str],
+    kv_dtypes: list[str],
+    weight_dtypes: list[str] | None = None,
+) -> list[Combo]:
+    """Every (model, GPU, dtype, weight dtype, KV dtype). Without ``weight_dtypes`` the weights
+    are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs)."""
+    combos = []
+    for cfg in cfgs:
+        for spec in specs:
+            for dtype in dtypes:
+                spec.peak_flops_per_s(dtype)  # one-line error if the GPU has no peak for it
+                wds = weight_dtypes
+                if wds is None:
+                    wds = [check_dtype(dtype, WEIGHT_DTYPES, "weight dtype (from --dtype; pass --weight-dtype)")]
+                for wd in wds:
+                    for kd in kv_dtypes:
+                        combos.append(Combo(cfg, spec, dtype, wd, kd))
+    return combos
+
+
+def block_columns(combo: Combo, phase: str, batch: np.ndarray, context: np.ndarray, tp: int = 1, kv_block_size: int | None = None) -> dict[str, np.ndarray]:
+    """Numeric columns of one (combination, phase) over the batch x context grid, flattened
+    batch-major (row i*len(context) + j is batch[i], context[j])."""
+    from rooflinecli.analysis import Workload, phase_grid
+    from rooflinecli.analysis.workload import validate_workload
+    from rooflinecli.kv import kv_cache_bytes_for
+
+    wl = validate_workload(
+        Workload(
+            batch=int(batch[0]),
+            prompt_len=int(context[0]),
+            gen_len=1,
+            compute_dtype=combo.dtype,
+            weight_dtype=combo.weight_dtype,
+            kv_dtype=combo.kv_dtype,
+            tp=tp,
+            kv_block_size=kv_block_size,
+        )
+    )
+    B = np.asarray(batch, dtype=np.int64)[:, None]
+    N = np.asarray(context, dtype=np.int64)[None, :]
+    g = phase_grid(combo.cfg, combo.spec, wl, phase, B, N)
+    shape = (B.shape[0], N.shape[1])
+
+    def col(x, dtype=np.float64):
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=dtype), shape)).reshape(-1)
+
+    time_s = col(g["time_s"])
+    flops = col(g["flops"])
+    bytes_ = col(g["bytes"])
+    Bf, Nf = B.astype(np.float64), N.astype(np.float64)
+    tokens = Bf * Nf if phase == "prefill" else Bf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ai = np.where(bytes_ > 0, flops / bytes_, np.inf)
+        tps = col(tokens) / time_s
+    return {
+        "batch": col(B, np.int32),
+        "context_tokens": col(N, np.int32),
+        "time_s": time_s,
+        "compute_time_s": col(g["compute_time_s"]),
+        "memory_time_s": col(g["memory_time_s"]),
+        "flops": flops,
+        "bytes": bytes_,
+        "arithmetic_intensity": ai,
+        "compute_bound": col(g["compute_bound"], np.bool_),
+        "tokens_per_s": tps,
+        "weights_bytes": col(g["weights_bytes"]),
+        "kv_read_bytes": col(g["kv_read_bytes"]),
+        "kv_cache_bytes": col(kv_cache_bytes_for(combo.cfg, Nf, Bf, wl.kv_bytes_per_element, kv_block_size)),
+        "total_bytes_per_gpu": col(g["total_bytes_per_gpu"]),
+        "fits": col(g["fits"], np.bool_),
+    }
+
+
+def iter_blocks(
+    combos: list[Combo], batch: np.ndarray, context: np.ndarray, phases: tuple[str, ...] = PHASES, tp: int = 1, kv_block_size: int | None = None,
+    prefetch: bool = True,
+) -> Iterator[Block]:
+    """Blocks in (combination, phase) order. With ``prefetch`` the next block is computed on a
+    worker thread while the caller writes the current one (numpy and pyarrow release the GIL)."""
+    jobs = [(combo, phase) for combo in combos for phase in phases]
+
+    def compute(job):
+        combo, phase = job
+        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size))
+
+    if not prefetch or len(jobs) < 2:
+        for job in jobs:
+            yield compute(job)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep") as pool:
+        pending = pool.submit(compute, jobs[0])
+        for job in jobs[1:]:
+            block = pending.result()
+            pending = pool.submit(compute, job)
+            yield block
+        yield pending.result()
+
+
+def _arrow_table(block: Block):
+    import pyarrow as pa
+
+    n = block.rows
+    c = block.combo
+    labels = {
+        "model": c.cfg.name,
+        "hw": c.spec.id,
+        "phase": block.phase,
+        "dtype": c.dtype,
+        "weight_dtype": c.weight_dtype,
+        "kv_dtype": c.kv_dtype,
+    }
+    arrays = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)), pa.array([labels[k]])) for k in LABEL_COLUMNS]
+    arrays += [pa.array(block.columns[k]) for k in NUMBER_COLUMNS]
+    return pa.Table.from_arrays(arrays, names=list(COLUMNS))
+
+
+def output_format(path: str) -> str:
+    lower = str(path).lower()
+    if lower.endswith(".parquet") or lower.endswith(".pq"):
+        return "parquet"
+    if lower.endswith(".csv"):
+        return "csv"
+    raise RooflineError(f"--out {path}: unknown file type; use .parquet or .csv")
+
+
+def write_sweep(path: str, blocks: Iterator[Block], on_block: Callable[[Block], None] | None = None) -> int:
+    """Stream blocks into one Parquet or CSV file (by extension), written atomically. Returns the
+    number of rows."""
+    import pyarrow as pa
+
+    from rooflinecli.atomic import atomic_output
+
+    fmt = output_format(path)
+    rows = 0
+    with atomic_output(path) as tmp:
+        writer = None
+        try:
+            for block in blocks:
+                table = _arrow_table(block)
+                if fmt == "parquet":
+                    import pyarrow.parquet as pq
+
+                    if writer is None:
+                        # dictionary-encode only the label columns: trying it on a million distinct floats
+                        # per column costs more than the rest of the write
+                        writer = pq.ParquetWriter(tmp, table.schema, compression="snappy", use_dictionary=list(LABEL_COLUMNS))
+                    writer.write_table(table)
+                else:
+                    import pyarrow.csv as pcsv
+
+                    # plain strings in CSV (dictionary columns would need a cast per block)
+                    table = pa.Table.from_arrays(
+                        [col.cast(pa.string()) if i < len(LABEL_COLUMNS) else col for i, col in enumerate(table.columns)],
+                        names=table.column_names,
+                    )
+                    if writer is None:
+                        writer = pcsv.CSVWriter(str(tmp), table.schema)
+                    writer.write_table(table)
+                rows += block.rows
+                if on_block is not None:
+                    on_block(block)
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows
