@@ -1,0 +1,110 @@
+"""Per-GPU pooled baselines: ``roofline baseline update/show/path`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.baseline import load_baseline, update_baseline
+from rooflinecli.cli import app
+from rooflinecli.errors import RooflineError
+from rooflinecli.regress_sim import slow_down, synthetic_results
+from rooflinecli.results import load_results
+
+runner = CliRunner()
+KEY = ("gemm", "triton", "M4096-N4096-K4096", "bf16")
+
+
+def _runs(tmp_path, n, **kw):
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"run{i}.json"
+        synthetic_results(seed=100 + i, created_utc=f"2026-02-{i + 1:02d}T00:00:00Z", **kw).save(p)
+        paths.append(p)
+    return paths
+
+
+def _row(res, key=KEY):
+    return next(r for r in res.rows if r.key == key)
+
+
+def test_update_pools_last_k_runs(tmp_path):
+    runs = _runs(tmp_path, 4)
+    bdir = tmp_path / "baselines"
+    for i, p in enumerate(runs):
+        r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(bdir), "--keep", "3"])
+        assert r.exit_code == 0, r.output
+        assert f"pooling {min(i + 1, 3)} run(s), 22 row(s)" in r.output
+    assert "1 old run(s) dropped" in r.output
+    path = bdir / "nvidia-h200.json"
+    base = load_results(path)  # itself a valid results file
+    kept = [load_results(p) for p in runs[1:]]
+    row = _row(base)
+    assert row.p50_s == pytest.approx(statistics.median(_row(k).p50_s for k in kept), rel=1e-15)
+    assert row.samples_s == tuple(s for k in kept for s in _row(k).samples_s)
+    assert row.p20_s <= row.p50_s <= row.p80_s
+    assert row.achieved_tflops == pytest.approx(row.flops / row.p50_s / 1e12)
+    info = load_baseline(path)
+    assert [x["source"] for x in info.runs] == [str(p) for p in runs[1:]] and info.keep == 3
+
+
+def test_same_run_is_not_pooled_twice_and_incorrect_rows_are_left_out(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    bdir = tmp_path / "b"
+    update_baseline(p, bdir)
+    out = update_baseline(p, bdir)
+    assert not out.added and out.runs == 1
+    res = load_results(p)
+    bad = replace(res, created_utc="2026-03-01T00:00:00Z", rows=tuple(replace(r, correct=False) if r.key == KEY else r for r in res.rows))
+    bad.save(tmp_path / "bad.json")
+    out = update_baseline(tmp_path / "bad.json", bdir)
+    assert out.added and out.skipped_incorrect == 1
+    base = load_results(bdir / "nvidia-h200.json")
+    assert len(_row(base).samples_s) == 20  # only the first run's samples for that row
+
+
+def test_refuses_other_gpu_and_non_runs(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    bdir = tmp_path / "b"
+    update_baseline(p, bdir)
+    # a baseline file named for the H200 but holding another GPU's runs is refused
+    raw = json.loads((bdir / "nvidia-h200.json").read_text())
+    raw["environment"]["gpu_name"] = "NVIDIA H100"
+    (bdir / "nvidia-h200.json").write_text(json.dumps(raw))
+    r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(bdir)])
+    assert r.exit_code == 2 and r.output.startswith("error: ") and "refusing to mix" in r.output
+    r = runner.invoke(app, ["baseline", "update", str(bdir / "nvidia-h200.json"), "--dir", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "is itself a baseline" in r.output
+    r = runner.invoke(app, ["baseline", "update", str(p), "--keep", "0", "--dir", str(bdir)])
+    assert r.exit_code == 2 and "--keep must be >= 1" in r.output
+    with pytest.raises(RooflineError, match="no environment.gpu_name"):
+        res = load_results(p)
+        replace(res, environment={}, path="nogpu.json").save(tmp_path / "nogpu.json")
+        update_baseline(tmp_path / "nogpu.json", bdir)
+
+
+def test_show_path_and_regress_against_baseline(tmp_path):
+    runs = _runs(tmp_path, 3)
+    bdir = tmp_path / "b"
+    for p in runs:
+        update_baseline(p, bdir)
+    r = runner.invoke(app, ["baseline", "show", "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "nvidia-h200.json" in r.output and "NVIDIA H200" in r.output
+    r = runner.invoke(app, ["baseline", "show", "NVIDIA H200", "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "3 run(s) pooled" in r.output and "M4096-N4096-K4096" in r.output and "60" in r.output
+    r = runner.invoke(app, ["baseline", "show", "h100", "--dir", str(bdir)])
+    assert r.exit_code == 2 and "known: nvidia-h200" in r.output
+    r = runner.invoke(app, ["baseline", "path", str(runs[0]), "--dir", str(bdir)])
+    assert r.exit_code == 0 and r.output.strip() == str(bdir / "nvidia-h200.json")
+
+    new = tmp_path / "new.json"
+    synthetic_results(seed=999).save(new)
+    r = runner.invoke(app, ["regress", str(bdir / "nvidia-h200.json"), str(new), "-q"])
+    assert r.exit_code == 0, r.output
+    slow_down(load_results(new), 1.15, keys=[KEY]).save(tmp_path / "slow.json")
+    r = runner.invoke(app, ["regress", str(bdir / "nvidia-h200.json"), str(tmp_path / "slow.json"), "-q"])
+    assert r.exit_code == 1 and "1 regression(s)" in r.output
