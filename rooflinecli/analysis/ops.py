@@ -48,13 +48,13 @@ class OpCost:
     kind: str  # "gemm" | "attention" | "elementwise" | "moe" | "comm"
     group: str  # which layers: "all", "full", "window", "compressed", "dense", "moe", "model"
     layers: int  # layers this row covers (1 for model-level ops: embedding, final norm, LM head)
-    flops: object = 0.0
-    weights_bytes: object = 0.0
-    activation_bytes: object = 0.0
-    kv_read_bytes: object = 0.0
-    kv_write_bytes: object = 0.0
-    comm_bytes: object = 0.0  # bytes each GPU sends over the link (not HBM)
-    comm_time_s: object = 0.0
+    flops: float | np.ndarray = 0.0
+    weights_bytes: float | np.ndarray = 0.0
+    activation_bytes: float | np.ndarray = 0.0
+    kv_read_bytes: float | np.ndarray = 0.0
+    kv_write_bytes: float | np.ndarray = 0.0
+    comm_bytes: float | np.ndarray = 0.0  # bytes each GPU sends over the link (not HBM)
+    comm_time_s: float | np.ndarray = 0.0
     kernels: int = 1  # kernel launches per layer (for the launch overhead)
     note: str = ""
     extra: dict = field(default_factory=dict)

@@ -49,18 +49,18 @@ class OpTime:
     """An op with its times; every array field is the TOTAL over the op's layers, per GPU."""
 
     op: OpCost
-    flops: object
-    bytes: object
-    weights_bytes: object
-    activation_bytes: object
-    kv_read_bytes: object
-    kv_write_bytes: object
-    comm_bytes: object
-    compute_time_s: object
-    memory_time_s: object
-    comm_time_s: object
-    overhead_s: object
-    time_s: object
+    flops: np.ndarray
+    bytes: np.ndarray
+    weights_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    kv_read_bytes: np.ndarray
+    kv_write_bytes: np.ndarray
+    comm_bytes: np.ndarray
+    compute_time_s: np.ndarray
+    memory_time_s: np.ndarray
+    comm_time_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
 
     @property
     def name(self) -> str:

@@ -285,10 +285,10 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     memory["per_gpu"] = True
 
     if S + G > cfg.max_position_embeddings:
-        warnings.append(
-            f"context {S + G} exceeds {cfg.name}'s trained limit of {cfg.max_position_embeddings} tokens "
-            f"(max_position_embeddings); a what-if: see `roofline rope --model {cfg.name} --context {S + G}` for a RoPE base that covers it"
-        )
+        from rooflinecli.whatif.rope import context_warning
+
+        msg = context_warning(cfg, S + G) or ""
+        warnings.append(msg.removeprefix("warning: ") or f"context {S + G} exceeds {cfg.name}'s trained limit of {cfg.max_position_embeddings}; see `roofline rope`")
     if cfg.mla is None and wl.tp > cfg.num_kv_heads:
         warnings.append(f"--tp {wl.tp} > {cfg.num_kv_heads} KV heads: each GPU keeps {kv_heads_per_gpu(cfg, wl.tp):g} KV head (replicated), so KV bytes per GPU stop shrinking")
     if cfg.mla is not None and wl.tp > 1:

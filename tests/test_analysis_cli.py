@@ -1,0 +1,113 @@
+"""`roofline analyze` through the real entry point: defaults, JSON keys, options, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.cli import app
+
+
+def _runner() -> CliRunner:
+    try:  # older Click-based typer mixes stderr into stdout unless told not to
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+runner = _runner()
+
+
+def run(*args):
+    return runner.invoke(app, ["analyze", *args])
+
+
+def test_default_run_is_useful():
+    r = run()
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "llama-3-8b on h100-sxm" in out and "batch 1, prompt 1,024, gen 256" in out
+    for word in ("TTFT", "TPOT", "ridge point 295", "attn.core", "mlp.down", "lm_head", "memory per GPU"):
+        assert word in out
+
+
+def test_json_keys_and_consistency():
+    r = run("--model", "llama-3-8b", "--batch", "4", "--prompt", "512", "--gen", "32", "--json", "--price-per-gpu-hour", "2")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    for key in ("ttft_s", "tpot_s", "tpot_first_s", "tpot_last_s", "e2e_latency_s", "tokens_per_s_per_gpu", "ridge_point_flop_per_byte",
+                "decode_compute_bound_batch", "kv_crossover_context", "cost_per_million_output_tokens_usd", "warnings"):
+        assert key in j
+    for phase in ("prefill", "decode"):
+        p = j[phase]
+        assert p["bound"] in ("compute", "memory")
+        assert math.isclose(p["time_s"], sum(op["time_s"] for op in p["ops"]), rel_tol=1e-9)
+        assert math.isclose(p["flops"], sum(op["flops"] for op in p["ops"]), rel_tol=1e-9)
+        assert {"name", "kind", "flops", "bytes", "weights_bytes", "kv_read_bytes", "compute_time_s", "memory_time_s", "time_s", "bound"} <= set(p["ops"][0])
+    assert math.isclose(j["ttft_s"], j["prefill"]["time_s"]) and math.isclose(j["tpot_s"], j["decode"]["time_s"])
+    m = j["memory"]
+    assert m["fits"] is True and m["weights_bytes"] > 16e9 and m["kv_cache_bytes"] > 0
+    assert j["prefill"]["bound"] == "compute" and j["decode"]["bound"] == "memory"
+
+
+def test_options_move_the_numbers():
+    def tpot(*args):
+        r = run("--json", "--gen", "8", *args)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["tpot_s"]
+
+    base = tpot()
+    assert tpot("--weight-dtype", "int4") < 0.35 * base
+    assert tpot("--efficiency", "0.5") > 1.9 * base
+    assert tpot("--efficiency", "gemm=0.8,attention=0.7") > base
+    assert tpot("--tp", "2") < 0.6 * base
+    assert tpot("--launch-overhead-us", "4") > base
+    assert tpot("--prompt", "65536", "--kv-bits", "4") < tpot("--prompt", "65536")
+
+
+def test_moe_mla_model_and_hw_path(tmp_path):
+    from rooflinecli.hardware import specs_dir
+
+    path = specs_dir() / "h200.toml"
+    r = run("--model", "deepseek-v3", "--hw", str(path), "--tp", "8", "--ep", "8", "--weight-dtype", "fp8", "--gen", "4", "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert j["hardware"] == "h200" and j["memory"]["fits"] is True
+    assert j["decode_naive_mla"]["time_s"] > j["tpot_s"]
+    names = {op["name"] for op in j["decode"]["ops"]}
+    assert {"attn.kv_b.uk", "moe.expert_up", "comm.ep_all_to_all", "comm.tp_allreduce.attn"} <= names
+    assert "MLA's latent KV cache is replicated" in r.stderr
+
+
+def test_context_beyond_trained_limit_warns_but_runs():
+    r = run("--prompt", "9000", "--gen", "16", "--json")
+    assert r.exit_code == 0
+    j = json.loads(r.stdout)
+    assert j["warnings"] and "trained limit" in j["warnings"][0] and "roofline rope" in j["warnings"][0]
+    assert "warning:" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--batch", "0"], "--batch"),
+        (["--prompt", "-5"], "--prompt"),
+        (["--dtype", "bf17"], "bf17"),
+        (["--weight-dtype", "int3"], "int3"),
+        (["--kv-bits", "0"], "--kv-bits"),
+        (["--tp", "3"], "--tp 3"),
+        (["--ep", "2"], "no experts"),
+        (["--efficiency", "gemm=1.5"], "--efficiency"),
+        (["--model", "llama-9"], "unknown model"),
+        (["--hw", "h10"], "unknown GPU"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.output
