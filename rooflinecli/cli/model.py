@@ -142,7 +142,7 @@ def list_models(json_out: JsonOption = False) -> None:
 
 
 def show_model(
-    name_or_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).")],
+    name_or_config_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).")],
     kv_dtype: KVDtypeOption = None,
     kv_bits: KVBitsOption = None,
     json_out: JsonOption = False,
@@ -151,7 +151,7 @@ def show_model(
     from rooflinecli.model_registry import get_model
 
     label, bits, b = _kv_choice(kv_dtype, kv_bits)
-    cfg = get_model(name_or_path)
+    cfg = get_model(name_or_config_path)
     summary = model_summary(cfg, b)
     if json_out:
         out = asdict(cfg)
