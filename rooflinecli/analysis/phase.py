@@ -83,16 +83,24 @@ def time_ops(spec: HardwareSpec, wl: Workload, compute_dtype: str, ops: list[OpC
     out = []
     for op in ops:
         e_c, e_m = efficiencies(spec, wl, op.kind) if op.kind != "comm" else (1.0, 1.0)
-        L = op.layers
-        compute = L * F.compute_time_s(np.asarray(op.flops, dtype=float), peak, e_c)
-        memory = L * F.memory_time_s(np.asarray(op.bytes, dtype=float), bw, e_m)
+        L = float(op.layers)
+        flops = np.asarray(op.flops, dtype=float)
+        byts = np.asarray(op.bytes, dtype=float)
+        # L is folded into the scalar divisor: one pass over each array
+        compute = F.compute_time_s(flops, peak / L, e_c)
+        memory = F.memory_time_s(byts, bw / L, e_m)
         comm = L * np.asarray(op.comm_time_s, dtype=float)
         overhead = L * op.kernels * wl.launch_overhead_s
+        time = np.maximum(compute, memory)
+        if comm.any():
+            time = time + comm
+        if overhead:
+            time = time + overhead
         out.append(
             OpTime(
                 op=op,
-                flops=L * np.asarray(op.flops, dtype=float),
-                bytes=L * np.asarray(op.bytes, dtype=float),
+                flops=L * flops,
+                bytes=L * byts,
                 weights_bytes=L * np.asarray(op.weights_bytes, dtype=float),
                 activation_bytes=L * np.asarray(op.activation_bytes, dtype=float),
                 kv_read_bytes=L * np.asarray(op.kv_read_bytes, dtype=float),
@@ -101,8 +109,8 @@ def time_ops(spec: HardwareSpec, wl: Workload, compute_dtype: str, ops: list[OpC
                 compute_time_s=compute,
                 memory_time_s=memory,
                 comm_time_s=comm,
-                overhead_s=overhead,
-                time_s=np.maximum(compute, memory) + comm + overhead,
+                overhead_s=np.asarray(overhead),
+                time_s=time,
             )
         )
     return out
@@ -118,7 +126,9 @@ def sum_ops(timed: list[OpTime], shape=()) -> dict[str, np.ndarray]:
     tot = {k: np.zeros(shape) for k in TOTAL_FIELDS}
     for t in timed:
         for k in TOTAL_FIELDS:
-            tot[k] = tot[k] + getattr(t, k)
+            v = getattr(t, k)
+            if np.ndim(v) or v:  # skip scalar zeros
+                tot[k] += v
     tot["compute_bound"] = tot["compute_time_s"] >= tot["memory_time_s"]
     return tot
 
