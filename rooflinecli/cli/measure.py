@@ -1,9 +1,408 @@
-"""CLI: measure commands (stub; to be filled in)."""
+"""CLI: the measuring commands. ``bench`` (check, then time the kernels), ``calibrate`` (measured
+ceilings -> a spec file), ``validate`` (prediction vs measurement) and ``e2e`` (one decoder layer
+built from the kernels, against the model's prediction for that layer).
+
+Thin: parse, call ``rooflinecli.bench``, render. torch, triton and the kernels are imported inside
+the commands.
+"""
 
 from __future__ import annotations
 
+import enum
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from rooflinecli.errors import RooflineError
+
+
+class Suite(str, enum.Enum):
+    quick = "quick"
+    full = "full"
+    test = "test"  # the kernels' tiny CPU-interpreter cases
+
+
+def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set[int] | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for i, h in enumerate(header):
+        table.add_column(h, justify="right" if right and i in right else "left", overflow="fold")
+    for r in rows:
+        table.add_row(*r)
+    Console(width=max(100, min(200, _terminal_width()))).print(table)
+
+
+def _terminal_width() -> int:
+    try:
+        return os.get_terminal_size().columns
+    except OSError:
+        return 160
+
+
+def _use_cpu(device: str, allow_cpu: bool, cmd: str) -> bool:
+    """``--device cpu`` / ``--allow-cpu`` (hidden, for tests): run on the CPU under the Triton
+    interpreter; otherwise a CUDA GPU is required (one-line error, exit 2)."""
+    if device not in ("cuda", "cpu"):
+        raise RooflineError(f"--device must be cuda or cpu, got '{device}'")
+    if device == "cpu" or allow_cpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is first imported
+        return True
+    from rooflinecli.bench.environment import require_cuda
+
+    require_cuda(cmd)
+    return False
+
+
+def _specs_for_gpu(hw: str | None, measured: str | None, gpu_name: str | None):
+    """(datasheet, measured) specs: the options, else the GPU name's datasheet spec and the
+    measured spec on file for it."""
+    from rooflinecli.bench.environment import match_spec_id
+    from rooflinecli.bench.runner import default_measured_spec
+    from rooflinecli.hardware import get_spec
+
+    ds = get_spec(hw) if hw else None
+    ms = get_spec(measured) if measured else None
+    if ds is not None and ds.kind == "measured":
+        if ms is None:
+            ms = ds
+        ds = get_spec(ds.base) if ds.base else None
+    if ds is None and gpu_name:
+        spec_id = match_spec_id(gpu_name)
+        if spec_id is None and ms is None:
+            raise RooflineError(f"cannot match GPU '{gpu_name}' to a datasheet spec; pass --hw (e.g. --hw h100-sxm)")
+        ds = get_spec(spec_id) if spec_id else (get_spec(ms.base) if ms and ms.base else None)
+    if ms is None and measured is None:
+        ms = default_measured_spec(ds)
+    return ds, ms
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def bench(
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="Kernels to run, comma-separated (default: all).")] = None,
+    suite: Annotated[Suite, typer.Option("--suite", help="quick: a few shapes; full: the whole sweep.")] = Suite.quick,
+    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
+    measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (id or path) for predictions (default: the one on file for the GPU).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each kernel).")] = Path("results.json"),
+    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10).")] = 10,
+    target_ms: Annotated[float, typer.Option("--target-ms", help="Timing budget per kernel, shape and impl, milliseconds.")] = 250.0,
+    time_budget_s: Annotated[float | None, typer.Option("--time-budget-s", help="Start no new case after this many seconds; the rest are recorded as skipped.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
+    no_baseline: Annotated[bool, typer.Option("--no-baseline", help="Do not time the PyTorch equivalent.")] = False,
+    no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Never use CUDA graphs (short kernels then include launch overhead).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or table.")] = False,
+    device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
+    allow_cpu: Annotated[bool, typer.Option("--allow-cpu", hidden=True)] = False,
+) -> None:
+    """Check each kernel against its reference, then time it and its PyTorch equivalent."""
+    cpu = _use_cpu(device, allow_cpu, "bench")
+    if samples < 10:
+        raise RooflineError(f"--samples must be >= 10 (the timing method keeps at least 10), got {samples}")
+    if target_ms <= 0:
+        raise RooflineError(f"--target-ms must be > 0, got {target_ms:g}")
+    from rooflinecli.bench.environment import collect_environment, utc_now
+    from rooflinecli.bench.runner import BenchOptions, make_results, parse_kernels, run_bench, summary_rows
+
+    kernels = parse_kernels(kernel)
+    env = collect_environment("cpu" if cpu else "cuda")
+    if cpu:
+        from rooflinecli.hardware import get_spec
+
+        ds = get_spec(hw) if hw else None
+        ms = get_spec(measured) if measured else None
+    else:
+        ds, ms = _specs_for_gpu(hw, measured, env.get("gpu_name"))
+    opts = BenchOptions(
+        kernels=kernels,
+        suite=suite.value,
+        device="cpu" if cpu else "cuda",
+        hw=ds,
+        measured=ms,
+        min_samples=samples,
+        target_total_s=target_ms / 1e3,
+        time_budget_s=time_budget_s,
+        seed=seed,
+        baseline=not no_baseline,
+        use_graphs=not no_graphs,
+    )
+    created = utc_now()
+    t0 = time.monotonic()
+
+    def checkpoint(state) -> None:
+        make_results(opts, state, env, created, time.monotonic() - t0).save(out)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=quiet,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("bench", total=None)
+
+        def on_case(op: str, case_id: str, i: int, n: int) -> None:
+            progress.update(task, description=f"{op} {case_id}", completed=i, total=n)
+
+        state = run_bench(opts, on_case=on_case, on_op_done=checkpoint)
+    results = make_results(opts, state, env, created, time.monotonic() - t0)
+    results.save(out)
+    failed = [r for r in results.rows if not r.correct]
+    if not quiet:
+        _echo_table(
+            f"{env.get('gpu_name')}: suite {suite.value}; predictions from {ds.id if ds else '-'} / {ms.id if ms else '-'}",
+            ["op", "impl", "shape", "dtype", "p50 us", "TFLOP/s", "GB/s", "% roof", "method"],
+            summary_rows(results.rows),
+            right={4, 5, 6, 7},
+        )
+    typer.echo(f"wrote {out} ({len(results.rows)} rows, {len(failed)} failed checks, {len(state.skipped)} cases skipped)")
+    if failed:
+        typer.echo(f"{len(failed)} rows failed their correctness check and were not timed", err=True)
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def calibrate(
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Spec file to write (default: hardware_specs/measured/<base>.toml).")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Datasheet spec the measurement refines (default: matched from the GPU name).")] = None,
+    spec_id: Annotated[str | None, typer.Option("--id", help="Id of the measured spec (default: <base>-measured).")] = None,
+    from_results: Annotated[Path | None, typer.Option("--from-results", help="Fit the efficiency table from this bench results file and embed it.")] = None,
+    measured: Annotated[str | None, typer.Option("--measured", help="With --from-results: the measured spec to add the fit to (no GPU needed).")] = None,
+    device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
+) -> None:
+    """Measure copy bandwidth, L2 bandwidth and matmul peaks; write a measured spec file."""
+    from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, measured_doc, read_spec_doc, write_spec_file
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.hardware_validate import parse_spec
+
+    doc = None
+    if from_results is not None:
+        if measured is not None:
+            spec = get_spec(measured)
+            if spec.kind != "measured":
+                raise RooflineError(f"--measured '{measured}' is a datasheet spec; name a measured spec file")
+            doc = read_spec_doc(spec.path)
+            out = out or Path(spec.path)
+        elif out is not None and out.is_file():
+            doc = read_spec_doc(out)
+    if doc is None:
+        doc, env = _measure_doc(base, spec_id, device)
+        out = out or default_out_path(doc["base"])
+        _show_ceilings(doc)
+    assert out is not None
+    if from_results is not None:
+        from rooflinecli.bench.environment import utc_now
+        from rooflinecli.bench.fit import fit_report, points_from_rows
+        from rooflinecli.results import load_results
+
+        results = load_results(from_results)
+        spec = parse_spec(doc, str(out))
+        points = points_from_rows(results.rows, spec)
+        if not points:
+            raise RooflineError(f"{from_results}: no timed, correct rows of our kernels to fit an efficiency from")
+        report = fit_report(points, spec.id)
+        doc = add_efficiency(
+            doc,
+            report.efficiency,
+            {
+                "results": str(from_results),
+                "gpu": results.gpu_name,
+                "date_utc": utc_now(),
+                "points": str(len(points)),
+                "median_abs_error_before": f"{report.before.median_abs_error:.4f}",
+                "median_abs_error_after_leave_one_out": f"{report.after_loo.median_abs_error:.4f}",
+            },
+        )
+        _show_fit(report)
+    written = write_spec_file(out, doc, SPEC_COMMENT)
+    typer.echo(f"wrote {out} (id {written.id}, base {written.base})")
+
+
+def _measure_doc(base: str | None, spec_id: str | None, device: str):
+    from rooflinecli.bench.calibrate import measure_ceilings, measured_doc
+    from rooflinecli.bench.environment import collect_environment, match_spec_id
+    from rooflinecli.hardware import get_spec
+
+    cpu = _use_cpu(device, False, "calibrate")
+    env = collect_environment("cpu" if cpu else "cuda")
+    if base is None:
+        base = None if cpu else match_spec_id(str(env.get("gpu_name", "")))
+        if base is None:
+            raise RooflineError(f"cannot match GPU '{env.get('gpu_name')}' to a datasheet spec; pass --base (e.g. --base h100-sxm)")
+    base_spec = get_spec(base)
+    ceilings = measure_ceilings("cpu" if cpu else "cuda")
+    return measured_doc(base_spec, ceilings, env, spec_id), env
+
+
+def _show_ceilings(doc: dict) -> None:
+    from rooflinecli.hardware import get_spec
+
+    base = get_spec(doc["base"])
+    rows = []
+    for dt, v in doc.get("peak_dense_tflops", {}).items():
+        ds = base.peak_dense_tflops.get(dt)
+        rows.append([f"matmul {dt}", f"{v:.1f} TFLOP/s", f"{ds:.1f}" if ds else "-", f"{v / ds:.0%}" if ds else "-"])
+    if "memory" in doc:
+        v = doc["memory"]["bandwidth_gb_per_s"]
+        rows.append(["HBM copy", f"{v:.0f} GB/s", f"{base.memory_bandwidth_gb_per_s:.0f}", f"{v / base.memory_bandwidth_gb_per_s:.0%}"])
+    if "cache" in doc:
+        v = doc["cache"]["l2_bandwidth_gb_per_s"]
+        rows.append(["L2 copy", f"{v:.0f} GB/s", f"{base.l2_bandwidth_gb_per_s:.0f}", f"{v / base.l2_bandwidth_gb_per_s:.0%}"])
+    _echo_table(f"measured ceilings vs {base.id} datasheet", ["ceiling", "measured", "datasheet", "ratio"], rows, right={1, 2, 3})
+
+
+def _show_fit(report) -> None:
+    rows = [[k, r, f"{v:.3f}", str(report.group_counts.get(k, {}).get(r, 0))] for k, regs in report.efficiency.items() for r, v in regs.items()]
+    _echo_table(f"fitted efficiency on {report.spec_id}", ["op kind", "regime", "efficiency", "points"], rows, right={2, 3})
+    for label, s in (("before (roof)", report.before), ("after, leave-one-out", report.after_loo), ("after, in-sample", report.after_in_sample)):
+        typer.echo(f"median |error| {label}: {s.median_abs_error:.1%} (p90 {s.p90_abs_error:.1%}, n {s.n})")
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def validate(
+    results: Annotated[Path, typer.Argument(help="Results file written by `roofline bench`.")],
+    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec (default: the one the results name).")] = None,
+    measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one the results name, if any).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the validation as JSON instead of tables.")] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the validation JSON to this file.")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write a Markdown report to this file.")] = None,
+) -> None:
+    """Predicted vs measured time per kernel and shape, error statistics and the kernel targets."""
+    import json
+
+    from rooflinecli.atomic import write_json_atomic, write_text_atomic
+    from rooflinecli.bench.validate import summary_table, to_markdown
+    from rooflinecli.bench.validate import validate as run_validate
+    from rooflinecli.results import load_results
+
+    v = run_validate(load_results(results), hw, measured)
+    data = v.to_json()
+    if out is not None:
+        write_json_atomic(out, data)
+    if markdown is not None:
+        write_text_atomic(markdown, to_markdown(v))
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    _show_validation(v, summary_table(v))
+    for path in (out, markdown):
+        if path is not None:
+            typer.echo(f"wrote {path}")
+
+
+def _show_validation(v, summary: list[list[str]]) -> None:
+    from rooflinecli.bench.validate import _pct, _us
+
+    rows = []
+    for r in v.rows:
+        flag = " ABOVE ROOF" if r.above_roof else ""
+        rows.append(
+            [r.op, r.impl, r.shape, r.dtype, r.bound + flag, _us(r.measured_s), _us(r.predicted_datasheet_s), _pct(r.error("datasheet")),
+             _us(r.predicted_measured_s), _pct(r.error("measured")), _pct(r.error("fitted"))]
+        )
+    _echo_table(
+        f"{v.gpu_name}: predicted vs measured (datasheet {v.datasheet.id if v.datasheet else '-'}, measured {v.measured.id if v.measured else '-'})",
+        ["op", "impl", "shape", "dtype", "bound", "measured us", "datasheet us", "err", "meas.-ceil. us", "err", "fitted err"],
+        rows,
+        right={5, 6, 7, 8, 9, 10},
+    )
+    if v.end_to_end:
+        _echo_table(
+            "end to end: one decoder layer",
+            ["phase", "measured us", "datasheet us", "err", "meas.-ceil. us", "err"],
+            [[str(p.get("phase")), _us(p.get("measured_s")), _us(p.get("predicted_s_datasheet")), _pct(p.get("error_datasheet")),
+              _us(p.get("predicted_s_measured")), _pct(p.get("error_measured"))] for p in v.end_to_end],
+            right={1, 2, 3, 4, 5},
+        )
+    _echo_table("kernel targets", ["target", "goal", "value", "status", "detail"],
+                [[t.name, t.goal, "-" if t.value is None else f"{t.value:.2f}", t.status, t.detail] for t in v.targets], right={2})
+    _echo_table("error summary (our kernels)", ["prediction from", "points", "median |err|", "p90 |err|", "median err"], summary, right={1, 2, 3, 4})
+    for f in v.flags():
+        typer.echo(f"flag: {f}")
+    for r in v.failed:
+        typer.echo(f"failed check (not timed): {r.op}[{r.impl}] {r.shape} {r.dtype}: {r.note}")
+    for n in v.notes:
+        typer.echo(f"note: {n}")
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def e2e(
+    results: Annotated[Path, typer.Option("--results", "-r", help="Results file to add the check to (extra.end_to_end); created when missing.")] = Path("results.json"),
+    model: Annotated[str, typer.Option("--model", "-m", help="Model whose decoder layer is built (preset id or config.json).")] = "llama-3-8b",
+    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec (default: matched from the GPU name).")] = None,
+    measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one on file for the GPU).")] = None,
+    prefill_batch: Annotated[int, typer.Option("--prefill-batch", help="Sequences in the prefill.")] = 1,
+    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per sequence in the prefill.")] = 2048,
+    batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 8,
+    context: Annotated[int, typer.Option("--context", help="Tokens in the KV cache at the decode step.")] = 4096,
+    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples (>= 10).")] = 10,
+    device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
+    tiny: Annotated[bool, typer.Option("--tiny", hidden=True)] = False,
+) -> None:
+    """Time one decoder layer built from the kernels (prefill and a decode step) against the model."""
+    cpu = _use_cpu(device, False, "e2e")
+    if samples < 10:
+        raise RooflineError(f"--samples must be >= 10, got {samples}")
+    for name, value in (("--prefill-batch", prefill_batch), ("--prompt", prompt), ("--batch", batch), ("--context", context)):
+        if value < 1:
+            raise RooflineError(f"{name} must be >= 1, got {value}")
+    from rooflinecli import __version__
+    from rooflinecli.bench.e2e import TINY_SHAPES, E2EShapes, run_e2e, tiny_config
+    from rooflinecli.bench.environment import collect_environment, utc_now
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.results import Results, load_results
+
+    cfg = get_model(model)
+    if cfg.mla is not None or cfg.moe is not None or cfg.num_heads % cfg.num_kv_heads or cfg.head_dim not in (64, 128):
+        raise RooflineError(f"--model {model}: the end-to-end layer needs a dense GQA/MHA model with head dim 64 or 128")
+    env = collect_environment("cpu" if cpu else "cuda")
+    if cpu:
+        ds = get_spec(hw or "h200")
+        ms = get_spec(measured) if measured else None
+    else:
+        ds, ms = _specs_for_gpu(hw, measured, env.get("gpu_name"))
+    shapes = E2EShapes(prefill_batch, prompt, batch, context)
+    if tiny:
+        cfg, shapes = tiny_config(cfg), TINY_SHAPES
+    check = run_e2e(cfg, ds, ms, shapes, "cpu" if cpu else "cuda", samples)
+    check["environment"] = env
+    base = load_results(results) if results.is_file() else Results(rows=(), environment=env, created_utc=utc_now(), tool_version=__version__, suite="e2e", hardware_spec=ds.id, measured_spec=ms.id if ms else None)
+    from dataclasses import replace
+
+    replace(base, extra={**base.extra, "end_to_end": check}).save(results)
+    from rooflinecli.bench.validate import _pct, _us
+
+    rows = []
+    for p in check["phases"]:
+        m = p.get("measured_s")
+        rows.append([p["phase"], f"B{p['batch']} N{p['context']}", "ok" if p["correct"] else "FAILED " + p["error"], _us(m), _us(p["predicted_s_datasheet"]),
+                     _pct((p["predicted_s_datasheet"] - m) / m if m else None), _us(p["predicted_s_measured"]),
+                     _pct((p["predicted_s_measured"] - m) / m if m and p["predicted_s_measured"] else None)])
+    _echo_table(f"one {check['model']} decoder layer on {env.get('gpu_name')}", ["phase", "shape", "check", "measured us", "datasheet us", "err", "meas.-ceil. us", "err"], rows, right={3, 4, 5, 6, 7})
+    typer.echo(f"wrote {results} (extra.end_to_end)")
+    if not all(p["correct"] for p in check["phases"]):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("bench")(bench)
+    app.command("calibrate")(calibrate)
+    app.command("validate")(validate)
+    app.command("e2e")(e2e)

@@ -1,0 +1,385 @@
+"""``roofline calibrate``: measure the GPU's real ceilings and write them as a measured spec file.
+
+Measured on random data (never zeros), each figure the median of >= 10 event-timed samples:
+
+* HBM bandwidth: a device-to-device ``copy_`` of 1 GiB, bytes read + bytes written counted;
+* L2 bandwidth: ``copy_`` between two buffers that together fill a quarter of the L2, replayed
+  from a CUDA graph without a flush (the data stays in L2), read + write counted;
+* matmul peak per dtype: ``torch.matmul`` at 8192^3 for bf16, fp16, tf32 (fp32 with
+  ``allow_tf32``) and fp32 (``allow_tf32`` off), fp8 e4m3 through ``torch._scaled_mm`` when the
+  GPU and torch have it.
+
+The spec file (``kind = "measured"``, ``base = <datasheet id>``, id ``<base>-measured``) sets only
+what was measured; everything else is inherited from the base. ``[measured_with]`` records the GPU,
+driver, date and methods. ``--from-results`` fits the calibrated efficiency table from a bench run
+(``rooflinecli.bench.fit``) and embeds it. The TOML is written by ``toml_dumps`` below (no extra
+dependency), reloaded through ``rooflinecli.hardware.load_spec_file`` and only then moved into place.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rooflinecli.atomic import write_text_atomic
+from rooflinecli.errors import RooflineError
+from rooflinecli.hardware import HardwareSpec, load_spec_file
+
+MATMUL_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+
+# ------------------------------------------------------------------------------------------------
+# A tiny TOML writer: strings, numbers, booleans, arrays of those, tables, arrays of tables.
+# ------------------------------------------------------------------------------------------------
+
+
+def _toml_key(k: str) -> str:
+    if k and all(c.isalnum() or c in "-_" for c in k):
+        return k
+    return _toml_str(k)
+
+
+def _toml_str(s: str) -> str:
+    out = ['"']
+    for c in s:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_value(v: Any, where: str) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: TOML cannot hold {v!r} here")
+        r = repr(v)
+        return r if ("." in r or "e" in r or "inf" in r or "nan" in r) else r + ".0"
+    if isinstance(v, str):
+        return _toml_str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x, where) for x in v) + "]"
+    raise ValueError(f"{where}: cannot write {type(v).__name__} to TOML")
+
+
+def _is_table_array(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, Mapping) for x in v)
+
+
+def toml_dumps(doc: Mapping[str, Any], comment: str = "") -> str:
+    """Serialize a dict of the shapes spec files use; ``tomllib.loads(toml_dumps(d)) == d``."""
+    lines = [f"# {line}".rstrip() for line in comment.splitlines()] if comment else []
+
+    def emit(table: Mapping[str, Any], prefix: str) -> None:
+        scalars = [(k, v) for k, v in table.items() if not isinstance(v, Mapping) and not _is_table_array(v)]
+        for k, v in scalars:
+            lines.append(f"{_toml_key(k)} = {_toml_value(v, prefix + k)}")
+        for k, v in table.items():
+            name = f"{prefix}{_toml_key(k)}"
+            if isinstance(v, Mapping):
+                has_scalars = any(not isinstance(x, Mapping) and not _is_table_array(x) for x in v.values())
+                if has_scalars or not v:
+                    lines.extend(["", f"[{name}]"])
+                emit(v, name + ".")
+            elif _is_table_array(v):
+                for item in v:
+                    lines.extend(["", f"[[{name}]]"])
+                    emit(item, name + ".")
+
+    emit(doc, "")
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def write_spec_file(path: str | Path, doc: Mapping[str, Any], comment: str = "") -> HardwareSpec:
+    """Write ``doc`` as a spec file at ``path``: validated by loading a temporary copy beside it
+    through ``load_spec_file`` (relative ``base`` paths resolve the same), then written atomically."""
+    path = Path(path)
+    text = toml_dumps(doc, comment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".check.toml", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            load_spec_file(tmp)
+        except RooflineError as e:
+            raise RooflineError(f"{path}: the spec written would not load: {e}") from None
+    finally:
+        os.unlink(tmp)
+    write_text_atomic(path, text)
+    return load_spec_file(path)
+
+
+def read_spec_doc(path: str | Path) -> dict[str, Any]:
+    """The raw TOML table of a spec file (to add an efficiency table and write it back)."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RooflineError(f"{path}: no such spec file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RooflineError(f"{path}: not valid TOML: {e}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Measuring
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Ceilings:
+    """Measured ceilings: bandwidths in GB/s, peaks in TFLOP/s, with how each was measured."""
+
+    copy_gb_per_s: float | None = None
+    l2_gb_per_s: float | None = None
+    matmul_tflops: dict[str, float] = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CalibrationSizes:
+    copy_bytes: int = 2**30  # 1 GiB each way: 20x the L2
+    l2_fraction: float = 0.25  # source + destination fill this fraction of the L2
+    matmul_n: int = 8192
+    samples: int = 20
+
+
+CPU_SIZES = CalibrationSizes(copy_bytes=8 * 2**20, matmul_n=128, samples=10)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _timer(device: str) -> Callable[..., list[float]]:
+    """samples(fn, n, flush) -> seconds per call: CUDA events (with an L2 flush when asked) on a
+    GPU, the wall clock on the CPU (tests only)."""
+    if device == "cuda":
+        from rooflinecli.bench.timing import L2Flusher, time_cuda_events
+
+        flusher = L2Flusher("cuda")
+
+        class _NoFlush:
+            nbytes = 0
+
+            def flush(self) -> None:
+                pass
+
+        def cuda_samples(fn, n, flush=True):
+            import torch
+
+            fn()
+            torch.cuda.synchronize()
+            fn()
+            return time_cuda_events(fn, flusher if flush else _NoFlush(), samples=n)
+
+        return cuda_samples
+
+    from rooflinecli.bench.timing import time_wall_clock
+
+    def cpu_samples(fn, n, flush=True):
+        return list(time_wall_clock(fn, samples=n, warmup=1).samples_s)
+
+    return cpu_samples
+
+
+def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None, dtypes: tuple[str, ...] = MATMUL_DTYPES) -> Ceilings:
+    """Copy bandwidth, L2 bandwidth and matmul peak per dtype on ``device``."""
+    import torch
+
+    from kernels.testing import device_randn
+
+    sizes = sizes or (CPU_SIZES if device == "cpu" else CalibrationSizes())
+    samples = _timer(device)
+    gen = torch.Generator().manual_seed(1234)
+    c = Ceilings()
+
+    # HBM: copy_ of a large random buffer, read + write counted
+    n = sizes.copy_bytes // 2
+    src = device_randn((n,), torch.bfloat16, device, gen)
+    dst = torch.empty_like(src)
+    t = _median(samples(lambda: dst.copy_(src), sizes.samples))
+    c.copy_gb_per_s = 2 * n * 2 / t / 1e9
+    c.methods["memory.bandwidth_gb_per_s"] = (
+        f"copy_ of {n * 2 / 2**30:.2f} GiB bf16 random data, read + write counted, median of {sizes.samples}"
+    )
+    del src, dst
+
+    # L2: copy_ between buffers that stay resident in L2, replayed back to back
+    l2_bytes = _l2_bytes(device)
+    if l2_bytes:
+        m = max(1, int(l2_bytes * sizes.l2_fraction / 2) // 2)  # bf16 elements per buffer
+        src = device_randn((m,), torch.bfloat16, device, gen)
+        dst = torch.empty_like(src)
+        reps = 50
+        fn = _replayed(device, lambda: dst.copy_(src), reps)
+        t = _median(samples(fn, sizes.samples, flush=False)) / reps
+        c.l2_gb_per_s = 2 * m * 2 / t / 1e9
+        c.methods["cache.l2_bandwidth_gb_per_s"] = (
+            f"copy_ between two {m * 2 / 2**20:.1f} MiB buffers ({sizes.l2_fraction:.0%} of the {l2_bytes / 2**20:.0f} MiB L2), "
+            f"{reps} back-to-back copies per sample{' (one CUDA graph)' if device == 'cuda' else ''}, read + write counted, median of {sizes.samples}"
+        )
+        del src, dst
+    else:
+        c.skipped["cache.l2_bandwidth_gb_per_s"] = "L2 size unknown on this device"
+
+    # matmul peak per dtype at N^3
+    N = sizes.matmul_n
+    for dt in dtypes:
+        try:
+            tflops, how = _matmul_peak(dt, N, device, gen, samples, sizes.samples)
+        except Exception as e:  # noqa: BLE001 - a dtype the GPU or torch lacks is skipped, with why
+            c.skipped[f"peak_dense_tflops.{dt}"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            continue
+        c.matmul_tflops[dt] = tflops
+        c.methods[f"peak_dense_tflops.{dt}"] = how
+    return c
+
+
+def _l2_bytes(device: str) -> int:
+    if device != "cuda":
+        return 4 * 2**20  # a nominal 4 MiB on the CPU: tests exercise the code path only
+    from rooflinecli.bench.timing import l2_size_bytes
+
+    return l2_size_bytes(0)
+
+
+def _replayed(device: str, fn: Callable[[], Any], reps: int) -> Callable[[], None]:
+    """``reps`` calls of ``fn`` as one CUDA graph replay (a plain loop on the CPU)."""
+    if device != "cuda":
+
+        def loop() -> None:
+            for _ in range(reps):
+                fn()
+
+        return loop
+    from rooflinecli.bench.timing import capture_graph
+
+    graph = capture_graph([fn], reps)
+    return graph.replay
+
+
+def _matmul_peak(dt: str, N: int, device: str, gen, samples, n_samples: int) -> tuple[float, str]:
+    import torch
+
+    from kernels.testing import device_randn
+
+    flops = 2.0 * N * N * N
+    what = f"{N}x{N}x{N} random, median of {n_samples}"
+    if dt in ("bf16", "fp16"):
+        tdt = torch.bfloat16 if dt == "bf16" else torch.float16
+        a, b = device_randn((N, N), tdt, device, gen), device_randn((N, N), tdt, device, gen)
+        t = _median(samples(lambda: torch.matmul(a, b), n_samples))
+        return flops / t / 1e12, f"torch.matmul {dt} {what}"
+    if dt in ("tf32", "fp32"):
+        a, b = device_randn((N, N), torch.float32, device, gen), device_randn((N, N), torch.float32, device, gen)
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+        try:
+            t = _median(samples(lambda: torch.matmul(a, b), n_samples))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = prev
+        return flops / t / 1e12, f"torch.matmul fp32 with allow_tf32={dt == 'tf32'} {what}"
+    if dt == "fp8":
+        if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+            raise RuntimeError("torch has no _scaled_mm / float8_e4m3fn")
+        if device == "cuda" and torch.cuda.get_device_capability(0) < (8, 9):
+            raise RuntimeError("fp8 matmul needs compute capability 8.9 or newer")
+        a = device_randn((N, N), torch.float32, device, gen).to(torch.float8_e4m3fn)
+        b = device_randn((N, N), torch.float32, device, gen).to(torch.float8_e4m3fn)  # (N, K) row-major
+        one = torch.ones((), dtype=torch.float32, device=device)
+        bt = b.t()  # (K, N) column-major, as _scaled_mm wants
+
+        def mm():
+            return torch._scaled_mm(a, bt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+        mm()
+        t = _median(samples(mm, n_samples))
+        return flops / t / 1e12, f"torch._scaled_mm fp8 e4m3 -> bf16 {what}"
+    raise RuntimeError(f"no matmul recipe for {dt}")
+
+
+# ------------------------------------------------------------------------------------------------
+# The spec document
+# ------------------------------------------------------------------------------------------------
+
+
+def _round(x: float, digits: int = 4) -> float:
+    """Round to ``digits`` significant figures (the measurements are not better than that)."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return round(x, -int(math.floor(math.log10(abs(x)))) + digits - 1)
+
+
+def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[str, Any], spec_id: str | None = None) -> dict[str, Any]:
+    """A measured spec document: only the measured figures; the rest is inherited from ``base``."""
+    if base.kind != "datasheet":
+        raise RooflineError(f"--base '{base.id}' is a measured spec; name a datasheet spec (e.g. h200)")
+    doc: dict[str, Any] = {
+        "id": spec_id or f"{base.id}-measured",
+        "name": f"{environment.get('gpu_name') or base.name} (measured)",
+        "kind": "measured",
+        "base": base.id,
+    }
+    if ceilings.matmul_tflops:
+        doc["peak_dense_tflops"] = {dt: _round(v) for dt, v in ceilings.matmul_tflops.items()}
+    if ceilings.copy_gb_per_s:
+        doc["memory"] = {"bandwidth_gb_per_s": _round(ceilings.copy_gb_per_s)}
+    if ceilings.l2_gb_per_s:
+        doc["cache"] = {"l2_bandwidth_gb_per_s": _round(ceilings.l2_gb_per_s)}
+    mw: dict[str, str] = {}
+    for key in ("gpu_name", "driver", "cuda", "torch", "triton", "date_utc", "sm_clock_mhz", "mem_clock_mhz", "sm_clock_max_mhz", "host"):
+        if environment.get(key) not in (None, ""):
+            mw[key] = str(environment[key])
+    for key, how in ceilings.methods.items():
+        mw[f"method {key}"] = how
+    for key, why in ceilings.skipped.items():
+        mw[f"skipped {key}"] = why
+    mw["tool"] = "roofline calibrate"
+    doc["measured_with"] = mw
+    return doc
+
+
+def add_efficiency(doc: dict[str, Any], efficiency: Mapping[str, Mapping[str, float]], provenance: Mapping[str, str]) -> dict[str, Any]:
+    """``doc`` with its ``[efficiency]`` table replaced by ``efficiency`` and the fit recorded."""
+    doc = dict(doc)
+    doc["efficiency"] = {k: {r: _round(float(v), 3) for r, v in regs.items()} for k, regs in efficiency.items() if regs}
+    mw = dict(doc.get("measured_with", {}))
+    mw.update({f"efficiency {k}": str(v) for k, v in provenance.items()})
+    doc["measured_with"] = mw
+    # keep tables after the scalars and the efficiency before measured_with, for readability
+    order = ["id", "name", "vendor", "kind", "base", "estimates", "peak_dense_tflops", "memory", "cache", "compute", "interconnect", "power", "efficiency", "measured_with", "sources"]
+    return {k: doc[k] for k in order if k in doc} | {k: v for k, v in doc.items() if k not in order}
+
+
+def default_out_path(base_id: str) -> Path:
+    from rooflinecli.hardware import specs_dir
+
+    return specs_dir() / "measured" / f"{base_id}.toml"
+
+
+SPEC_COMMENT = (
+    "Measured ceilings written by `roofline calibrate`; figures not set here are inherited from the\n"
+    "datasheet spec named as base. [measured_with] records the GPU, driver, date and each method."
+)

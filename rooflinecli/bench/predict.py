@@ -1,0 +1,60 @@
+"""The roofline prediction of one measured kernel call, from its FLOPs and bytes (counted by the
+kernel's cost function with ``rooflinecli.formulas``) and a spec's ceilings.
+
+Used by ``bench`` (predicted times in each row), ``validate`` and the efficiency fit, so the three
+agree on what "predicted" means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rooflinecli.formulas import compute_time_s, memory_time_s
+from rooflinecli.hardware import HardwareSpec
+
+#: matrix-unit op kinds: an fp32 kernel there runs on the tf32 tensor cores (Triton's default
+#: ``tl.dot`` precision for fp32), so its ceiling is the tf32 peak
+MATRIX_KINDS = ("gemm", "attention", "moe")
+
+
+def compute_dtype_for(model_kind: str, dtype: str) -> str:
+    """The peak a kernel of ``model_kind`` on ``dtype`` data is held to."""
+    if dtype == "fp32" and model_kind in MATRIX_KINDS:
+        return "tf32"
+    return dtype
+
+
+@dataclass(frozen=True)
+class Roof:
+    """Roofline of one call on one spec. ``time_s`` = max(compute, memory)."""
+
+    compute_time_s: float
+    memory_time_s: float
+    spec_id: str
+
+    @property
+    def time_s(self) -> float:
+        return max(self.compute_time_s, self.memory_time_s)
+
+    @property
+    def bound(self) -> str:
+        """"compute" or "memory": the regime (arithmetic intensity vs the ridge point)."""
+        return "compute" if self.compute_time_s > self.memory_time_s else "memory"
+
+    def with_efficiency(self, eff: Mapping[str, float] | None) -> float:
+        """max(compute / eff_compute, memory / eff_memory): the calibrated prediction."""
+        if not eff:
+            return self.time_s
+        return max(self.compute_time_s / eff.get("compute", 1.0), self.memory_time_s / eff.get("memory", 1.0))
+
+
+def roof(flops: float, bytes_: float, spec: HardwareSpec, compute_dtype: str) -> Roof | None:
+    """The roofline of a call, or None when the spec has no peak for ``compute_dtype``."""
+    if compute_dtype not in spec.peak_dense_tflops:
+        return None
+    return Roof(
+        compute_time_s=float(compute_time_s(flops, spec.peak_flops_per_s(compute_dtype))),
+        memory_time_s=float(memory_time_s(bytes_, spec.memory_bandwidth_bytes_per_s)),
+        spec_id=spec.id,
+    )

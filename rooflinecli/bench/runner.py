@@ -1,0 +1,395 @@
+"""``roofline bench``: check each kernel case against its reference, then time ours and the
+PyTorch/cuBLAS baseline in the same run, and write long-format result rows.
+
+Order per case: fresh random inputs -> our kernel vs the reference (relative error, NaN-poisoned
+outputs inside the launchers) -> timing, only on a green check -> the baseline, checked and timed
+the same way. A case that fails its check is recorded untimed (``correct = false``, the error in
+``note``); an exception in a launcher is a failed check too, never a crash of the run.
+
+torch and the kernels are imported inside the functions (the CLI starts fast without them).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from rooflinecli import __version__
+from rooflinecli.bench.predict import compute_dtype_for, roof
+from rooflinecli.bench.timing import MIN_SAMPLES, Timing
+from rooflinecli.errors import RooflineError, unknown_name_error
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.results import ResultRow, Results
+
+SUITES = ("quick", "full", "test")  # "test": the kernels' tiny CPU-interpreter cases
+#: rotating input sets for CUDA-graph timing total at least this many L2s
+ROTATE_L2_MULTIPLE = 2.0
+MAX_ROTATING_SETS = 256
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    kernels: tuple[str, ...]
+    suite: str = "quick"
+    device: str = "cuda"  # "cuda", or "cpu" (wall clock under the Triton interpreter; tests only)
+    hw: HardwareSpec | None = None  # datasheet spec for predictions
+    measured: HardwareSpec | None = None  # measured spec for predictions
+    min_samples: int = MIN_SAMPLES
+    target_total_s: float = 0.25  # timing budget per (case, impl)
+    time_budget_s: float | None = None  # stop starting new cases after this long
+    seed: int = 0
+    baseline: bool = True
+    use_graphs: bool = True
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    rel_error: float | None
+    message: str
+
+
+@dataclass
+class BenchState:
+    """What a run has produced so far (the CLI checkpoints it after every op)."""
+
+    rows: list[ResultRow] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+def parse_kernels(spec: str | None) -> tuple[str, ...]:
+    """``"gemm,copy"`` -> ("gemm", "copy") in suite order; None or "all" -> every kernel present."""
+    from kernels.registry import KERNEL_NAMES
+
+    if spec is None or spec.strip() in ("", "all"):
+        return available_kernels()
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    for n in names:
+        if n not in KERNEL_NAMES:
+            raise unknown_name_error("kernel", n, KERNEL_NAMES)
+    return tuple(n for n in KERNEL_NAMES if n in names)
+
+
+def available_kernels() -> tuple[str, ...]:
+    """Kernel names whose module exists in ``kernels/``."""
+    import importlib.util
+
+    from kernels.registry import KERNEL_NAMES
+
+    return tuple(n for n in KERNEL_NAMES if importlib.util.find_spec(f"kernels.{n}") is not None)
+
+
+def case_seed(seed: int, case_id: str, impl: str = "") -> int:
+    return (seed * 1_000_003 + zlib.crc32(f"{case_id}/{impl}".encode())) % (2**62)
+
+
+def _as_tuple(x: Any) -> tuple:
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def check_outputs(out: Any, ref: Any, tol: float) -> Check:
+    """Compare every output with its reference (``kernels.testing.compare``)."""
+    from kernels.testing import compare
+
+    outs, refs = _as_tuple(out), _as_tuple(ref)
+    if len(outs) != len(refs):
+        return Check(False, None, f"{len(outs)} outputs but the reference has {len(refs)}")
+    worst = 0.0
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        c = compare(o, r, tol)
+        if not c.ok:
+            where = f"output {i}: " if len(outs) > 1 else ""
+            return Check(False, c.rel_error, where + c.message)
+        worst = max(worst, c.rel_error)
+    return Check(True, worst, f"rel error {worst:.2e} <= {tol:.1e}")
+
+
+def run_check(fn: Callable[..., Any], inputs: dict[str, Any], ref: Any, tol: float, sync: Callable[[], None]) -> Check:
+    """Run ``fn(**inputs)`` and compare with ``ref``; an exception is a failed check."""
+    try:
+        out = fn(**inputs)
+        sync()
+    except Exception as e:  # noqa: BLE001 - a launcher error is a red check, recorded, not a crash
+        return Check(False, None, f"raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+    return check_outputs(out, ref, tol)
+
+
+def _input_bytes(inputs: dict[str, Any]) -> int:
+    total = 0
+    for v in inputs.values():
+        if hasattr(v, "element_size") and hasattr(v, "numel"):
+            total += v.element_size() * v.numel()
+    return total
+
+
+def rotating_sets(op, case, device: str, seed: int, first: dict[str, Any], l2_bytes: float) -> Callable[[], list]:
+    """A factory of calls of ``op.run`` over enough fresh input sets to exceed ``2 x L2``."""
+
+    def build() -> list[Callable[[], Any]]:
+        import torch
+
+        per_set = max(_input_bytes(first), 1)
+        n_sets = int(min(MAX_ROTATING_SETS, max(1, math.ceil(ROTATE_L2_MULTIPLE * l2_bytes / per_set))))
+        gen = torch.Generator().manual_seed(case_seed(seed, case.id, "rotate"))
+        sets = [first] + [op.make_inputs(case, device, gen) for _ in range(n_sets - 1)]
+        return [partial(op.run, **s) for s in sets]
+
+    return build
+
+
+class Bencher:
+    """Runs the cases of the chosen kernels; ``device = "cpu"`` swaps CUDA timing for wall clock."""
+
+    def __init__(self, opts: BenchOptions) -> None:
+        import torch
+
+        self.opts = opts
+        self.torch = torch
+        self.cuda = opts.device == "cuda"
+        self.flusher = None
+        self.l2_bytes = 0.0
+        if self.cuda:
+            from rooflinecli.bench.timing import L2Flusher, l2_size_bytes
+
+            self.l2_bytes = float(l2_size_bytes(0) or (opts.hw.l2_size_mb * 1e6 if opts.hw else 50e6))
+            self.flusher = L2Flusher("cuda", self.l2_bytes)
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def time(self, fn: Callable[[], Any], rotating: Callable[[], list] | None) -> Timing:
+        from rooflinecli.bench.timing import time_cuda, time_wall_clock
+
+        if not self.cuda:
+            return time_wall_clock(fn, samples=self.opts.min_samples, warmup=1)
+        return time_cuda(
+            fn,
+            self.flusher,
+            rotating=rotating,
+            min_samples=self.opts.min_samples,
+            target_total_s=self.opts.target_total_s,
+            use_graphs=self.opts.use_graphs,
+        )
+
+    # ------------------------------------------------------------------------------------------
+    def supported(self, op, case) -> str | None:
+        """None when the case can run here, else the reason it is skipped."""
+        if op.supported is None:
+            return None
+        try:
+            ok = op.supported(case, self.opts.hw)
+        except Exception as e:  # noqa: BLE001
+            return f"supported() raised {type(e).__name__}: {e}"
+        return None if ok else "not supported on this device"
+
+    def bench_case(self, op, case) -> list[ResultRow]:
+        """Rows for ours and the baseline on one case (untimed rows for a red check)."""
+        torch = self.torch
+        device = self.opts.device
+        flops, bytes_ = (float(x) for x in op.cost(case))
+        tol = float(op.tolerance.get(case.dtype, 0.0))
+        gen = torch.Generator().manual_seed(case_seed(self.opts.seed, case.id))
+        try:
+            inputs = op.make_inputs(case, device, gen)
+        except Exception as e:  # noqa: BLE001
+            msg = f"make_inputs raised {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            return [self._row(op, case, "triton", flops, bytes_, None, Check(False, None, msg))]
+        try:
+            ref = op.reference(**inputs)
+            self.sync()
+        except Exception as e:  # noqa: BLE001
+            msg = f"reference raised {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            return [self._row(op, case, "triton", flops, bytes_, None, Check(False, None, msg))]
+
+        rows = []
+        impls: list[tuple[str, Callable[..., Any]]] = [("triton", op.run)]
+        if self.opts.baseline and op.baseline is not None:
+            impls.append(("torch", op.baseline))
+        checks = {impl: run_check(fn, inputs, ref, tol, self.sync) for impl, fn in impls}
+        del ref
+        for impl, fn in impls:
+            check = checks[impl]
+            timing = None
+            if check.ok:
+                rotating = rotating_sets(op, case, device, self.opts.seed, inputs, self.l2_bytes) if impl == "triton" else None
+                if impl == "torch":
+                    rotating = _rotating_baseline(op, case, device, self.opts.seed, inputs, self.l2_bytes)
+                try:
+                    timing = self.time(partial(fn, **inputs), rotating)
+                except Exception as e:  # noqa: BLE001 - an error while timing is recorded on the row
+                    check = Check(False, check.rel_error, f"timing raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            rows.append(self._row(op, case, impl, flops, bytes_, timing, check))
+        del inputs
+        if self.cuda:
+            torch.cuda.empty_cache()
+        return rows
+
+    def _row(self, op, case, impl: str, flops: float, bytes_: float, timing: Timing | None, check: Check) -> ResultRow:
+        kind = op.model_kind
+        cdt = compute_dtype_for(kind, case.dtype)
+        roof_ds = roof(flops, bytes_, self.opts.hw, cdt) if self.opts.hw is not None else None
+        roof_ms = roof(flops, bytes_, self.opts.measured, cdt) if self.opts.measured is not None else None
+        common = dict(
+            op=op.name,
+            impl=impl,
+            shape=case.shape,
+            dtype=case.dtype,
+            flops=flops,
+            bytes=bytes_,
+            params=_jsonable(case.params),
+            predicted_s_datasheet=roof_ds.time_s if roof_ds else None,
+            predicted_s_measured=roof_ms.time_s if roof_ms else None,
+            max_rel_error=check.rel_error,
+            model_kind=kind,
+            compute_dtype=cdt,
+        )
+        if timing is None or not check.ok:
+            nan = float("nan")
+            return ResultRow(samples_s=(), p20_s=nan, p50_s=nan, p80_s=nan, correct=False, method="untimed", note=check.message, **common)
+        p20, p50, p80 = timing.quantiles_s
+        best = roof_ms or roof_ds
+        return ResultRow(
+            samples_s=tuple(timing.samples_s),
+            p20_s=p20,
+            p50_s=p50,
+            p80_s=p80,
+            achieved_tflops=flops / p50 / 1e12,
+            achieved_gb_per_s=bytes_ / p50 / 1e9,
+            pct_of_roof=best.time_s / p50 * 100.0 if best else None,
+            correct=True,
+            method=timing.method,
+            note=f"{check.message}; {timing.note}",
+            **common,
+        )
+
+
+def _rotating_baseline(op, case, device, seed, first, l2_bytes):
+    build = rotating_sets(op, case, device, seed, first, l2_bytes)
+
+    def make():
+        return [partial(op.baseline, **f.keywords) for f in build()]
+
+    return make
+
+
+def _jsonable(params) -> dict[str, Any]:
+    out = {}
+    for k, v in dict(params).items():
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            out[k] = v
+        elif isinstance(v, (tuple, list)):
+            out[k] = list(v)
+        else:
+            out[k] = str(v)
+    return out
+
+
+def select_cases(op, suite: str) -> tuple:
+    if suite not in SUITES:
+        raise unknown_name_error("suite", suite, SUITES)
+    return tuple(op.cases.get(suite, ()))
+
+
+def run_bench(
+    opts: BenchOptions,
+    *,
+    on_case: Callable[[str, str, int, int], None] | None = None,
+    on_op_done: Callable[[BenchState], None] | None = None,
+    state: BenchState | None = None,
+) -> BenchState:
+    """Check and time every case of ``opts.kernels``; callbacks drive a progress bar and the
+    checkpoint writes."""
+    from kernels.registry import load_op
+
+    state = state or BenchState()
+    ops = [load_op(n) for n in opts.kernels]
+    plan = [(op, case) for op in ops for case in select_cases(op, opts.suite)]
+    if not plan:
+        raise RooflineError(f"no cases in suite '{opts.suite}' for kernels {', '.join(opts.kernels)}")
+    bencher = Bencher(opts)
+    t0 = time.monotonic()
+    last_op = None
+    for i, (op, case) in enumerate(plan):
+        if last_op is not None and op.name != last_op and on_op_done is not None:
+            on_op_done(state)
+        last_op = op.name
+        if on_case is not None:
+            on_case(op.name, case.id, i, len(plan))
+        if opts.time_budget_s is not None and time.monotonic() - t0 > opts.time_budget_s:
+            state.skipped.append({"op": op.name, "case": case.id, "reason": f"time budget of {opts.time_budget_s:g} s spent"})
+            continue
+        reason = bencher.supported(op, case)
+        if reason is not None:
+            state.skipped.append({"op": op.name, "case": case.id, "reason": reason})
+            continue
+        state.rows.extend(bencher.bench_case(op, case))
+    if on_op_done is not None:
+        on_op_done(state)
+    return state
+
+
+def make_results(opts: BenchOptions, state: BenchState, environment: dict[str, Any], created_utc: str, elapsed_s: float | None = None) -> Results:
+    extra: dict[str, Any] = {
+        "bench": {
+            "device": opts.device,
+            "kernels": list(opts.kernels),
+            "min_samples": opts.min_samples,
+            "target_total_s": opts.target_total_s,
+            "seed": opts.seed,
+            "skipped": list(state.skipped),
+            "measured_spec_path": opts.measured.path if opts.measured is not None else None,
+            "hardware_spec_path": opts.hw.path if opts.hw is not None else None,
+        }
+    }
+    if elapsed_s is not None:
+        extra["bench"]["elapsed_s"] = round(elapsed_s, 2)
+    return Results(
+        rows=tuple(state.rows),
+        environment=environment,
+        created_utc=created_utc,
+        tool_version=__version__,
+        suite=opts.suite,
+        hardware_spec=opts.hw.id if opts.hw is not None else None,
+        measured_spec=opts.measured.id if opts.measured is not None else None,
+        extra=extra,
+    )
+
+
+def default_measured_spec(hw: HardwareSpec | None) -> HardwareSpec | None:
+    """The measured spec on file for ``hw`` (``hardware_specs/measured/*.toml`` with base = hw.id)."""
+    if hw is None:
+        return None
+    from rooflinecli.hardware import measured_specs
+
+    found = [s for s in measured_specs().values() if s.base == hw.id]
+    found.sort(key=lambda s: (s.id != f"{hw.id}-measured", s.id))
+    return found[0] if found else None
+
+
+def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
+    """Table cells for the terminal summary: op, impl, shape, dtype, p50, TFLOP/s, GB/s, % roof."""
+    out = []
+    for r in rows:
+        if not r.correct:
+            out.append([r.op, r.impl, r.shape, r.dtype, "FAILED", "", "", "", r.note[:60]])
+            continue
+        out.append(
+            [
+                r.op,
+                r.impl,
+                r.shape,
+                r.dtype,
+                f"{r.p50_s * 1e6:.1f}",
+                f"{r.achieved_tflops:.2f}" if r.achieved_tflops else "-",
+                f"{r.achieved_gb_per_s:.1f}" if r.achieved_gb_per_s else "-",
+                f"{r.pct_of_roof:.0f}" if r.pct_of_roof is not None else "-",
+                r.method,
+            ]
+        )
+    return out

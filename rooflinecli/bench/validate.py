@@ -1,0 +1,484 @@
+"""``roofline validate``: the analytical model against measured kernels.
+
+Per kernel and shape: measured median (p20/p80) beside the roofline prediction from the datasheet
+ceilings, from the measured ceilings, and from the measured ceilings with a calibrated efficiency
+fitted leave-one-shape-out (``rooflinecli.bench.fit``); error = (predicted - measured) / measured.
+Summary statistics (median and p90 |error|, overall and by op) for our kernels, the issue's kernel
+targets as met / missed with their figures, and the end-to-end decoder-layer check when the results
+carry one. A point faster than its datasheet roof is flagged as a counting error.
+
+Targets are reported, never asserted: validation exits 0 whatever the errors (exit 2 only for bad
+input).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rooflinecli.bench.fit import Point, error_stats, fit_efficiency, loo_predictions, points_from_rows, rel_error
+from rooflinecli.bench.predict import compute_dtype_for, roof
+from rooflinecli.errors import RooflineError
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.results import ResultRow, Results
+
+#: goals from the issue and ../shared/REFERENCE.md sections 3 and 4
+KERNEL_ERROR_GOAL = 0.10  # median |error| against measured ceilings
+E2E_ERROR_GOAL = 0.15
+#: a point this much faster than its measured roof is flagged (the datasheet roof: any amount)
+MEASURED_ROOF_SLACK = 0.05
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    op: str
+    impl: str
+    shape: str
+    dtype: str
+    kind: str
+    measured_s: float
+    p20_s: float
+    p80_s: float
+    flops: float
+    bytes: float
+    bound: str  # on the datasheet roof
+    predicted_datasheet_s: float | None
+    predicted_measured_s: float | None
+    predicted_fitted_s: float | None  # measured (or datasheet) ceilings x leave-one-out efficiency
+    above_roof: bool  # faster than the datasheet roof: a counting error
+    above_measured_roof: bool
+
+    @property
+    def ai(self) -> float:
+        return self.flops / self.bytes if self.bytes > 0 else float("inf")
+
+    def error(self, basis: str) -> float | None:
+        t = {"datasheet": self.predicted_datasheet_s, "measured": self.predicted_measured_s, "fitted": self.predicted_fitted_s}[basis]
+        return None if t is None else rel_error(t, self.measured_s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "impl": self.impl,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "kind": self.kind,
+            "bound": self.bound,
+            "measured_s": self.measured_s,
+            "p20_s": self.p20_s,
+            "p80_s": self.p80_s,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "ai_flops_per_byte": self.ai if np.isfinite(self.ai) else None,
+            "achieved_tflops": self.flops / self.measured_s / 1e12,
+            "achieved_gb_per_s": self.bytes / self.measured_s / 1e9,
+            "predicted_datasheet_s": self.predicted_datasheet_s,
+            "error_datasheet": self.error("datasheet"),
+            "predicted_measured_s": self.predicted_measured_s,
+            "error_measured": self.error("measured"),
+            "predicted_fitted_s": self.predicted_fitted_s,
+            "error_fitted": self.error("fitted"),
+            "above_roof": self.above_roof,
+            "above_measured_roof": self.above_measured_roof,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    goal: str
+    value: float | None
+    threshold: float
+    detail: str
+
+    @property
+    def status(self) -> str:
+        if self.value is None:
+            return "not measured"
+        return "met" if self.value >= self.threshold else "missed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "goal": self.goal, "value": self.value, "threshold": self.threshold, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Validation:
+    results_path: str
+    gpu_name: str
+    datasheet: HardwareSpec | None
+    measured: HardwareSpec | None
+    rows: tuple[RowCheck, ...]
+    failed: tuple[ResultRow, ...]
+    targets: tuple[Target, ...]
+    fitted_efficiency: dict[str, dict[str, float]]
+    end_to_end: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def ours(self) -> list[RowCheck]:
+        return [r for r in self.rows if r.impl == "triton"]
+
+    def stats(self, basis: str, impl: str = "triton") -> dict[str, Any]:
+        rows = [r for r in self.rows if r.impl == impl]
+        overall = error_stats(r.error(basis) for r in rows)
+        by_op = {op: error_stats(r.error(basis) for r in rows if r.op == op).to_json() for op in sorted({r.op for r in rows})}
+        return {"overall": overall.to_json(), "by_op": by_op}
+
+    def e2e_stats(self, basis: str) -> dict[str, Any]:
+        return error_stats(p.get(f"error_{basis}") for p in self.end_to_end).to_json()
+
+    def flags(self) -> list[str]:
+        out = []
+        for r in self.rows:
+            if r.above_roof:
+                out.append(
+                    f"{r.op}[{r.impl}] {r.shape} {r.dtype}: measured {r.measured_s * 1e6:.2f} us is faster than the datasheet "
+                    f"roof {r.predicted_datasheet_s * 1e6:.2f} us: counting error (FLOPs or bytes over-counted, or data served from cache)"
+                )
+            elif r.above_measured_roof:
+                out.append(
+                    f"{r.op}[{r.impl}] {r.shape} {r.dtype}: measured {r.measured_s * 1e6:.2f} us is more than "
+                    f"{MEASURED_ROOF_SLACK:.0%} faster than the measured-ceiling roof {r.predicted_measured_s * 1e6:.2f} us"
+                )
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        bases = ["datasheet"] + (["measured"] if self.measured is not None else []) + ["fitted"]
+        return {
+            "schema": "rooflinecli.validation/1",
+            "results": self.results_path,
+            "gpu_name": self.gpu_name,
+            "datasheet_spec": self.datasheet.id if self.datasheet else None,
+            "measured_spec": self.measured.id if self.measured else None,
+            "goals": {"kernel_median_abs_error_measured": KERNEL_ERROR_GOAL, "end_to_end_median_abs_error": E2E_ERROR_GOAL},
+            "summary": {b: self.stats(b) for b in bases},
+            "summary_baseline": {b: self.stats(b, "torch") for b in bases},
+            "fitted_efficiency_leave_one_out_basis": self.fitted_efficiency,
+            "targets": [t.to_json() for t in self.targets],
+            "end_to_end": list(self.end_to_end),
+            "end_to_end_summary": {b: self.e2e_stats(b) for b in ("datasheet", "measured")},
+            "flags": self.flags(),
+            "failed": [{"op": r.op, "impl": r.impl, "shape": r.shape, "dtype": r.dtype, "error": r.note} for r in self.failed],
+            "notes": list(self.notes),
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def resolve_specs(results: Results, hw: str | None, measured: str | None) -> tuple[HardwareSpec | None, HardwareSpec | None, list[str]]:
+    """Specs for validation: the options, else those the bench run recorded (path first, then id)."""
+    from pathlib import Path
+
+    from rooflinecli.hardware import get_spec
+
+    notes: list[str] = []
+    bench = results.extra.get("bench", {}) if isinstance(results.extra, dict) else {}
+
+    def recorded(spec_id: str | None, path_key: str, what: str) -> HardwareSpec | None:
+        path = bench.get(path_key)
+        if path and Path(path).is_file():
+            return get_spec(str(path))
+        if spec_id:
+            try:
+                return get_spec(spec_id)
+            except RooflineError:
+                notes.append(f"{what} spec '{spec_id}' recorded in the results was not found; pass --{'measured' if what == 'measured' else 'hw'}")
+        return None
+
+    ds = get_spec(hw) if hw else recorded(results.hardware_spec, "hardware_spec_path", "datasheet")
+    ms = get_spec(measured) if measured else recorded(results.measured_spec, "measured_spec_path", "measured")
+    if ds is not None and ds.kind == "measured" and ms is None:
+        ms, ds = ds, None
+    if ds is None and ms is not None and ms.base:
+        ds = get_spec(ms.base)
+    if ds is None and ms is None:
+        raise RooflineError(f"{results.path}: no spec to validate against: the results name none; pass --hw (e.g. --hw h200)")
+    return ds, ms, notes
+
+
+def _p50(r: ResultRow) -> float:
+    return float(r.p50_s)
+
+
+def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None) -> tuple[list[RowCheck], dict]:
+    timed = [r for r in rows if r.correct and r.samples_s]
+    fit_spec = ms or ds
+    # leave-one-shape-out efficiency, fitted on our kernels only, applied to every row of a shape
+    ours = points_from_rows(timed, fit_spec, impls=("triton",))
+    loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), loo_predictions(ours)))
+    eff_all = fit_efficiency(ours)
+    checks = []
+    for r in timed:
+        kind = r.model_kind or _kind(r)
+        cdt = r.compute_dtype or compute_dtype_for(kind, r.dtype)
+        rd = roof(r.flops, r.bytes, ds, cdt) if ds is not None else None
+        rm = roof(r.flops, r.bytes, ms, cdt) if ms is not None else None
+        fitted = loo.get((r.op, r.impl, r.shape, r.dtype))
+        if fitted is None and r.impl != "triton":  # a baseline row: the efficiency fitted without its shape
+            peer = [p for p in ours if (p.op, p.shape, p.dtype) == (r.op, r.shape, r.dtype)]
+            base_roof = roof(r.flops, r.bytes, fit_spec, cdt)
+            if base_roof is not None:
+                others = [p for p in ours if (p.op, p.shape, p.dtype) != (r.op, r.shape, r.dtype)] if peer else ours
+                fitted = base_roof.with_efficiency(fit_efficiency(others).get(kind))
+        m = _p50(r)
+        checks.append(
+            RowCheck(
+                op=r.op,
+                impl=r.impl,
+                shape=r.shape,
+                dtype=r.dtype,
+                kind=kind,
+                measured_s=m,
+                p20_s=float(r.p20_s),
+                p80_s=float(r.p80_s),
+                flops=r.flops,
+                bytes=r.bytes,
+                bound=(rd or rm).bound if (rd or rm) else "",
+                predicted_datasheet_s=rd.time_s if rd else None,
+                predicted_measured_s=rm.time_s if rm else None,
+                predicted_fitted_s=fitted,
+                above_roof=bool(rd is not None and m < rd.time_s),
+                above_measured_roof=bool(rm is not None and m < rm.time_s * (1 - MEASURED_ROOF_SLACK)),
+            )
+        )
+    return checks, eff_all
+
+
+def _kind(r: ResultRow) -> str:
+    from rooflinecli.bench.fit import row_kind
+
+    return row_kind(r)
+
+
+# ---- targets ------------------------------------------------------------------------------------
+
+
+def _param(r: ResultRow, *names: str) -> Any:
+    for n in names:
+        if n in r.params:
+            return r.params[n]
+    return None
+
+
+def _timed(rows: Sequence[ResultRow], op: str, impl: str = "triton") -> list[ResultRow]:
+    return [r for r in rows if r.op == op and r.impl == impl and r.correct and r.samples_s]
+
+
+def _gbps(r: ResultRow) -> float:
+    return r.bytes / _p50(r) / 1e9
+
+
+def _speedups(rows: Sequence[ResultRow], op: str, select) -> list[tuple[ResultRow, float]]:
+    """(our row, torch p50 / our p50) for each shape with both timed."""
+    torch_rows = {(r.shape, r.dtype): r for r in _timed(rows, op, "torch")}
+    out = []
+    for r in _timed(rows, op):
+        t = torch_rows.get((r.shape, r.dtype))
+        if t is not None and select(r):
+            out.append((r, _p50(t) / _p50(r)))
+    return out
+
+
+def copy_bandwidth_gb_per_s(rows: Sequence[ResultRow], ms: HardwareSpec | None) -> tuple[float | None, str]:
+    """The measured copy bandwidth the bandwidth targets are held to."""
+    if ms is not None and ms.kind == "measured":
+        return ms.memory_bandwidth_gb_per_s, f"measured copy BW {ms.memory_bandwidth_gb_per_s:.0f} GB/s ({ms.id})"
+    copies = _timed(rows, "copy") + _timed(rows, "copy", "torch")
+    if copies:
+        best = max(_gbps(r) for r in copies)
+        return best, f"best copy in this run {best:.0f} GB/s (no measured spec)"
+    return None, "no measured copy bandwidth"
+
+
+def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None) -> list[Target]:
+    targets: list[Target] = []
+    copy_bw, copy_src = copy_bandwidth_gb_per_s(rows, ms)
+
+    # copy >= 90% of datasheet bandwidth (largest case), >= 0.95x torch copy
+    copies = _timed(rows, "copy")
+    if copies and ds is not None:
+        r = max(copies, key=lambda r: r.bytes)
+        frac = _gbps(r) / ds.memory_bandwidth_gb_per_s
+        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", frac, 0.90, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s of {ds.memory_bandwidth_gb_per_s:.0f} ({ds.id})"))
+    else:
+        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", None, 0.90, "no timed copy rows"))
+    sp = _speedups(rows, "copy", lambda r: True)
+    targets.append(_worst("copy_vs_torch", ">= 0.95x torch copy_", sp, 0.95))
+
+    # gemm bf16 at 4096-8192 >= 0.9x torch.matmul
+    def big_gemm(r: ResultRow) -> bool:
+        dims = [_param(r, "M"), _param(r, "N"), _param(r, "K")]
+        return r.dtype == "bf16" and all(isinstance(d, int) and 4096 <= d <= 8192 for d in dims)
+
+    targets.append(_worst("gemm_vs_torch", "bf16 M,N,K in 4096..8192: >= 0.9x torch.matmul", _speedups(rows, "gemm", big_gemm), 0.90))
+
+    # skinny gemm at M = 1 >= 85% of measured copy bandwidth (largest weight)
+    skinny = [r for r in _timed(rows, "gemm") if _param(r, "M") == 1]
+    targets.append(_bandwidth_target("skinny_gemm_m1", ">= 85% of measured copy BW at M = 1", skinny, copy_bw, copy_src, 0.85))
+
+    # flash attention fwd (hdim 128, seq >= 4k) >= 0.8x torch SDPA
+    def long_flash(r: ResultRow) -> bool:
+        return _param(r, "D") == 128 and (_param(r, "S", "N") or 0) >= 4096
+
+    targets.append(_worst("flash_vs_sdpa", "hdim 128, seq >= 4k: >= 0.8x torch SDPA", _speedups(rows, "flash_attention", long_flash), 0.80))
+
+    # decode attention at long context >= 80% of measured copy bandwidth (longest context)
+    dec = _timed(rows, "decode_attention")
+    if dec:
+        longest = max((_param(r, "N", "context", "S") or 0) for r in dec)
+        dec = [r for r in dec if (_param(r, "N", "context", "S") or 0) == longest]
+    targets.append(_bandwidth_target("decode_attention_bw", ">= 80% of measured copy BW at long context", dec, copy_bw, copy_src, 0.80))
+
+    # MoE decode >= 60% of copy bandwidth over the experts actually touched (bytes count those)
+    moe = [r for r in _timed(rows, "moe") if _is_decode(r)]
+    targets.append(_bandwidth_target("moe_decode_bw", ">= 60% of copy BW over touched experts (decode)", moe, copy_bw, copy_src, 0.60))
+    return targets
+
+
+def _is_decode(r: ResultRow) -> bool:
+    phase = _param(r, "phase", "regime")
+    if isinstance(phase, str):
+        return phase == "decode"
+    t = _param(r, "T", "tokens", "M")
+    return isinstance(t, int) and t <= 64
+
+
+def _worst(name: str, goal: str, pairs: list[tuple[ResultRow, float]], threshold: float) -> Target:
+    if not pairs:
+        return Target(name, goal, None, threshold, "no shape with both ours and the baseline timed")
+    r, s = min(pairs, key=lambda x: x[1])
+    detail = f"worst of {len(pairs)}: {r.shape} {r.dtype} at {s:.2f}x"
+    if len(pairs) > 1:
+        detail += f" (median {float(np.median([x[1] for x in pairs])):.2f}x)"
+    return Target(name, goal, s, threshold, detail)
+
+
+def _bandwidth_target(name: str, goal: str, rows: list[ResultRow], copy_bw: float | None, copy_src: str, threshold: float) -> Target:
+    if not rows:
+        return Target(name, goal, None, threshold, "no timed rows")
+    if copy_bw is None:
+        return Target(name, goal, None, threshold, copy_src)
+    r = max(rows, key=lambda r: r.bytes)
+    return Target(name, goal, _gbps(r) / copy_bw, threshold, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s vs {copy_src}")
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+
+
+def end_to_end_checks(results: Results) -> list[dict[str, Any]]:
+    """Errors of the end-to-end layer checks stored by ``roofline e2e`` (``extra.end_to_end``)."""
+    e2e = results.extra.get("end_to_end") if isinstance(results.extra, dict) else None
+    if not e2e:
+        return []
+    out = []
+    for p in e2e.get("phases", []):
+        m = p.get("measured_s")
+        if not m:
+            continue
+        q = dict(p)
+        for basis in ("datasheet", "measured", "fitted"):
+            t = p.get(f"predicted_s_{basis}")
+            q[f"error_{basis}"] = rel_error(t, m) if t else None
+        out.append(q)
+    return out
+
+
+def validate(results: Results, hw: str | None = None, measured: str | None = None) -> Validation:
+    ds, ms, notes = resolve_specs(results, hw, measured)
+    checks, eff = check_rows(results.rows, ds, ms)
+    if not checks:
+        notes.append("no timed, correct rows in the results")
+    return Validation(
+        results_path=results.path,
+        gpu_name=results.gpu_name,
+        datasheet=ds,
+        measured=ms,
+        rows=tuple(checks),
+        failed=tuple(r for r in results.rows if not r.correct),
+        targets=tuple(kernel_targets(results.rows, ds, ms)),
+        fitted_efficiency=eff,
+        end_to_end=tuple(end_to_end_checks(results)),
+        notes=tuple(notes),
+    )
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def _abs_pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f}%"
+
+
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1e6:.4g}"
+
+
+def summary_table(v: Validation) -> list[list[str]]:
+    """[basis, n, median |err|, p90 |err|, median signed err] for our kernels."""
+    out = []
+    for basis, label in (("datasheet", "datasheet ceilings"), ("measured", "measured ceilings"), ("fitted", "measured + fitted efficiency (leave-one-out)")):
+        if basis == "measured" and v.measured is None:
+            continue
+        s = v.stats(basis)["overall"]
+        out.append([label, str(s["n"]), _abs_pct(s["median_abs_error"]), _abs_pct(s["p90_abs_error"]), _pct(s["median_error"])])
+    return out
+
+
+def to_markdown(v: Validation) -> str:
+    lines = [f"# Validation: {v.gpu_name}", ""]
+    lines.append(
+        f"Results `{v.results_path}`; datasheet spec `{v.datasheet.id if v.datasheet else '-'}`, measured spec "
+        f"`{v.measured.id if v.measured else '-'}`. Error = (predicted - measured) / measured; our Triton kernels. "
+        f"Goal: median |error| <= {KERNEL_ERROR_GOAL:.0%} against measured ceilings, <= {E2E_ERROR_GOAL:.0%} end to end."
+    )
+    lines += ["", "| prediction from | points | median abs error | p90 abs error | median error |", "|---|---:|---:|---:|---:|"]
+    lines += ["| " + " | ".join(r) + " |" for r in summary_table(v)]
+    if v.end_to_end:
+        lines += ["", "## End to end (one decoder layer)", "", "| phase | measured us | datasheet us | error | measured-ceiling us | error |", "|---|---:|---:|---:|---:|---:|"]
+        for p in v.end_to_end:
+            lines.append(
+                f"| {p.get('phase')} | {_us(p.get('measured_s'))} | {_us(p.get('predicted_s_datasheet'))} | {_pct(p.get('error_datasheet'))} | "
+                f"{_us(p.get('predicted_s_measured'))} | {_pct(p.get('error_measured'))} |"
+            )
+    lines += ["", "## Kernel targets", "", "| target | goal | value | status | detail |", "|---|---|---:|---|---|"]
+    for t in v.targets:
+        val = "-" if t.value is None else f"{t.value:.2f}"
+        lines.append(f"| {t.name} | {t.goal} | {val} | {t.status} | {t.detail} |")
+    lines += ["", "## By op (our kernels, median abs error)", "", "| op | points | datasheet | measured | fitted (LOO) |", "|---|---:|---:|---:|---:|"]
+    ds_by, ms_by, ft_by = (v.stats(b)["by_op"] for b in ("datasheet", "measured", "fitted"))
+    for op in ds_by:
+        lines.append(
+            f"| {op} | {ds_by[op]['n']} | {_abs_pct(ds_by[op]['median_abs_error'])} | "
+            f"{_abs_pct(ms_by.get(op, {}).get('median_abs_error')) if v.measured else '-'} | {_abs_pct(ft_by[op]['median_abs_error'])} |"
+        )
+    lines += [
+        "",
+        "## Per kernel and shape",
+        "",
+        "| op | impl | shape | dtype | bound | measured us (p20-p80) | TFLOP/s | GB/s | datasheet us | err | measured-ceiling us | err | fitted us | err |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in v.rows:
+        j = r.to_json()
+        flag = " **above roof**" if r.above_roof else ""
+        lines.append(
+            f"| {r.op} | {r.impl} | {r.shape} | {r.dtype} | {r.bound}{flag} | {_us(r.measured_s)} ({_us(r.p20_s)}-{_us(r.p80_s)}) | "
+            f"{j['achieved_tflops']:.1f} | {j['achieved_gb_per_s']:.0f} | {_us(r.predicted_datasheet_s)} | {_pct(j['error_datasheet'])} | "
+            f"{_us(r.predicted_measured_s)} | {_pct(j['error_measured'])} | {_us(r.predicted_fitted_s)} | {_pct(j['error_fitted'])} |"
+        )
+    flags = v.flags()
+    if flags:
+        lines += ["", "## Flags", ""] + [f"- {f}" for f in flags]
+    if v.failed:
+        lines += ["", "## Failed checks (not timed)", ""] + [f"- {r.op}[{r.impl}] {r.shape} {r.dtype}: {r.note}" for r in v.failed]
+    if v.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in v.notes]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The GPU run: kernel tests on the GPU, calibrate, bench --suite full, end-to-end layer, efficiency
+# fit, validate. Runs from the source tree (PYTHONPATH=., python3; no install, no network, no
+# plotly) and finishes in under 8 minutes on one H200: every stage has its own `timeout`, and a
+# stage that fails or times out does not stop the others (bench checkpoints after each kernel).
+#
+#   scripts/gpu_suite.sh [OUT_DIR]        # default: $OUT, else ./gpu_suite_out
+#
+# Stages, in order: tests, calibrate, bench, fit, e2e, validate. Exit 0 when all passed, 1 when any
+# failed or timed out, 2 without a GPU.
+# Writes under OUT_DIR: results.json (bench + extra.end_to_end), measured_spec.toml (measured
+# ceilings + fitted efficiency), validation.json, validation.md, summary.txt, stages.tsv, logs/.
+# Without a CUDA GPU it prints one line and exits 2. Stage budgets (seconds) can be overridden
+# through the environment: T_TESTS, T_CALIBRATE, T_BENCH, T_E2E, T_FIT, T_VALIDATE.
+set -u
+
+cd "$(dirname "$0")/.." || exit 2
+PY="${PYTHON:-python3}"
+export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
+
+# GPU_SUITE_CPU_DRYRUN=1 (tests only): the same stages on the CPU under the Triton interpreter, on
+# the kernels' tiny "test" cases (GPU_SUITE_KERNELS, default copy) and a tiny layer; no GPU check,
+# no kernel-test stage. It checks the plumbing, not the GPU.
+DRY="${GPU_SUITE_CPU_DRYRUN:-0}"
+T_BENCH=${T_BENCH:-210}
+if [ "$DRY" = 1 ]; then
+    export TRITON_INTERPRET=1
+    CAL_ARGS=(--device cpu --base h200)
+    BENCH_ARGS=(--device cpu --suite test --hw h200 --kernel "${GPU_SUITE_KERNELS:-copy}")
+    E2E_ARGS=(--device cpu --tiny --hw h200)
+else
+    CAL_ARGS=()
+    # the full suite stops starting new cases 30 s before its own budget ends
+    BENCH_ARGS=(--suite full --target-ms 150 --time-budget-s $((T_BENCH - 30)))
+    [ -n "${GPU_SUITE_KERNELS:-}" ] && BENCH_ARGS+=(--kernel "$GPU_SUITE_KERNELS")
+    E2E_ARGS=()
+fi
+
+# ---- a GPU first ----------------------------------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+    gpu_line="CPU dry run (Triton interpreter), not a GPU measurement"
+elif ! gpu_line=$("$PY" -c '
+import sys
+try:
+    import torch
+except Exception as e:
+    print(f"gpu_suite: no CUDA GPU found: torch does not import ({type(e).__name__}); nothing was run"); sys.exit(2)
+if not torch.cuda.is_available():
+    print("gpu_suite: no CUDA GPU found (torch.cuda.is_available() is False); nothing was run"); sys.exit(2)
+print(torch.cuda.get_device_name(0))
+' 2>/dev/null); then
+    echo "${gpu_line:-gpu_suite: no CUDA GPU found (python3 with torch failed to run); nothing was run}" >&2
+    exit 2
+fi
+
+mkdir -p "$OUT_DIR/logs" || exit 2
+RESULTS="$OUT_DIR/results.json"
+SPEC="$OUT_DIR/measured_spec.toml"
+STAGES="$OUT_DIR/stages.tsv"
+printf 'stage\tstatus\tseconds\n' >"$STAGES"
+T0=$(date +%s)
+echo "gpu_suite: $gpu_line; output in $OUT_DIR"
+
+# run_stage NAME BUDGET_S CMD...: log to logs/NAME.log, record status and duration, never abort
+run_stage() {
+    local name=$1 budget=$2
+    shift 2
+    local t=$(date +%s) rc status
+    echo "== $name (budget ${budget}s): $*"
+    timeout -k 10 "$budget" "$@" >"$OUT_DIR/logs/$name.log" 2>&1
+    rc=$?
+    case $rc in
+        0) status=ok ;;
+        124 | 137) status="timeout(${budget}s)" ;;
+        *) status="failed(rc=$rc)" ;;
+    esac
+    printf '%s\t%s\t%s\n' "$name" "$status" "$(($(date +%s) - t))" >>"$STAGES"
+    echo "   $status in $(($(date +%s) - t)) s; tail of logs/$name.log:"
+    tail -n 4 "$OUT_DIR/logs/$name.log" | sed 's/^/   | /'
+    return 0
+}
+
+R="$PY -m rooflinecli"
+
+# 1. the kernels' correctness tests, on the GPU this time
+tests=()
+for k in copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
+    [ -f "tests/test_$k.py" ] && tests+=("tests/test_$k.py")
+done
+if [ "$DRY" = 1 ]; then
+    printf 'tests\tok (skipped in dry run)\t0\n' >>"$STAGES"
+elif [ ${#tests[@]} -gt 0 ]; then
+    run_stage tests "${T_TESTS:-100}" "$PY" -m pytest "${tests[@]}" -x -q -p no:cacheprovider
+else
+    printf 'tests\tno test files\t0\n' >>"$STAGES"
+fi
+
+# 2. measured ceilings -> spec file
+run_stage calibrate "${T_CALIBRATE:-45}" $R calibrate --out "$SPEC" "${CAL_ARGS[@]}"
+MEASURED=()
+[ -f "$SPEC" ] && MEASURED=(--measured "$SPEC")
+
+# 3. the full suite: correctness check, then ours and the torch baseline timed, per case
+run_stage bench "$T_BENCH" $R bench --out "$RESULTS" "${BENCH_ARGS[@]}" "${MEASURED[@]}"
+
+# 4. fitted efficiency into the measured spec (the e2e check then predicts with it too)
+if [ -f "$RESULTS" ] && [ -f "$SPEC" ]; then
+    run_stage fit "${T_FIT:-20}" $R calibrate --from-results "$RESULTS" --measured "$SPEC" --out "$SPEC"
+fi
+
+# 5. one decoder layer end to end (adds extra.end_to_end to the results; creates them if bench failed)
+run_stage e2e "${T_E2E:-45}" $R e2e --results "$RESULTS" "${E2E_ARGS[@]}" "${MEASURED[@]}"
+
+# 6. validation (its "fitted" column is fitted leave-one-shape-out, so it stays honest)
+if [ -f "$RESULTS" ]; then
+    run_stage validate "${T_VALIDATE:-20}" $R validate "$RESULTS" "${MEASURED[@]}" --out "$OUT_DIR/validation.json" --markdown "$OUT_DIR/validation.md"
+fi
+
+# ---- short summary, last ---------------------------------------------------------------------------
+"$PY" - "$OUT_DIR" "$(($(date +%s) - T0))" <<'EOF' | tee "$OUT_DIR/summary.txt"
+import json, sys
+from pathlib import Path
+
+out, total = Path(sys.argv[1]), sys.argv[2]
+print(f"\ngpu_suite summary ({total} s), {out}")
+for line in (out / "stages.tsv").read_text().splitlines()[1:]:
+    name, status, secs = line.split("\t")
+    print(f"  {name:<10} {status:<16} {secs:>4} s")
+v = out / "validation.json"
+if not v.is_file():
+    print("  no validation.json")
+    sys.exit(0)
+d = json.loads(v.read_text())
+pct = lambda x: "-" if x is None else f"{x * 100:.1f}%"
+print(f"  GPU {d['gpu_name']}; specs {d['datasheet_spec']} / {d['measured_spec']}")
+for basis, s in d["summary"].items():
+    o = s["overall"]
+    print(f"  kernels vs {basis:<9}: median |err| {pct(o['median_abs_error'])}, p90 {pct(o['p90_abs_error'])} (n {o['n']})")
+for p in d.get("end_to_end", []):
+    print(f"  e2e {p['phase']:<7}: measured {p['measured_s'] * 1e6:.1f} us, err datasheet {pct(p.get('error_datasheet'))}, measured {pct(p.get('error_measured'))}, fitted {pct(p.get('error_fitted'))}")
+for t in d["targets"]:
+    val = "-" if t["value"] is None else f"{t['value']:.2f}"
+    print(f"  target {t['name']:<20} {t['status']:<12} {val:>6}  {t['detail']}")
+print(f"  flags: {len(d['flags'])}; failed checks: {len(d['failed'])}")
+EOF
+# exit 1 when any stage failed or timed out (its outputs, and the others', are kept)
+if tail -n +2 "$STAGES" | cut -f2 | grep -qv '^ok'; then exit 1; fi
+exit 0
