@@ -142,3 +142,217 @@ def test_speculative_perfect_acceptance_and_free_draft():
 )
 def test_speculative_bad_input(args, fragment):
     assert_one_line_error(run("speculative", *args), fragment)
+
+
+# ------------------------------------------------------------------------------------------------
+# commands on a model: rope, speculative, kv, moe, compare, disagg
+# ------------------------------------------------------------------------------------------------
+
+
+def test_rope_from_model():
+    out = run_json("rope", "--model", "llama-3-8b", "--target-context", "131072")
+    # Llama 3 8B: rope_theta 500000, head dim 128, trained 8192 tokens -> s = 16
+    assert out["base"] == 500000 and out["rotary_dim"] == 128 and out["trained_context_tokens"] == 8192
+    assert out["new_base"] == pytest.approx(500000 * 16 ** (128 / 126))
+
+
+def test_rope_mla_uses_rope_dim_and_gpt2_has_no_rope():
+    assert run_json("rope", "--model", "deepseek-v3", "--scale", "2")["rotary_dim"] == 64  # decoupled RoPE key
+    assert_one_line_error(run("rope", "--model", "gpt2", "--target-context", "4096"), "learned")
+
+
+def test_speculative_with_model_time_and_mtp():
+    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.model_registry import get_model
+
+    out = run_json("speculative", "-k", "2", "-a", "0.7", "-c", "0.1", "--model", "llama-3-8b", "--hw", "h100-sxm", "--context", "2048")
+    step = analyze(get_model("llama-3-8b"), get_spec("h100-sxm"), Workload(batch=1, prompt_len=2048, gen_len=1)).tpot_s
+    assert out["target_step_time_s"] == pytest.approx(step, rel=1e-9)
+    tokens = 1 + 0.7 + 0.49
+    assert out["tpot_s"] == pytest.approx(step * (1 + 2 * 0.1) / tokens)
+    mtp = run_json("speculative", "-k", "1", "-a", "0.85", "--mtp", "--model", "deepseek-v3")
+    # one extra MoE layer + projection + LM head of 61 layers: a few percent of a target step
+    assert mtp["draft_cost_source"] == "mtp" and 0.01 < mtp["draft_cost_ratio"] < 0.1
+    assert mtp["speedup"] == pytest.approx(1.85 / (1 + mtp["draft_cost_ratio"]))
+
+
+LLAMA3_8B_KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # 2 (K,V) * L * H_kv * D * 2 bytes
+
+
+def test_kv_by_hand_llama3_8b():
+    out = run_json("kv", "--model", "llama-3-8b", "--batch", "4", "--context", "1000")
+    rows = {r["variant"]: r for r in out["variants"]}
+    assert list(rows) == ["* gqa", "mha", "mqa", "mla", "compressed"]
+    gqa = rows["* gqa"]
+    assert gqa["kv_bytes_per_token"] == LLAMA3_8B_KV_PER_TOKEN
+    assert gqa["kv_cache_bytes"] == LLAMA3_8B_KV_PER_TOKEN * 1000 * 4
+    assert gqa["kv_read_bytes_per_step"] == pytest.approx(LLAMA3_8B_KV_PER_TOKEN * 1000 * 4, rel=1e-9)
+    assert rows["mha"]["kv_bytes_per_token"] == 2 * 32 * 32 * 128 * 2
+    assert rows["mqa"]["kv_bytes_per_token"] == 2 * 32 * 1 * 128 * 2
+    assert rows["mla"]["kv_bytes_per_token"] == 32 * (512 + 64) * 2  # default latent 4D + rope D/2
+    # crossover N* = weight bytes / (KV bytes per token * B), from the step's own weight bytes
+    assert gqa["crossover_context_tokens"] == pytest.approx(gqa["weights_bytes_per_step"] / (LLAMA3_8B_KV_PER_TOKEN * 4), rel=1e-6)
+    # weight bytes per step ~ the 8.0B parameters at 2 bytes (embedding table not read whole)
+    assert 15.0e9 < gqa["weights_bytes_per_step"] < 16.2e9
+    # compressed: top-512 entries + 128-token window read per step, so KV reads never catch up
+    assert rows["compressed"]["crossover_context_tokens"] is None
+    assert rows["mqa"]["kv_cache_bytes"] < gqa["kv_cache_bytes"] < rows["mha"]["kv_cache_bytes"]
+
+
+def test_kv_bits_paging_and_window():
+    out = run_json("kv", "--model", "llama-3-8b", "--context", "1000", "--kv-bits", "4", "--kv-block-size", "256", "--variants", "mqa")
+    gqa = out["variants"][0]
+    assert gqa["kv_bytes_per_token"] == LLAMA3_8B_KV_PER_TOKEN / 4
+    assert gqa["kv_cache_bytes"] == LLAMA3_8B_KV_PER_TOKEN / 4 * 1024  # 1000 tokens -> 4 blocks of 256
+    m = run_json("kv", "--model", "mistral-7b", "--context", "20000", "--variants", "mqa")
+    swa = m["variants"][0]
+    assert swa["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 2 * 4096  # every layer capped at W = 4096
+    assert swa["crossover_context_tokens"] is None
+
+
+def test_kv_beyond_trained_context_warns_and_suggests_rope():
+    r = run("kv", "--model", "llama-3-8b", "--context", "32768", "--variants", "mqa")
+    assert r.exit_code == 0
+    assert "warning" in r.output and "trained limit of 8,192" in r.output and "roofline rope --model llama-3-8b --target-context 32768" in r.output
+
+
+def test_kv_table():
+    r = run("kv", "--model", "deepseek-v3", "--context", "4096")
+    assert r.exit_code == 0, r.output
+    assert "latent 512+64" in r.output and "crossover" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--model", "llama-3-8b", "--batch", "0"], "--batch"),
+        (["--model", "llama-3-8b", "--context", "-5"], "--context"),
+        (["--model", "llama-3-8b", "--kv-bits", "0"], "--kv-bits"),
+        (["--model", "llama-3-8b", "--kv-dtype", "fp7"], "fp7"),
+        (["--model", "llama-3-8b", "--variants", "mha,xyz"], "xyz"),
+        (["--model", "llama-4"], "llama-4"),
+    ],
+)
+def test_kv_bad_input(args, fragment):
+    assert_one_line_error(run("kv", *args), fragment)
+
+
+def test_moe_by_hand_mixtral():
+    out = run_json("moe", "--model", "mixtral-8x7b", "--batch", "1,4,64", "--skew", "2")
+    assert out["num_routed_experts"] == 8 and out["top_k"] == 2
+    assert out["routed_expert_bytes"] == 3 * 4096 * 14336 * 2  # gate, up, down at bf16
+    rows = {r["batch"]: r for r in out["decode_by_batch"]}
+    assert rows[1]["experts_touched_uniform"] == pytest.approx(2.0)
+    assert rows[4]["experts_touched_uniform"] == pytest.approx(8 * (1 - 0.75**4))
+    assert rows[4]["experts_touched_skewed"] == pytest.approx(4 * (1 - 0.5**4))  # E/skew = 4 experts
+    assert out["active_params"] < out["total_params"]
+    assert out["total_params"] == pytest.approx(46.7e9, rel=0.01)  # published
+    # decode weight bytes grow with batch (more experts touched), then saturate: with skew 2 the
+    # tokens spread over E/2 = 4 experts, so 32 layers x (4 - 2) more experts than at batch 1
+    w = [rows[b]["weights_bytes"] for b in (1, 4, 64)]
+    assert w[0] < w[1] < w[2]
+    assert w[2] - w[0] == pytest.approx(32 * (4 - 2) * out["routed_expert_bytes"], rel=0.001)
+    uniform = run_json("moe", "--model", "mixtral-8x7b", "--batch", "1,64")["decode_by_batch"]
+    assert uniform[1]["weights_bytes"] - uniform[0]["weights_bytes"] == pytest.approx(32 * (8 - 2) * out["routed_expert_bytes"], rel=0.001)
+
+
+def test_moe_expert_parallel_and_table():
+    out = run_json("moe", "--model", "deepseek-v3", "--batch", "1,256", "--ep", "8", "--hw", "h200")
+    assert out["routed_experts_per_gpu"] == 32
+    r = out["decode_by_batch"][-1]
+    assert r["time_s"] < r["time_s_ep1"]  # EP splits the expert reads over 8 GPUs
+    t = run("moe", "--model", "qwen3-30b-a3b", "--batch", "1..16:x4")
+    assert t.exit_code == 0, t.output
+    assert "experts/layer" in t.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--model", "llama-3-8b"], "dense"),
+        (["--model", "mixtral-8x7b", "--skew", "0.5"], "--skew"),
+        (["--model", "mixtral-8x7b", "--batch", "1..x"], "--batch"),
+    ],
+)
+def test_moe_bad_input(args, fragment):
+    assert_one_line_error(run("moe", *args), fragment)
+
+
+def test_compare_gpus_memory_bound_decode_scales_with_bandwidth():
+    out = run_json("compare", "--model", "llama-3-70b", "--hw", "h100-sxm,h200", "--batch", "1", "--prompt", "512", "--gen", "16")
+    h100, h200 = out["rows"]
+    assert (h100["hw"], h200["hw"]) == ("h100-sxm", "h200")
+    bw_ratio = get_spec("h200").memory_bandwidth_gb_per_s / get_spec("h100-sxm").memory_bandwidth_gb_per_s
+    assert h100["decode_bound"] == "memory"
+    assert h100["tpot_s"] / h200["tpot_s"] == pytest.approx(bw_ratio, rel=0.02)
+    # published anchor: batch-1 decode TPOT within 5% of weight bytes / HBM bandwidth
+    assert h100["tpot_s"] == pytest.approx(h100["memory_weights_bytes"] / (get_spec("h100-sxm").memory_bandwidth_gb_per_s * 1e9), rel=0.05)
+
+
+def test_compare_variants():
+    out = run_json("compare", "--model", "llama-3-8b", "--variants", "mha,gqa,mqa,mla,compressed", "--prompt", "4096", "--gen", "64", "--batch", "8")
+    rows = {r["label"]: r for r in out["rows"]}
+    assert list(rows) == ["* gqa", "mha", "mqa", "mla", "compressed"]
+    assert rows["mqa"]["memory_kv_cache_bytes"] < rows["* gqa"]["memory_kv_cache_bytes"] < rows["mha"]["memory_kv_cache_bytes"]
+    assert rows["mqa"]["tpot_s"] < rows["* gqa"]["tpot_s"] < rows["mha"]["tpot_s"]
+    t = run("compare", "--model", "llama-3-8b", "--hw", "h100-sxm,a100-sxm")
+    assert t.exit_code == 0 and "a100-sxm" in t.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--model", "llama-3-8b", "--hw", "h100-sxm,h200", "--variants", "mqa"], "single --hw"),
+        (["--model", "llama-3-8b", "--variants", "gqa,foo"], "foo"),
+        (["--model", "llama-3-8b", "--tp", "3"], "3"),
+        (["--model", "llama-3-8b", "--batch", "0"], "--batch"),
+        (["--model", "llama-3-8b", "--dtype", "bf17"], "bf17"),
+    ],
+)
+def test_compare_bad_input(args, fragment):
+    assert_one_line_error(run("compare", *args), fragment)
+
+
+def test_disagg_plan_by_hand():
+    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.model_registry import get_model
+
+    rate, gen = 10.0, 128
+    out = run_json("disagg", "--model", "llama-3-8b", "--hw", "h100-sxm", "--prompt", "2048", "--gen", str(gen), "--rate", str(rate),
+                   "--ttft-target", "0.5", "--tpot-target", "0.03", "--max-batch", "256")
+    assert out["feasible"] is True
+    assert out["prefill_time_s"] <= 0.5 and out["decode_tpot_s"] <= 0.03
+    # prefill time is analyze's TTFT at that batch; instance counts are ceil(rate / per-instance rate)
+    a = analyze(get_model("llama-3-8b"), get_spec("h100-sxm"), Workload(batch=out["prefill_batch"], prompt_len=2048, gen_len=gen))
+    assert out["prefill_time_s"] == pytest.approx(a.ttft_s, rel=1e-9)
+    assert out["prefill_instances"] == math.ceil(rate / (out["prefill_batch"] / out["prefill_time_s"]))
+    assert out["decode_instances"] == math.ceil(rate * gen * out["decode_tpot_s"] / out["decode_batch"])
+    # every decode step of the generation is timed (128 <= 256 sampled contexts): TPOT is analyze's mean
+    b = analyze(get_model("llama-3-8b"), get_spec("h100-sxm"), Workload(batch=out["decode_batch"], prompt_len=2048, gen_len=gen))
+    assert out["decode_tpot_s"] == pytest.approx(b.tpot_s, rel=1e-9)
+    assert out["total_gpus"] == out["prefill_gpus"] + out["decode_gpus"]
+
+
+def test_disagg_infeasible_and_table():
+    out = run_json("disagg", "--model", "llama-3-70b", "--hw", "h100-sxm", "--prompt", "8192", "--gen", "64", "--rate", "1",
+                   "--ttft-target", "0.01", "--tpot-target", "0.05")
+    assert out["feasible"] is False and "TTFT" in out["reason"]
+    r = run("disagg", "--model", "llama-3-70b", "--hw", "h200", "--tp", "4", "--prompt", "2048", "--gen", "256", "--rate", "10",
+            "--ttft-target", "0.5", "--tpot-target", "0.05")
+    assert r.exit_code == 0 and "prefill:decode" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--rate", "0"], "--rate"),
+        (["--rate", "1", "--prompt", "0"], "--prompt"),
+        (["--rate", "1", "--tpot-target", "-1"], "--tpot-target"),
+    ],
+)
+def test_disagg_bad_input(args, fragment):
+    base = {"--prompt": "512", "--gen": "64", "--ttft-target": "1", "--tpot-target": "0.05"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    assert_one_line_error(run("disagg", "--model", "llama-3-8b", *flat), fragment)
