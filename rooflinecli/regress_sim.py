@@ -40,11 +40,13 @@ def draw_timings(rng: np.random.Generator, medians_s: np.ndarray, n_samples: int
     return t
 
 
-def gate_verdicts(base: np.ndarray, cand: np.ndarray, params: GateParams) -> np.ndarray:
+def gate_verdicts(base: np.ndarray, cand: np.ndarray, params: GateParams, base_median: np.ndarray | None = None) -> np.ndarray:
     """Verdicts for batches of suites: base (..., K, n), cand (..., K, m) -> (..., K).
 
-    The same steps as ``regress.compare``: medians, noise, one-sided U tests, Holm across K."""
-    bm, cm = stats.median(base), stats.median(cand)
+    The same steps as ``regress.compare``: medians (``base_median`` overrides the baseline's, as a
+    pooled baseline's median of run medians does), noise, one-sided U tests, Holm across K."""
+    bm = stats.median(base) if base_median is None else base_median
+    cm = stats.median(cand)
     noise = np.maximum(stats.relative_iqr(base), stats.relative_iqr(cand))
     p_slow = stats.holm(stats.mannwhitney_greater(cand, base), axis=-1)
     p_fast = stats.holm(stats.mannwhitney_greater(base, cand), axis=-1)
@@ -59,6 +61,8 @@ class SimOutcome:
     n_kernels: int
     trials: int
     outlier_rate: float
+    baseline_runs: int
+    run_drift: float
     catch_rate: float  # slowed kernel flagged "regression" (nan when slowdown == 0)
     flagged_rate: float  # slowed kernel flagged "regression" or "inconclusive"
     suite_false_alarm_rate: float  # trials where an unchanged kernel is flagged "regression"
@@ -67,7 +71,7 @@ class SimOutcome:
     def row(self) -> dict[str, float]:
         return {
             "spread": self.spread, "slowdown": self.slowdown, "n_samples": self.n_samples, "kernels": self.n_kernels,
-            "trials": self.trials, "catch_rate": self.catch_rate, "flagged_rate": self.flagged_rate,
+            "trials": self.trials, "baseline_runs": self.baseline_runs, "run_drift": self.run_drift, "catch_rate": self.catch_rate, "flagged_rate": self.flagged_rate,
             "suite_false_alarm": self.suite_false_alarm_rate, "kernel_false_alarm": self.kernel_false_alarm_rate,
         }
 
@@ -82,8 +86,15 @@ def simulate(
     params: GateParams = GateParams(),
     seed: int = 0,
     chunk: int = 500,
+    baseline_runs: int = 1,
+    run_drift: float = 0.0,
 ) -> SimOutcome:
-    """Run ``trials`` simulated CI comparisons of an ``n_kernels`` suite (see the module doc)."""
+    """Run ``trials`` simulated CI comparisons of an ``n_kernels`` suite (see the module doc).
+
+    ``baseline_runs`` > 1 models a pooled baseline (``roofline baseline update``): that many runs of
+    ``n_samples``, samples concatenated, median = median of the run medians. ``run_drift`` is the
+    lognormal sigma of a per-run, per-kernel shift (clocks, thermals, another day), applied to every
+    run including the candidate's."""
     rng = np.random.default_rng(seed)
     caught = flagged = suite_fa = kernel_fa = 0
     unchanged_first = slowdown == 0.0
@@ -93,9 +104,13 @@ def simulate(
         medians = np.exp(rng.uniform(math.log(20e-6), math.log(5e-3), size=(t, n_kernels)))
         factor = np.ones((t, n_kernels))
         factor[:, 0] = 1.0 + slowdown
-        base = draw_timings(rng, medians, n_samples, spread, outlier_rate)
-        cand = draw_timings(rng, medians * factor, n_samples, spread, outlier_rate)
-        v = gate_verdicts(base, cand, params)
+        runs = [draw_timings(rng, medians * np.exp(run_drift * rng.standard_normal(medians.shape)), n_samples, spread, outlier_rate)
+                for _ in range(baseline_runs)]
+        base = np.concatenate(runs, axis=-1)
+        base_median = np.median(np.stack([stats.median(r) for r in runs]), axis=0) if baseline_runs > 1 else None
+        drift = np.exp(run_drift * rng.standard_normal(medians.shape))
+        cand = draw_timings(rng, medians * factor * drift, n_samples, spread, outlier_rate)
+        v = gate_verdicts(base, cand, params, base_median)
         unchanged = v if unchanged_first else v[:, 1:]
         reg = unchanged == "regression"
         suite_fa += int(reg.any(axis=1).sum())
@@ -107,6 +122,7 @@ def simulate(
     n_unchanged = n_kernels if unchanged_first else n_kernels - 1
     return SimOutcome(
         spread=spread, slowdown=slowdown, n_samples=n_samples, n_kernels=n_kernels, trials=trials, outlier_rate=outlier_rate,
+        baseline_runs=baseline_runs, run_drift=run_drift,
         catch_rate=float("nan") if unchanged_first else caught / trials,
         flagged_rate=float("nan") if unchanged_first else flagged / trials,
         suite_false_alarm_rate=suite_fa / trials,
