@@ -264,3 +264,39 @@ def test_expert_parallel_bytes(skew):
     assert close(ops["moe.expert_up"].weights_bytes, 58 * touched * 7168 * 2048 * 2 / 8)
     if skew > 1:
         assert touched < formulas.expected_experts_touched(256, 8, B, 1.0)
+
+
+def test_compressed_attention_variant_by_hand():
+    """DeepSeek-V4-style compressed attention on Llama-3-8B: ratio 4, top-512 entries, 128-token
+    window. A decode query at N = 131072 reads min(ceil(N/4), 512) + min(N, 128) = 640 entries;
+    the cache holds ceil(N/4) + 128 = 32896 entries per layer."""
+    from rooflinecli.analysis import kv_cache_bytes_per_gpu, with_attention_variant
+
+    cfg = with_attention_variant(get_model("llama-3-8b"), "compressed", ratio=4, top_k=512, window=128)
+    N = 131072
+    wl = Workload(1, N, 1)
+    core = ops_by_name(cfg, wl, "decode", 1, N)["attn.core.compressed"]
+    assert close(core.kv_read_bytes, 32 * 2 * 8 * 128 * 640 * 2)
+    assert close(core.flops, 32 * (4 * 32 * 640 * 128 + 5 * 32 * 640))
+    assert close(kv_cache_bytes_per_gpu(cfg, wl, N, 1), 32 * 2 * 8 * 128 * (N // 4 + 128) * 2)
+    # prefill: query i scores min(512, i/4) compressed entries + min(i, 128) local ones;
+    # the top-k cap binds after 4*512 = 2048 queries: 2048^2/8 + 512*(N - 2048) + (128*N - 128*127/2)
+    pre = ops_by_name(cfg, wl, "prefill", 1, N)["attn.core.compressed"]
+    pairs = 2048**2 / 8 + 512 * (N - 2048) + (128 * N - 128 * 127 / 2)
+    assert close(pre.flops, 32 * (2 * 32 * pairs * 256 + 5 * 32 * pairs))
+
+
+def test_attention_variants_keep_the_rest():
+    from rooflinecli.analysis import with_attention_variant
+    from rooflinecli.errors import RooflineError
+
+    base = get_model("llama-3-8b")
+    mla = with_attention_variant(base, "mla")
+    assert mla.mla.kv_lora_rank == 4 * 128 and mla.num_layers == base.num_layers and mla.intermediate_size == base.intermediate_size
+    assert with_attention_variant(base, "mqa").num_kv_heads == 1
+    assert with_attention_variant(base, "mha").num_kv_heads == 32
+    assert with_attention_variant(get_model("deepseek-v3"), "gqa", kv_heads=8).head_dim == 128
+    with pytest.raises(RooflineError, match="must divide"):
+        with_attention_variant(base, "gqa", kv_heads=5)
+    with pytest.raises(RooflineError, match="unknown attention variant"):
+        with_attention_variant(base, "linear")
