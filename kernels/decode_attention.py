@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, interpreting, upcast_dots
+from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, upcast_dots
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -293,11 +293,12 @@ def decode_reference(q, k_cache, v_cache, seq_lens=None, block_table=None, sm_sc
     lens = [n_max] * B if seq_lens is None else seq_lens.tolist()
     scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     out = torch.empty((B, H, D), dtype=torch.float32, device=q.device)
-    for b in range(B):
-        k, v = _sequence_kv(k_cache, v_cache, b, lens[b], block_table)
-        qg = q[b].float().view(H_kv, H // H_kv, D)  # [H_kv, G, D]: no K/V repeat for GQA
-        s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [H_kv, G, L]
-        out[b] = torch.matmul(torch.softmax(s, dim=-1), v.float()).reshape(H, D)
+    with full_fp32():
+        for b in range(B):
+            k, v = _sequence_kv(k_cache, v_cache, b, lens[b], block_table)
+            qg = q[b].float().view(H_kv, H // H_kv, D)  # [H_kv, G, D]: no K/V repeat for GQA
+            s = torch.matmul(qg, k.float().transpose(-1, -2)) * scale  # [H_kv, G, L]
+            out[b] = torch.matmul(torch.softmax(s, dim=-1), v.float()).reshape(H, D)
     return out
 
 

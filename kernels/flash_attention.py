@@ -243,6 +243,18 @@ def flash_attention(
 _REF_CHUNK_ELEMENTS = 1 << 27
 
 
+class full_fp32:
+    """Context: fp32 matmuls in full fp32, never TF32 (a caller may have allowed TF32 globally;
+    TF32's ~1e-3 error would swamp the fp16 tolerance). Used by the attention references."""
+
+    def __enter__(self):
+        self.prev = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+
+    def __exit__(self, *exc):
+        torch.set_float32_matmul_precision(self.prev)
+
+
 def attention_reference(q, k, v, causal=False, sm_scale=None, **_):
     """softmax(Q K^T * scale) V in fp32, K/V heads repeated for GQA; query rows in chunks so the
     fp32 scores stay under ~512 MB even at S = 16k. Returns fp32 [B, H, S, D]."""
@@ -251,6 +263,13 @@ def attention_reference(q, k, v, causal=False, sm_scale=None, **_):
     scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
     rows = max(1, _REF_CHUNK_ELEMENTS // max(1, H * S))
+    with full_fp32():
+        _attention_reference_into(out, q, k, v, causal, scale, group, rows)
+    return out
+
+
+def _attention_reference_into(out, q, k, v, causal, scale, group, rows):
+    B, H, S, D = q.shape
     for b in range(B):
         kf = k[b].float().repeat_interleave(group, dim=0)  # [H, S, D]
         vf = v[b].float().repeat_interleave(group, dim=0)
@@ -262,7 +281,6 @@ def attention_reference(q, k, v, causal=False, sm_scale=None, **_):
                 j = torch.arange(S, device=q.device)[None, :]
                 s.masked_fill_(j > i, float("-inf"))
             out[b, :, i0:i1] = torch.matmul(torch.softmax(s, dim=-1), vf)
-    return out
 
 
 def sdpa_baseline(q, k, v, causal=False, sm_scale=None, **_):

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from kernels.decode_attention import MAX_SPLITS, choose_splits, reduce_splits, sm_count, split_plan
-from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, interpreting, upcast_dots
+from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, upcast_dots
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -225,10 +225,11 @@ def mla_reference(q_latent, q_rope, cache, seq_lens=None, block_table=None, sm_s
     lens = [n_max] * B if seq_lens is None else seq_lens.tolist()
     scale = 1.0 / math.sqrt(R + P) if sm_scale is None else sm_scale
     out = torch.empty((B, H, R), dtype=torch.float32, device=q_latent.device)
-    for b in range(B):
-        c = _sequence_latents(cache, b, lens[b], block_table).float()  # [L, R + P]
-        s = (q_latent[b].float() @ c[:, :R].T + q_rope[b].float() @ c[:, R:].T) * scale  # [H, L]
-        out[b] = torch.softmax(s, dim=-1) @ c[:, :R]
+    with full_fp32():
+        for b in range(B):
+            c = _sequence_latents(cache, b, lens[b], block_table).float()  # [L, R + P]
+            s = (q_latent[b].float() @ c[:, :R].T + q_rope[b].float() @ c[:, R:].T) * scale  # [H, L]
+            out[b] = torch.softmax(s, dim=-1) @ c[:, :R]
     return out
 
 

@@ -66,16 +66,18 @@ def _naive_attention_softmax_kernel(
     # ROWS whole rows of the [B*H*S, S] score matrix per program; fp32 inside, input dtype out.
     pid = tl.program_id(0)
     rows = pid * ROWS + tl.arange(0, ROWS)
+    rows_in = tl.minimum(rows, n_rows - 1)  # the last program recomputes row n_rows-1, stores nothing extra
     cols = tl.arange(0, BLOCK_N)
-    keep = (rows[:, None] < n_rows) & (cols[None, :] < N)
+    keep = cols[None, :] < N
     if CAUSAL:
-        keep = keep & (cols[None, :] <= (rows[:, None] % N))  # query index = row within its head
-    ptrs = rows[:, None].to(tl.int64) * stride_row + cols[None, :]
-    s = tl.load(Sc + ptrs, mask=keep, other=float("-inf")).to(tl.float32)
+        keep = keep & (cols[None, :] <= (rows_in[:, None] % N))  # query index = row within its head
+    s = tl.load(Sc + rows_in[:, None].to(tl.int64) * stride_row + cols[None, :], mask=keep, other=float("-inf"))
+    s = s.to(tl.float32)
     s = s - tl.max(s, 1)[:, None]
     e = tl.exp(s)
     p = e / tl.sum(e, 1)[:, None]
-    tl.store(P + ptrs, p.to(P.dtype.element_ty), mask=(rows[:, None] < n_rows) & (cols[None, :] < N))
+    ptrs = P + rows[:, None].to(tl.int64) * stride_row + cols[None, :]
+    tl.store(ptrs, p.to(P.dtype.element_ty), mask=(rows[:, None] < n_rows) & (cols[None, :] < N))
 
 
 # Untuned (no GPU in development): Triton's matmul-tutorial tile for Hopper-class GPUs; interpreted,

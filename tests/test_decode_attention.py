@@ -1,0 +1,128 @@
+"""decode_attention (split-KV, GQA, paged) against its fp32 reference."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+
+from kernels import decode_attention as da
+from kernels.registry import load_op
+from kernels.testing import compare, poisoned
+
+OP = da.OP
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gen(tag: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+
+
+@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
+def test_matches_reference(case):
+    inputs = OP.make_inputs(case, DEVICE, gen(case.id))
+    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
+    assert da.decode_attention(**inputs, out=out) is out
+    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, f"{case.id}: {c.message}"
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+def test_baseline_matches_reference(paged):
+    case = next(c for c in OP.cases["test"] if c.params.get("varlen") and bool(c.params.get("page_size")) == paged)
+    inputs = OP.make_inputs(case, DEVICE, gen("baseline"))
+    c = compare(OP.baseline(**inputs), OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, c.message
+
+
+def test_split_count_does_not_change_the_result():
+    case = da._case(2, 8, 2, 300, 64, "fp16", varlen=True)
+    inputs = OP.make_inputs(case, DEVICE, gen("splits"))
+    outs = [da.decode_attention(**inputs, num_splits=s) for s in (1, 3, 10)]
+    assert da.split_plan(300, 10, da._INTERPRET_BLOCK_N)[1] > 3  # really more chunks than 3
+    for o in outs[1:]:
+        assert compare(o, outs[0].float(), 1e-3).ok
+
+
+def test_paged_equals_contiguous():
+    """The same tokens through a shuffled page table give the same output as the contiguous cache."""
+    g = gen("paged")
+    B, H, H_kv, N, D, page = 2, 4, 2, 80, 64, 16
+    q = torch.randn(B, H, D, generator=g).half().to(DEVICE)
+    k = torch.randn(B, H_kv, N, D, generator=g).half().to(DEVICE)
+    v = torch.randn(B, H_kv, N, D, generator=g).half().to(DEVICE)
+    n_pages = N // page
+    table = torch.randperm(B * n_pages, generator=g).view(B, n_pages).to(torch.int32)
+    k_pages = torch.empty(B * n_pages, page, H_kv, D, dtype=torch.float16)
+    v_pages = torch.empty_like(k_pages)
+    for b in range(B):
+        for i in range(n_pages):
+            k_pages[table[b, i]] = k[b, :, i * page : (i + 1) * page].transpose(0, 1).cpu()
+            v_pages[table[b, i]] = v[b, :, i * page : (i + 1) * page].transpose(0, 1).cpu()
+    lens = torch.tensor([80, 37], dtype=torch.int32, device=DEVICE)
+    contiguous = da.decode_attention(q, k, v, seq_lens=lens, num_splits=2)
+    paged = da.decode_attention(q, k_pages.to(DEVICE), v_pages.to(DEVICE), seq_lens=lens, block_table=table.to(DEVICE), num_splits=2)
+    assert compare(paged, contiguous.float(), 1e-3).ok
+    # the second sequence ignores everything past its 37 tokens
+    k2 = k.clone()
+    k2[1, :, 37:] = 100.0
+    assert torch.equal(da.decode_attention(q, k2, v, seq_lens=lens, num_splits=2)[1], contiguous[1])
+
+
+def _t(*shape, dtype=torch.float16):
+    return torch.randn(*shape).to(dtype).to(DEVICE)
+
+
+def test_launcher_checks():
+    q, k = _t(2, 8, 64), _t(2, 2, 50, 64)
+    with pytest.raises(ValueError, match=r"q must be \[B, H, D\]"):
+        da.decode_attention(q[:, None], k, k)
+    with pytest.raises(ValueError, match="must divide H"):
+        da.decode_attention(q, _t(2, 3, 50, 64), _t(2, 3, 50, 64))
+    with pytest.raises(ValueError, match="head dim"):
+        da.decode_attention(q, _t(2, 2, 50, 32), _t(2, 2, 50, 32))
+    with pytest.raises(ValueError, match="bf16 or all fp16"):
+        da.decode_attention(q, k.bfloat16(), k.bfloat16())
+    with pytest.raises(ValueError, match="seq_lens must be"):
+        da.decode_attention(q, k, k, seq_lens=torch.tensor([5, 6], device=DEVICE))  # int64
+    with pytest.raises(ValueError, match="block_table must be"):
+        da.decode_attention(q, _t(8, 16, 2, 64), _t(8, 16, 2, 64), block_table=torch.zeros(2, 4, device=DEVICE))
+    with pytest.raises(ValueError, match="page_size = 12"):
+        da.decode_attention(q, _t(8, 12, 2, 64), _t(8, 12, 2, 64), block_table=torch.zeros(2, 4, dtype=torch.int32, device=DEVICE))
+    with pytest.raises(ValueError, match="num_splits"):
+        da.decode_attention(q, k, k, num_splits=0)
+    with pytest.raises(ValueError, match="batch"):
+        da.decode_attention(q, _t(3, 2, 50, 64), _t(3, 2, 50, 64))
+
+
+def test_split_plan_and_choice():
+    assert da.split_plan(1000, 4, 128) == (256, 4)
+    assert da.split_plan(123, 3, 128) == (128, 1)  # rounding up to whole tiles leaves one chunk
+    assert da.split_plan(131072, 64, 128) == (2048, 64)
+    # B * H_kv = 8 on 132 SMs: many chunks; B * H_kv = 1024 (> 4 per SM): one; at most MAX_SPLITS
+    assert da.choose_splits(8, 131072, 132) == da.MAX_SPLITS
+    assert da.choose_splits(1024, 4096, 132) == 1
+    assert da.choose_splits(512, 4096, 132) == 2
+    assert da.choose_splits(8, 300, 132) == 2  # chunks of at least 256 tokens
+
+
+def test_cost_by_hand():
+    flops, bytes_ = OP.cost(da._case(4, 32, 8, 1000, 128, "bf16"))
+    assert flops == 4 * 4 * 32 * 1000 * 128
+    kv = 2 * 4 * 8 * 1000 * 128 * 2  # K and V, B * H_kv * N * D elements each, 2 bytes
+    assert bytes_ == kv + 2 * 4 * 32 * 128 * 2  # + q read and o written
+
+
+def test_cases():
+    assert load_op("decode_attention") is OP
+    assert 3 <= len(OP.cases["full"]) <= 8
+    full = OP.cases["full"]
+    assert {c.params["H"] for c in full} == {32} and {c.params["H_kv"] for c in full} == {8}
+    assert min(c.params["B"] for c in full) == 1 and max(c.params["B"] for c in full) == 64
+    assert min(c.params["N"] for c in full) == 4096 and max(c.params["N"] for c in full) == 131072
+    assert any(c.params.get("page_size") for c in full)
+    # memory-bound and sized past the 50 MB L2 by far, under ~9 GB so the check fits beside it
+    for c in full:
+        _, bytes_ = OP.cost(c)
+        assert 2e8 < bytes_ < 9e9, c.id

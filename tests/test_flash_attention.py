@@ -1,0 +1,119 @@
+"""flash_attention against its fp32 reference (Triton interpreter on the CPU, the GPU when present)."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pytest
+import torch
+
+from kernels import flash_attention as fa
+from kernels.registry import load_op
+from kernels.testing import compare, poisoned
+
+OP = fa.OP
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gen(tag: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+
+
+@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
+def test_matches_reference(case):
+    inputs = OP.make_inputs(case, DEVICE, gen(case.id))
+    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
+    res = fa.flash_attention(**inputs, out=out)
+    assert res is out
+    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, f"{case.id}: {c.message}"
+
+
+def test_baseline_matches_reference():
+    case = next(c for c in OP.cases["test"] if c.params["causal"] and c.params["H"] != c.params["H_kv"])
+    inputs = OP.make_inputs(case, DEVICE, gen("baseline"))
+    c = compare(OP.baseline(**inputs), OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, c.message
+
+
+def test_sm_scale_and_causal_change_the_result():
+    g = gen("scale")
+    q, k, v = (torch.randn(1, 2, 40, 64, generator=g).to(torch.float16).to(DEVICE) for _ in range(3))
+    ref = fa.attention_reference(q, k, v, causal=True, sm_scale=0.3)
+    c = compare(fa.flash_attention(q, k, v, causal=True, sm_scale=0.3), ref, OP.tolerance["fp16"])
+    assert c.ok, c.message
+    # the first query sees only key 0 under a causal mask: its output is v[..., 0, :]
+    out = fa.flash_attention(q, k, v, causal=True)
+    assert torch.allclose(out[:, :, 0].float(), v[:, :, 0].float(), atol=1e-3)
+    assert not compare(fa.flash_attention(q, k, v, causal=False), ref, 0.05).ok
+
+
+def test_gqa_heads_share_kv():
+    """With identical query heads in a group, the group's outputs are identical."""
+    g = gen("gqa")
+    q = torch.randn(1, 1, 50, 64, generator=g).repeat(1, 4, 1, 1).to(torch.bfloat16).to(DEVICE)
+    k = torch.randn(1, 2, 50, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    v = torch.randn(1, 2, 50, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    out = fa.flash_attention(q, k, v)
+    assert torch.equal(out[:, 0], out[:, 1]) and torch.equal(out[:, 2], out[:, 3])
+    assert not torch.equal(out[:, 1], out[:, 2])  # heads 0-1 read KV head 0, heads 2-3 KV head 1
+
+
+def _t(*shape, dtype=torch.bfloat16):
+    return torch.randn(*shape).to(dtype).to(DEVICE)
+
+
+@pytest.mark.parametrize(
+    "q, k, v, match",
+    [
+        (_t(2, 4, 16, 64), _t(2, 3, 16, 64), _t(2, 3, 16, 64), "must divide H"),
+        (_t(2, 4, 16, 64), _t(2, 4, 17, 64), _t(2, 4, 17, 64), "do not match q"),
+        (_t(2, 4, 16, 96), _t(2, 4, 16, 96), _t(2, 4, 16, 96), "head dim D = 96 not supported"),
+        (_t(2, 4, 16, 64, dtype=torch.float32), _t(2, 4, 16, 64), _t(2, 4, 16, 64), "bf16 or all fp16"),
+        (_t(2, 4, 16, 64), _t(2, 4, 16, 64, dtype=torch.float16), _t(2, 4, 16, 64), "bf16 or all fp16"),
+        (_t(4, 16, 64), _t(4, 16, 64), _t(4, 16, 64), r"\[B, H, S, D\]"),
+        (_t(2, 4, 16, 64), _t(2, 4, 16, 64), _t(2, 2, 16, 64), "must have one shape"),
+        (_t(2, 4, 64, 16).transpose(2, 3), _t(2, 4, 16, 64), _t(2, 4, 16, 64), "contiguous"),
+    ],
+    ids=["gqa-ratio", "seq-mismatch", "head-dim", "fp32", "mixed-dtype", "3d", "kv-shapes", "strided-d"],
+)
+def test_launcher_rejects_bad_inputs(q, k, v, match):
+    with pytest.raises(ValueError, match=match):
+        fa.flash_attention(q, k, v)
+
+
+def test_launcher_rejects_bad_out():
+    q = _t(1, 2, 16, 64)
+    with pytest.raises(ValueError, match="out must be"):
+        fa.flash_attention(q, q, q, out=torch.empty(1, 2, 16, 64, dtype=torch.float16, device=DEVICE))
+
+
+def test_cost_by_hand():
+    case = fa._case(2, 4, 2, 100, 64, True, "bf16")
+    flops, bytes_ = OP.cost(case)
+    pairs = 100 * 101 / 2  # causal: keys 0..i for query i
+    assert flops == 2 * 2 * 4 * pairs * 64 * 2  # QK^T and PV, 2 FLOPs per multiply-add
+    q_o = 2 * (2 * 4 * 100 * 64) * 2  # Q read + O written, bf16
+    k_v = 2 * (2 * 2 * 100 * 64) * 2  # K and V of the 2 KV heads
+    assert bytes_ == q_o + k_v
+    full, _ = OP.cost(fa._case(2, 4, 2, 100, 64, False, "bf16"))
+    assert full == 4 * 2 * 4 * 100 * 100 * 64
+
+
+def test_cases_and_registry():
+    assert load_op("flash_attention") is OP
+    assert OP.model_kind == "attention"
+    for suite in ("test", "quick", "full"):
+        ids = [c.id for c in OP.cases[suite]]
+        assert len(ids) == len(set(ids)), suite
+        for c in OP.cases[suite]:
+            assert c.dtype in OP.dtypes and c.params["D"] in fa.HEAD_DIMS
+            assert c.params["H"] % c.params["H_kv"] == 0
+    assert 3 <= len(OP.cases["full"]) <= 8
+    seqs = {c.params["S"] for c in OP.cases["full"]}
+    assert min(seqs) == 1024 and max(seqs) == 16384
+    # every full case is far past launch overhead: > 0.1 ms even at 1 PFLOP/s
+    assert all(OP.cost(c)[0] > 1e11 for c in OP.cases["full"])
+    assert {c.params["D"] for c in OP.cases["full"]} == {64, 128}
+    assert math.isclose(fa.LOG2E, 1 / math.log(2))

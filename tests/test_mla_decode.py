@@ -1,0 +1,116 @@
+"""mla_decode (absorbed MLA over the latent cache) against its fp32 reference and the naive MLA."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pytest
+import torch
+
+from kernels import mla_decode as mla
+from kernels.registry import load_op
+from kernels.testing import compare, poisoned
+from rooflinecli import formulas
+
+OP = mla.OP
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gen(tag: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+
+
+@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
+def test_matches_reference(case):
+    inputs = OP.make_inputs(case, DEVICE, gen(case.id))
+    out = poisoned(inputs["q_latent"].shape, inputs["q_latent"].dtype, DEVICE)
+    assert mla.mla_decode(**inputs, out=out) is out
+    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, f"{case.id}: {c.message}"
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+def test_baseline_matches_reference(paged):
+    case = next(c for c in OP.cases["test"] if c.params.get("varlen") and bool(c.params.get("page_size")) == paged)
+    inputs = OP.make_inputs(case, DEVICE, gen("baseline"))
+    c = compare(OP.baseline(**inputs), OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, c.message
+
+
+def test_absorbed_equals_naive_mla():
+    """Absorbing W_UK into the query and applying W_UV after gives the naive MLA's output, where
+    keys and values are first decompressed per head from the latent cache."""
+    g = gen("absorb")
+    B, H, N, R, P, dn, dv = 2, 4, 57, 64, 16, 32, 32
+    c_kv = torch.randn(B, N, R, generator=g)
+    k_rope = torch.randn(B, N, P, generator=g)
+    q_nope = torch.randn(B, H, dn, generator=g)
+    q_rope = torch.randn(B, H, P, generator=g)
+    W_UK = torch.randn(H, R, dn, generator=g) / math.sqrt(R)
+    W_UV = torch.randn(H, R, dv, generator=g) / math.sqrt(R)
+    scale = 1.0 / math.sqrt(dn + P)
+    # naive: per-head keys [c_kv W_UK[h] | k_rope], values c_kv W_UV[h]
+    k_nope = torch.einsum("bnr,hrd->bhnd", c_kv, W_UK)
+    v = torch.einsum("bnr,hrd->bhnd", c_kv, W_UV)
+    s = (torch.einsum("bhd,bhnd->bhn", q_nope, k_nope) + torch.einsum("bhp,bnp->bhn", q_rope, k_rope)) * scale
+    naive = torch.einsum("bhn,bhnd->bhd", torch.softmax(s, -1), v)
+    # absorbed, through the kernel (fp16)
+    q_latent = torch.einsum("bhd,hrd->bhr", q_nope, W_UK)
+    cache = torch.cat([c_kv, k_rope], dim=-1)
+    half = lambda t: t.half().to(DEVICE)  # noqa: E731
+    latent_out = mla.mla_decode(half(q_latent), half(q_rope), half(cache), sm_scale=scale, num_splits=2)
+    absorbed = torch.einsum("bhr,hrd->bhd", latent_out.float().cpu(), W_UV)
+    c = compare(absorbed, naive, 2e-3)
+    assert c.ok, c.message
+
+
+def test_split_count_and_lengths():
+    case = mla._case(2, 16, 200, 64, 32, "fp16", varlen=True)
+    inputs = OP.make_inputs(case, DEVICE, gen("splits"))
+    outs = [mla.mla_decode(**inputs, num_splits=s) for s in (1, 4)]
+    assert compare(outs[1], outs[0].float(), 1e-3).ok
+    lens = inputs["seq_lens"]
+    cache = inputs["cache"].clone()
+    cache[1, int(lens[1]) :] = 50.0  # past sequence 1's length: never read
+    assert torch.equal(mla.mla_decode(**{**inputs, "cache": cache}, num_splits=4)[1], outs[1][1])
+
+
+def _t(*shape, dtype=torch.float16):
+    return torch.randn(*shape).to(dtype).to(DEVICE)
+
+
+def test_launcher_checks():
+    ql, qr, cache = _t(2, 16, 64), _t(2, 16, 32), _t(2, 40, 96)
+    with pytest.raises(ValueError, match=r"R \+ P = 96"):
+        mla.mla_decode(ql, qr, _t(2, 40, 100))
+    with pytest.raises(ValueError, match="kv_lora_rank R = 48"):
+        mla.mla_decode(_t(2, 16, 48), qr, _t(2, 40, 80))
+    with pytest.raises(ValueError, match="does not match"):
+        mla.mla_decode(ql, _t(2, 8, 32), cache)
+    with pytest.raises(ValueError, match="bf16 or all fp16"):
+        mla.mla_decode(ql, qr, cache.bfloat16())
+    with pytest.raises(ValueError, match="cache batch"):
+        mla.mla_decode(ql, qr, _t(3, 40, 96))
+    with pytest.raises(ValueError, match="block_table must be"):
+        mla.mla_decode(ql, qr, _t(8, 16, 96), block_table=torch.zeros(2, 3, dtype=torch.int64, device=DEVICE))
+    with pytest.raises(ValueError, match="seq_lens must be"):
+        mla.mla_decode(ql, qr, cache, seq_lens=torch.ones(3, dtype=torch.int32, device=DEVICE))
+
+
+def test_cost_by_hand():
+    flops, bytes_ = OP.cost(mla._case(4, 128, 1000, 512, 64, "bf16"))
+    assert flops == 2 * 4 * 128 * 1000 * (512 + 64) + 2 * 4 * 128 * 1000 * 512
+    cache = 4 * 1000 * (512 + 64) * 2  # one latent per token, shared by all heads
+    q_out = 4 * 128 * (512 + 64) * 2 + 4 * 128 * 512 * 2
+    assert bytes_ == cache + q_out
+    assert bytes_ == formulas.mla_kv_cache_bytes(1, 512, 64, 1000, 2, 4) + q_out
+
+
+def test_cases():
+    assert load_op("mla_decode") is OP
+    assert 3 <= len(OP.cases["full"]) <= 8
+    for c in OP.cases["full"]:
+        p = c.params
+        assert (p["H"], p["R"], p["P"]) == (128, 512, 64), c.id  # DeepSeek-V3
+        assert 1e8 < OP.cost(c)[1] < 3e9, c.id

@@ -1,0 +1,99 @@
+"""naive_attention (S and P materialized in HBM) against the fp32 attention reference."""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pytest
+import torch
+
+from kernels import naive_attention as na
+from kernels.flash_attention import OP as FLASH
+from kernels.flash_attention import _case as flash_case
+from kernels.registry import load_op
+from kernels.testing import compare, poisoned
+from rooflinecli import formulas
+
+OP = na.OP
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def gen(tag: str) -> torch.Generator:
+    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+
+
+@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
+def test_matches_reference(case):
+    inputs = OP.make_inputs(case, DEVICE, gen(case.id))
+    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
+    assert na.naive_attention(**inputs, out=out) is out
+    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, f"{case.id}: {c.message}"
+
+
+def test_scores_and_probabilities_are_materialized():
+    """The S and P buffers hold scale * Q K^T and its row softmax after the call (poisoned before)."""
+    g = gen("materialized")
+    B, H, S, D = 1, 2, 45, 64
+    q, k, v = (torch.randn(B, H, S, D, generator=g).to(torch.float16).to(DEVICE) for _ in range(3))
+    scores = poisoned((B, H, S, S), torch.float16, DEVICE)
+    probs = poisoned((B, H, S, S), torch.float16, DEVICE)
+    na.naive_attention(q, k, v, causal=True, scores=scores, probs=probs)
+    s_ref = q.float() @ k.float().transpose(-1, -2) / math.sqrt(D)
+    c = compare(scores, s_ref, 2e-3)
+    assert c.ok, c.message
+    p = probs.float()
+    assert torch.allclose(p.sum(-1), torch.ones(B, H, S, device=DEVICE), atol=1e-2)
+    assert float(p.triu(1).abs().max()) == 0.0  # causal: nothing above the diagonal
+    p_ref = torch.softmax(s_ref.masked_fill(torch.ones(S, S, dtype=torch.bool, device=DEVICE).triu(1), -math.inf), -1)
+    c = compare(p, p_ref, 2e-3)
+    assert c.ok, c.message
+
+
+def test_baseline_matches_reference():
+    case = next(c for c in OP.cases["test"] if c.params["causal"])
+    inputs = OP.make_inputs(case, DEVICE, gen("baseline"))
+    c = compare(OP.baseline(**inputs), OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, c.message
+
+
+def _t(*shape, dtype=torch.float16):
+    return torch.randn(*shape).to(dtype).to(DEVICE)
+
+
+def test_launcher_checks():
+    q = _t(1, 4, 20, 64)
+    with pytest.raises(ValueError, match="must divide H"):
+        na.naive_attention(q, _t(1, 3, 20, 64), _t(1, 3, 20, 64))
+    with pytest.raises(ValueError, match="bf16 or all fp16"):
+        na.naive_attention(q, q.float(), q.float())
+    with pytest.raises(ValueError, match="do not match q"):
+        na.naive_attention(q, _t(1, 4, 21, 64), _t(1, 4, 21, 64))
+    with pytest.raises(ValueError, match="scores must be"):
+        na.naive_attention(q, q, q, scores=torch.empty(1, 4, 20, 21, dtype=torch.float16, device=DEVICE))
+    with pytest.raises(ValueError, match="probs must be"):
+        na.naive_attention(q, q, q, probs=torch.empty(1, 4, 20, 20, dtype=torch.bfloat16, device=DEVICE))
+
+
+def test_cost_by_hand():
+    case = na._case(2, 3, 3, 100, 64, False, "fp16")
+    flops, bytes_ = OP.cost(case)
+    assert flops == 4 * 2 * 3 * 100 * 100 * 64  # both S x S matmuls, 2 FLOPs per multiply-add
+    per_head = 4 * 100 * 64 + 4 * 100 * 100  # Q, K, V, O + S written/read + P written/read
+    assert bytes_ == per_head * 2 * (2 * 3)
+    # same FLOPs as flash attention (non-causal) at far more bytes, the gap growing with S
+    flash = FLASH.cost(flash_case(2, 3, 3, 100, 64, False, "fp16"))
+    assert flash[0] == flops and flash[1] < bytes_
+    ratio = formulas.naive_attention_hbm_elements(8192, 128) / formulas.naive_attention_hbm_elements(1024, 128)
+    assert ratio > 40  # ~ (8192/1024)^2 once S >> D
+
+
+def test_cases_fit_memory():
+    assert load_op("naive_attention") is OP
+    assert 3 <= len(OP.cases["full"]) <= 8
+    for c in OP.cases["full"] + OP.cases["quick"]:
+        p = c.params
+        assert p["S"] <= 8192 and p["H"] == p["H_kv"]  # MHA: the traffic formula counts K/V per head
+        square_bytes = 2 * p["B"] * p["H"] * p["S"] ** 2 * 2  # S and P in bf16
+        assert square_bytes <= 4.3e9, c.id
