@@ -34,7 +34,7 @@ from rooflinecli.errors import RooflineError
 from rooflinecli.results import ResultRow, Results
 
 REPORT_SCHEMA = "rooflinecli.regress/1"
-VERDICTS = ("regression", "inconclusive", "improvement", "pass")
+VERDICTS = ("failed", "regression", "inconclusive", "improvement", "pass")  # failed: candidate row failed its correctness check
 MIN_SAMPLES = 10  # REFERENCE section 6: >= 10 samples each
 ENV_KEYS_TO_DIFF = ("driver", "cuda", "torch", "triton", "python", "sm_clock_mhz", "mem_clock_mhz")
 MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
@@ -139,6 +139,7 @@ class RegressReport:
     only_in_candidate: tuple[tuple[str, str, str, str], ...]
     hardware_mismatch: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    not_compared: tuple[tuple[tuple[str, str, str, str], str], ...] = ()  # (key, why), e.g. baseline row untimed
 
     def count(self, verdict: str) -> int:
         return sum(1 for c in self.comparisons if c.verdict == verdict)
@@ -149,7 +150,7 @@ class RegressReport:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.count("regression") else 0
+        return 1 if self.count("regression") or self.count("failed") else 0
 
     @property
     def verdict(self) -> str:
@@ -157,10 +158,12 @@ class RegressReport:
 
     def summary_line(self) -> str:
         c = self.counts
-        parts = [f"{c['regression']} regression(s)", f"{c['inconclusive']} inconclusive", f"{c['improvement']} improvement(s)", f"{c['pass']} pass"]
+        parts = ([f"{c['failed']} failed correctness"] if c["failed"] else []) + [f"{c['regression']} regression(s)", f"{c['inconclusive']} inconclusive", f"{c['improvement']} improvement(s)", f"{c['pass']} pass"]
         tail = ""
         if self.only_in_baseline or self.only_in_candidate:
             tail = f"; {len(self.only_in_baseline)} only in baseline, {len(self.only_in_candidate)} only in candidate"
+        if self.not_compared:
+            tail += f"; {len(self.not_compared)} not compared"
         return f"{self.verdict.upper()}: " + ", ".join(parts) + f" ({len(self.comparisons)} compared{tail})"
 
     def rule_text(self) -> str:
@@ -187,6 +190,7 @@ class RegressReport:
             "rows": [_json_safe(asdict(c)) for c in self.comparisons],
             "only_in_baseline": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_baseline],
             "only_in_candidate": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_candidate],
+            "not_compared": [{**dict(zip(("op", "impl", "shape", "dtype"), k)), "why": why} for k, why in self.not_compared],
             "notes": list(self.notes),
         }
 
@@ -281,9 +285,15 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     if not base_rows and not cand_rows:
         what = "any impl" if params.impls is None else "impl " + ", ".join(params.impls)
         raise RooflineError(f"no rows for {what} in {baseline.path} or {candidate.path} (see --impl)")
-    keys = [k for k in base_rows if k in cand_rows]
+    def untimed(r: ResultRow) -> bool:  # a row that failed its correctness check is stored without samples
+        return len(r.samples_s) == 0
+
+    failed = [k for k in cand_rows if untimed(cand_rows[k])]
+    common = [k for k in base_rows if k in cand_rows]
+    keys = [k for k in common if not untimed(base_rows[k]) and not untimed(cand_rows[k])]
+    not_compared = tuple((k, "baseline row untimed (failed its correctness check)") for k in common if untimed(base_rows[k]) and not untimed(cand_rows[k]))
     only_b = tuple(k for k in base_rows if k not in cand_rows)
-    only_c = tuple(k for k in cand_rows if k not in base_rows)
+    only_c = tuple(k for k in cand_rows if k not in base_rows and not untimed(cand_rows[k]))
 
     bm = np.array([base_rows[k].p50_s for k in keys], dtype=float)
     cm = np.array([cand_rows[k].p50_s for k in keys], dtype=float)
@@ -326,12 +336,25 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
                 note="; ".join(row_notes),
             )
         )
+    nan = float("nan")
+    for k in failed:
+        b = base_rows.get(k)
+        c = cand_rows[k]
+        bmed = b.p50_s if b is not None and not untimed(b) else nan
+        comps.append(Comparison(
+            op=k[0], impl=k[1], shape=k[2], dtype=k[3], baseline_median_s=bmed, candidate_median_s=nan,
+            rel_change=nan, abs_change_s=nan, noise=nan, baseline_noise=nan, candidate_noise=nan, limit=nan,
+            n_baseline=len(b.samples_s) if b is not None else 0, n_candidate=0,
+            p_slower=nan, p_slower_adj=nan, p_faster=nan, p_faster_adj=nan, verdict="failed",
+            reason="candidate failed its correctness check, so it was not timed" + (f": {c.note}" if c.note else ""),
+            note="" if b is not None else "not in baseline",
+        ))
     if few:
         notes.append(f"{len(few)} row(s) have fewer than {MIN_SAMPLES} samples on a side: their tests have little power")
     if any(not cand_rows[k].correct for k in keys):
         notes.append("some candidate rows failed their correctness check (see notes column)")
     order = {v: i for i, v in enumerate(VERDICTS)}
-    comps.sort(key=lambda c: (order[c.verdict], -c.rel_change, c.op, c.shape))
+    comps.sort(key=lambda c: (order[c.verdict], -c.rel_change if math.isfinite(c.rel_change) else 0.0, c.op, c.shape))
 
     def meta(res: Results) -> dict[str, Any]:
         return {"path": res.path, "gpu_name": res.gpu_name, "created_utc": res.created_utc, "tool_version": res.tool_version, "suite": res.suite}
@@ -339,6 +362,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     return RegressReport(
         params=params, baseline=meta(baseline), candidate=meta(candidate), comparisons=tuple(comps),
         only_in_baseline=only_b, only_in_candidate=only_c, hardware_mismatch=hw_note is not None, notes=tuple(notes),
+        not_compared=not_compared,
     )
 
 
@@ -346,8 +370,20 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
 
 
 def _us(s: float) -> str:
+    if not math.isfinite(s):
+        return "-"
     us = s * 1e6
     return f"{us:,.1f}" if us >= 100 else f"{us:.2f}"
+
+
+def _pct(x: float, signed: bool = False) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+def _p(x: float) -> str:
+    return f"{x:.2g}" if math.isfinite(x) else "-"
 
 
 def _md_cell(text: str) -> str:
@@ -361,10 +397,10 @@ def _md_table(rows: list[Comparison]) -> list[str]:
     ]
     for c in rows:
         p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
-        v = {"regression": "**regression**", "inconclusive": "inconclusive", "improvement": "improvement", "pass": "pass"}[c.verdict]
+        v = f"**{c.verdict}**" if c.verdict in ("failed", "regression") else c.verdict
         lines.append(
             f"| {v} | {_md_cell(c.op)} | {_md_cell(c.impl)} | {_md_cell(c.shape)} | {_md_cell(c.dtype)} | {_us(c.baseline_median_s)} | "
-            f"{_us(c.candidate_median_s)} | {c.rel_change:+.1%} | {c.noise:.1%} | {p:.2g} | {c.n_baseline}/{c.n_candidate} |"
+            f"{_us(c.candidate_median_s)} | {_pct(c.rel_change, True)} | {_pct(c.noise)} | {_p(p)} | {c.n_baseline}/{c.n_candidate} |"
         )
     return lines
 
@@ -389,7 +425,7 @@ def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
         if len(flagged) > max_rows:
             lines.append(f"\n_... {len(flagged) - max_rows} more flagged rows in the JSON output_")
         lines.append("")
-        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.verdict}: {x.reason}" for x in flagged[:max_rows] if x.verdict in ("regression", "inconclusive")]
+        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.verdict}: {x.reason}" for x in flagged[:max_rows] if x.verdict in ("failed", "regression", "inconclusive")]
         if why:
             lines += why + [""]
     if passing:
@@ -405,6 +441,9 @@ def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
         if keys:
             lines.append(f"**{title}:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`" for k in keys))
             lines.append("")
+    if rep.not_compared:
+        lines.append("**Not compared:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`: {why}" for k, why in rep.not_compared))
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -412,8 +451,9 @@ def render_junit(rep: RegressReport) -> str:
     """JUnit XML: one testcase per kernel and shape; a regression is a failure; rows found in only
     one file are skipped test cases."""
     n_tests = len(rep.comparisons) + len(rep.only_in_baseline) + len(rep.only_in_candidate)
-    n_fail = rep.count("regression")
-    n_skip = len(rep.only_in_baseline) + len(rep.only_in_candidate)
+    n_tests += len(rep.not_compared)
+    n_fail = rep.count("regression") + rep.count("failed")
+    n_skip = len(rep.only_in_baseline) + len(rep.only_in_candidate) + len(rep.not_compared)
     root = ET.Element("testsuites", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip))
     suite = ET.SubElement(root, "testsuite", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip), time="0")
     props = ET.SubElement(suite, "properties")
@@ -423,13 +463,17 @@ def render_junit(rep: RegressReport) -> str:
     ):
         ET.SubElement(props, "property", name=name, value=str(value))
     for c in rep.comparisons:
-        tc = ET.SubElement(suite, "testcase", classname=f"regress.{c.op}", name=f"{c.shape} {c.dtype} [{c.impl}]", time=f"{c.candidate_median_s:.9f}")
+        tc = ET.SubElement(suite, "testcase", classname=f"regress.{c.op}", name=f"{c.shape} {c.dtype} [{c.impl}]",
+                           time=f"{c.candidate_median_s:.9f}" if math.isfinite(c.candidate_median_s) else "0")
         detail = (
-            f"baseline p50 {c.baseline_median_s * 1e6:.3f} us, candidate p50 {c.candidate_median_s * 1e6:.3f} us, "
-            f"change {c.rel_change:+.2%}, noise {c.noise:.2%}, p_slower(Holm) {c.p_slower_adj:.3g}, "
+            f"baseline p50 {_us(c.baseline_median_s)} us, candidate p50 {_us(c.candidate_median_s)} us, "
+            f"change {_pct(c.rel_change, True)}, noise {_pct(c.noise)}, p_slower(Holm) {_p(c.p_slower_adj)}, "
             f"n {c.n_baseline}/{c.n_candidate}; {c.reason}" + (f"; {c.note}" if c.note else "")
         )
-        if c.verdict == "regression":
+        if c.verdict == "failed":
+            f = ET.SubElement(tc, "failure", message="failed its correctness check (not timed)", type="correctness")
+            f.text = detail
+        elif c.verdict == "regression":
             f = ET.SubElement(tc, "failure", message=f"regression: {c.rel_change:+.1%} slower", type="regression")
             f.text = detail
         else:
@@ -439,6 +483,9 @@ def render_junit(rep: RegressReport) -> str:
         for k in keys:
             tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
             ET.SubElement(tc, "skipped", message=f"only in {where}: not compared")
+    for k, why in rep.not_compared:
+        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
+        ET.SubElement(tc, "skipped", message=f"not compared: {why}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -234,3 +234,29 @@ def test_cli_refuses_other_gpu_and_schema_with_one_line(files, tmp_path):
         assert "Traceback" not in r.output
     r = runner.invoke(app, ["regress", str(files["base"]), str(files["rerun"]), "--threshold", "5"])
     assert r.exit_code == 2 and r.output.startswith("error: --threshold 5: write a percentage")
+
+
+def test_untimed_rows_from_failed_checks(tmp_path):
+    """bench stores a row that failed its correctness check untimed (no samples): in the candidate
+    that fails the gate (exit 1); in the baseline only, the row is listed as not compared."""
+    nan = float("nan")
+
+    def untimed(op):
+        return ResultRow(op=op, impl="triton", shape="S1", dtype="bf16", samples_s=(), p20_s=nan, p50_s=nan, p80_s=nan,
+                         flops=1e9, bytes=1e6, correct=False, method="untimed", note="max rel error 0.3 > 0.02")
+
+    ok = [_row(op, _lognormal(1e-4, 10, 0.01, i)) for i, op in enumerate(("a", "b"))]
+    _results([*ok, untimed("c")]).save(tmp_path / "b.json")
+    _results([ok[0], untimed("b"), _row("c", _lognormal(1e-4, 10, 0.01, 9))]).save(tmp_path / "c.json")
+    xml, js = tmp_path / "j.xml", tmp_path / "r.json"
+    r = runner.invoke(app, ["regress", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--junit", str(xml), "--json", str(js)], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "failed: b S1 bf16 [triton]: candidate failed its correctness check, so it was not timed: max rel error 0.3" in r.output
+    assert "not compared: c S1 bf16 [triton]: baseline row untimed" in r.output
+    assert "1 failed correctness, 0 regression(s)" in r.output
+    data = json.loads(js.read_text())
+    assert [x["verdict"] for x in data["rows"]] == ["failed", "pass"]
+    assert data["rows"][0]["candidate_median_s"] is None
+    cases = {c.get("name").split()[0] + c.get("classname"): c for c in ET.parse(xml).getroot().iter("testcase")}
+    assert cases["S1regress.b"].find("failure").get("type") == "correctness"
+    assert cases["S1regress.c"].find("skipped") is not None

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-_VERDICT_STYLE = {"regression": "bold red", "inconclusive": "yellow", "improvement": "green", "pass": ""}
+_VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "inconclusive": "yellow", "improvement": "green", "pass": ""}
 
 
 def _console():
@@ -20,7 +20,7 @@ def _console():
 def _render_table(rep) -> None:
     from rich.table import Table
 
-    from rooflinecli.regress import _us
+    from rooflinecli.regress import _p, _pct, _us
 
     t = Table(title="roofline regress", title_justify="left")
     for col, just in (("verdict", "left"), ("op", "left"), ("impl", "left"), ("shape", "left"), ("dtype", "left"),
@@ -31,15 +31,17 @@ def _render_table(rep) -> None:
         p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
         style = _VERDICT_STYLE[c.verdict]
         t.add_row(c.verdict, c.op, c.impl, c.shape, c.dtype, _us(c.baseline_median_s), _us(c.candidate_median_s),
-                  f"{c.rel_change:+.1%}", f"{c.noise:.1%}", f"{p:.2g}", f"{c.n_baseline}/{c.n_candidate}", style=style or None)
+                  _pct(c.rel_change, True), _pct(c.noise), _p(p), f"{c.n_baseline}/{c.n_candidate}", style=style or None)
     con = _console()
     con.print(t)
     for c in rep.comparisons:
-        if c.verdict in ("regression", "inconclusive"):
+        if c.verdict in ("failed", "regression", "inconclusive"):
             con.print(f"{c.verdict}: {c.op} {c.shape} {c.dtype} [{c.impl}]: {c.reason}" + (f" ({c.note})" if c.note else ""), markup=False)
     for where, keys in (("baseline", rep.only_in_baseline), ("candidate", rep.only_in_candidate)):
         for k in keys:
             con.print(f"only in {where}: {k[0]} {k[2]} {k[3]} [{k[1]}] (not compared)", markup=False)
+    for k, why in rep.not_compared:
+        con.print(f"not compared: {k[0]} {k[2]} {k[3]} [{k[1]}]: {why}", markup=False)
     for n in rep.notes:
         con.print(f"note: {n}", markup=False)
     con.print(f"rule: {rep.rule_text()}", markup=False)
@@ -59,7 +61,7 @@ def regress(
     allow_hardware_mismatch: Annotated[bool, typer.Option("--allow-hardware-mismatch", help="Compare runs from different GPU models anyway.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
 ) -> None:
-    """Compare two benchmark runs; exit 0 no regression, 1 regression, 2 error.
+    """Compare two benchmark runs; exit 0 no regression, 1 regression (or a candidate row that failed its check), 2 error.
 
     Regression = slowdown > max(threshold, 2 x noise) AND Holm-corrected one-sided Mann-Whitney
     p < alpha AND slowdown >= min-abs-us. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.
