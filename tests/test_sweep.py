@@ -19,8 +19,7 @@ runner = CliRunner()
 
 
 def test_sweep_csv_rows_by_hand(tmp_path):
-    pd = pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
+    import pandas as pd
     out = tmp_path / "s.csv"
     r = runner.invoke(app, ["sweep", "--model", "llama-3-8b,mixtral-8x7b", "--hw", "h100-sxm,h200", "--batch", "1,4",
                             "--context", "1k..3k:1k", "--dtype", "bf16,fp8", "--out", str(out)])
@@ -41,7 +40,7 @@ def test_sweep_csv_rows_by_hand(tmp_path):
 
 
 def test_sweep_parquet_matches_analyze(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.parquet as pq
     out = tmp_path / "s.parquet"
     r = runner.invoke(app, ["sweep", "--model", "deepseek-v3", "--hw", "h200", "--batch", "1..64:x4", "--context", "512,4k",
                             "--kv-dtype", "fp8", "--out", str(out), "-q"])
@@ -110,7 +109,6 @@ def test_sweep_bad_input(tmp_path, args, fragment):
 
 
 def test_sweep_failure_leaves_no_partial_file(tmp_path, monkeypatch):
-    pytest.importorskip("pyarrow")
     out = tmp_path / "s.parquet"
     out.write_bytes(b"old")
 
