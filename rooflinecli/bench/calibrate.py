@@ -364,7 +364,7 @@ def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[st
 def add_efficiency(doc: dict[str, Any], efficiency: Mapping[str, Mapping[str, float]], provenance: Mapping[str, str]) -> dict[str, Any]:
     """``doc`` with its ``[efficiency]`` table replaced by ``efficiency`` and the fit recorded."""
     doc = dict(doc)
-    doc["efficiency"] = {k: {r: _round(float(v), 3) for r, v in regs.items()} for k, regs in efficiency.items() if regs}
+    doc["efficiency"] = {k: {r: _round(float(v), 4) for r, v in regs.items()} for k, regs in efficiency.items() if regs}
     mw = dict(doc.get("measured_with", {}))
     mw.update({f"efficiency {k}": str(v) for k, v in provenance.items()})
     doc["measured_with"] = mw

@@ -1,0 +1,172 @@
+"""``roofline bench`` end to end on the CPU: correctness check -> wall-clock timing -> rows -> JSON,
+under the Triton interpreter on the kernels' "test" cases; a red check is never timed; without a
+GPU the command says so in one line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from kernels.registry import Case, KernelOp, load_op
+from kernels.testing import compare
+from rooflinecli.bench.runner import DEVICE_COMPARE_MIN_ELEMENTS, BenchOptions, BenchState, Bencher, compare_output, make_results, run_bench
+from rooflinecli.cli import app
+from rooflinecli.hardware import get_spec
+from rooflinecli.results import load_results
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "results.json"
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--suite", "test", "--kernel", "copy,rmsnorm", "--hw", "h200", "--out", str(out)])
+    return r, out
+
+
+def test_bench_on_cpu_writes_results_that_load(bench_run):
+    r, out = bench_run
+    assert r.exit_code == 0, r.output
+    assert f"wrote {out}" in r.output
+    res = load_results(out)
+    expected = {(op, c.shape, c.dtype) for op in ("copy", "rmsnorm") for c in load_op(op).cases["test"]}
+    assert {(row.op, row.shape, row.dtype) for row in res.rows} == expected
+    assert {row.impl for row in res.rows} == {"triton", "torch"}
+    assert len(res.rows) == 2 * len(expected)
+    assert res.hardware_spec == "h200" and res.suite == "test"
+    for key in ("gpu_name", "torch", "triton", "python", "date_utc"):
+        assert res.environment.get(key), key
+
+
+def test_bench_rows_carry_samples_check_and_predictions(bench_run):
+    _, out = bench_run
+    h200 = get_spec("h200")
+    for row in load_results(out).rows:
+        assert row.correct, row.note
+        assert len(row.samples_s) >= 10 and all(s > 0 for s in row.samples_s)
+        assert row.p20_s <= row.p50_s <= row.p80_s
+        assert row.method == "wall_clock"
+        assert row.max_rel_error is not None and row.max_rel_error <= load_op(row.op).tolerance[row.dtype]
+        flops, bytes_ = load_op(row.op).cost(Case(row.shape, row.params, row.dtype))
+        assert (row.flops, row.bytes) == (flops, bytes_)
+        roof = max(flops / h200.peak_flops_per_s(row.dtype), bytes_ / h200.memory_bandwidth_bytes_per_s)
+        assert row.predicted_s_datasheet == pytest.approx(roof)
+        assert row.predicted_s_measured is None
+        assert row.pct_of_roof == pytest.approx(roof / row.p50_s * 100)
+        assert row.achieved_gb_per_s == pytest.approx(bytes_ / row.p50_s / 1e9)
+        assert row.model_kind == load_op(row.op).model_kind
+
+
+def _broken_op(calls: dict) -> KernelOp:
+    """The copy op with a launcher that gets every other element wrong (or raises)."""
+    copy = load_op("copy")
+
+    def run(src):
+        calls["run"] += 1
+        if calls.get("raise"):
+            raise ValueError("launcher exploded")
+        out = src.clone()
+        out[::2] = 0
+        return out
+
+    return replace(copy, name="broken", run=run, baseline=None)
+
+
+def test_a_red_check_is_recorded_and_not_timed(tmp_path):
+    calls = {"run": 0}
+    op = _broken_op(calls)
+    case = Case("N1000", {"n": 1000}, "fp32")
+    opts = BenchOptions(kernels=("broken",), suite="test", device="cpu", hw=get_spec("h200"))
+    rows = Bencher(opts).bench_case(op, case)
+    assert len(rows) == 1
+    row = rows[0]
+    assert not row.correct and row.samples_s == () and row.method == "untimed"
+    assert "rel error" in row.note and "elements differ" in row.note
+    assert row.max_rel_error > 0
+    assert calls["run"] == 1  # the check's call only: never timed
+
+    calls["raise"] = True
+    row = Bencher(opts).bench_case(op, case)[0]
+    assert not row.correct and "raised ValueError: launcher exploded" in row.note
+
+    # an untimed row survives the results file
+    res = make_results(opts, BenchState(rows=[row]), {"gpu_name": "cpu"}, "2026-01-01T00:00:00Z")
+    res.save(tmp_path / "r.json")
+    back = load_results(tmp_path / "r.json").rows[0]
+    assert not back.correct and back.samples_s == () and back.note == row.note
+    assert json.loads((tmp_path / "r.json").read_text())["rows"][0]["p50_s"] is None
+
+
+def test_run_bench_times_good_ops_beside_a_broken_one(monkeypatch):
+    import kernels.registry as registry
+
+    calls = {"run": 0}
+    broken = _broken_op(calls)
+    broken = replace(broken, cases={"test": (Case("N63", {"n": 63}, "fp32"),)})
+    good = load_op("copy")
+    good = replace(good, cases={"test": (Case("N63", {"n": 63}, "fp32"),)})
+    monkeypatch.setattr(registry, "load_op", lambda name: {"broken": broken, "copy": good}[name])
+    seen = []
+    checkpoints = []
+    state = run_bench(
+        BenchOptions(kernels=("copy", "broken"), suite="test", device="cpu", min_samples=10),
+        on_case=lambda op, case, i, n: seen.append((op, case, i, n)),
+        on_op_done=lambda s: checkpoints.append(len(s.rows)),
+    )
+    assert [(s[0], s[2], s[3]) for s in seen] == [("copy", 0, 2), ("broken", 1, 2)]
+    assert checkpoints == [2, 3]  # after each op: copy's two rows, then the broken row
+    by = {(r.op, r.impl): r for r in state.rows}
+    assert by[("copy", "triton")].correct and len(by[("copy", "triton")].samples_s) == 10
+    assert by[("copy", "torch")].correct
+    assert not by[("broken", "triton")].correct and calls["run"] == 1
+
+
+def test_time_budget_skips_the_rest(monkeypatch):
+    import kernels.registry as registry
+
+    good = replace(load_op("copy"), cases={"test": (Case("N63", {"n": 63}, "fp32"), Case("N64", {"n": 64}, "fp32"))})
+    monkeypatch.setattr(registry, "load_op", lambda name: good)
+    state = run_bench(BenchOptions(kernels=("copy",), suite="test", device="cpu", time_budget_s=0.0))
+    assert len(state.skipped) >= 1 and "time budget" in state.skipped[-1]["reason"]
+
+
+def test_bench_without_gpu_is_one_line_exit_2(tmp_path):
+    assert not torch.cuda.is_available()
+    for args in (["bench", "--out", str(tmp_path / "r.json")], ["calibrate", "--out", str(tmp_path / "s.toml")], ["e2e", "--results", str(tmp_path / "r.json")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (args, r.output)
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: no CUDA GPU found"), r.output
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--kernel", "gemmm"], "unknown kernel 'gemmm'"),
+        (["--samples", "5"], "--samples must be >= 10"),
+        (["--hw", "h10"], "unknown GPU 'h10'"),
+    ],
+)
+def test_bench_bad_options_are_one_line_errors(tmp_path, args, needle):
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--suite", "test", "--out", str(tmp_path / "r.json"), *args])
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and needle in r.output
+
+
+def test_large_outputs_compare_on_device_like_the_cpu_report():
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(DEVICE_COMPARE_MIN_ELEMENTS + 3, generator=g)
+    out = ref + 2e-3 * torch.randn(ref.shape, generator=g)
+    fast, slow = compare_output(out, ref, 1e-2), compare(out, ref, 1e-2)
+    assert fast.ok and slow.ok and fast.rel_error == pytest.approx(slow.rel_error, rel=1e-9)
+    out[7] = float("nan")
+    c = compare_output(out, ref, 1e-2)
+    assert not c.ok and "1 NaN" in c.message
+    bad = ref * 1.5
+    c = compare_output(bad, ref, 1e-2)
+    assert not c.ok and c.rel_error == pytest.approx(0.5) and "elements differ" in c.message

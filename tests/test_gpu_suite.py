@@ -1,0 +1,79 @@
+"""scripts/gpu_suite.sh: without a GPU, one line and exit 2; its CPU dry run goes through every
+stage (calibrate, bench, fit, e2e, validate) and writes every output, so the real GPU run's plumbing
+is checked here first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooflinecli.hardware import load_spec_file
+from rooflinecli.results import load_results
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gpu_suite.sh"
+
+
+def _run(tmp_path, extra_env=None, timeout=240):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GPU_SUITE_CPU_DRYRUN")}
+    env["PYTHON"] = sys.executable
+    env.update(extra_env or {})
+    return subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
+
+
+def test_without_gpu_one_line_and_exit_2(tmp_path):
+    assert not torch.cuda.is_available()
+    p = _run(tmp_path, timeout=60)
+    assert p.returncode == 2
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    assert len(lines) == 1, p.stdout + p.stderr
+    assert lines[0].startswith("gpu_suite: no CUDA GPU found")
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_torch_one_line_and_exit_2(tmp_path):
+    fake = tmp_path / "python-without-torch"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")  # -S: no site-packages, so no torch
+    fake.chmod(0o755)
+    p = _run(tmp_path, {"PYTHON": str(fake)}, timeout=60)
+    assert p.returncode == 2
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    assert len(lines) == 1 and "torch does not import" in lines[0]
+
+
+@pytest.mark.slow
+def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
+    # the GPU image has no plotly: make it unimportable here too
+    blocker = tmp_path / "no_plotly" / "plotly"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text('raise ImportError("plotly is not on the GPU machine")\n')
+    pythonpath = os.pathsep.join(p for p in (str(blocker.parent), os.environ.get("PYTHONPATH", "")) if p)
+    p = _run(tmp_path, {"GPU_SUITE_CPU_DRYRUN": "1", "GPU_SUITE_KERNELS": "copy", "PYTHONPATH": pythonpath})
+    out = tmp_path / "out"
+    assert p.returncode == 0, p.stdout + p.stderr
+    stages = [line.split("\t") for line in (out / "stages.tsv").read_text().splitlines()[1:]]
+    assert [s[0] for s in stages] == ["tests", "calibrate", "bench", "fit", "e2e", "validate"]
+    assert all(s[1].startswith("ok") for s in stages), stages
+    # the summary table comes last
+    tail = p.stdout.strip().splitlines()
+    assert any(line.startswith("gpu_suite summary") for line in tail[-25:])
+    assert tail[-1].startswith("  flags:")
+    res = load_results(out / "results.json")
+    assert res.rows and all(r.correct and len(r.samples_s) >= 10 for r in res.rows)
+    assert res.measured_spec == "h200-measured"
+    phases = res.extra["end_to_end"]["phases"]
+    assert [ph["phase"] for ph in phases] == ["prefill", "decode"] and all(ph["correct"] for ph in phases)
+    assert all(ph["predicted_s_fitted"] is not None for ph in phases)  # the fit ran before e2e
+    spec = load_spec_file(out / "measured_spec.toml")
+    assert spec.kind == "measured" and "copy" in spec.efficiency
+    v = json.loads((out / "validation.json").read_text())
+    assert v["summary"]["measured"]["overall"]["n"] == len([r for r in res.rows if r.impl == "triton"])
+    assert len(v["end_to_end"]) == 2
+    assert (out / "validation.md").read_text().startswith("# Validation")
+    assert (out / "summary.txt").is_file() and (out / "logs" / "bench.log").is_file()
