@@ -260,3 +260,21 @@ def test_untimed_rows_from_failed_checks(tmp_path):
     cases = {c.get("name").split()[0] + c.get("classname"): c for c in ET.parse(xml).getroot().iter("testcase")}
     assert cases["S1regress.b"].find("failure").get("type") == "correctness"
     assert cases["S1regress.c"].find("skipped") is not None
+
+
+def test_example_workflow_uses_real_commands_and_options():
+    """Every `roofline ...` call in .github/workflows/gpu-bench.yml names a real command and real
+    options, so the example cannot drift from the CLI."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / ".github" / "workflows" / "gpu-bench.yml").read_text()
+    text = text.replace("\\\n", " ")
+    calls = re.findall(r"\.venv/bin/roofline ([^\n]+)", text)
+    assert {c.split()[0] for c in calls} >= {"bench", "regress", "report", "baseline"}
+    for call in calls:
+        words = call.split()
+        path = words[:2] if words[0] == "baseline" else words[:1]
+        r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
+        assert r.exit_code == 0, (path, r.output)
+        for opt in (w for w in words if w.startswith("--")):
+            assert opt in r.output, f"`roofline {' '.join(path)}` has no option {opt}"

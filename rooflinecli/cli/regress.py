@@ -12,25 +12,33 @@ _VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "inconclusive"
 
 
 def _console():
+    """Rich console; output that is not a terminal (CI logs, pipes) gets 160 columns unless COLUMNS
+    says otherwise, so kernel names are not folded into an 80-column log."""
+    import os
+
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    con = Console(highlight=False, soft_wrap=False)
+    if not con.is_terminal and not os.environ.get("COLUMNS"):
+        con = Console(highlight=False, soft_wrap=False, width=160)
+    return con
 
 
 def _render_table(rep) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from rooflinecli.regress import _p, _pct, _us
 
     t = Table(title="roofline regress", title_justify="left")
-    for col, just in (("verdict", "left"), ("op", "left"), ("impl", "left"), ("shape", "left"), ("dtype", "left"),
-                      ("base p50 (us)", "right"), ("cand p50 (us)", "right"), ("change", "right"), ("noise", "right"),
-                      ("p (Holm)", "right"), ("n", "right")):
-        t.add_column(col, justify=just)
+    t.add_column("verdict", no_wrap=True)
+    t.add_column(Text("kernel (op shape dtype [impl])"), overflow="fold", min_width=24)
+    for col in ("base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"):
+        t.add_column(col, justify="right", no_wrap=True)
     for c in rep.comparisons:
         p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
         style = _VERDICT_STYLE[c.verdict]
-        t.add_row(c.verdict, c.op, c.impl, c.shape, c.dtype, _us(c.baseline_median_s), _us(c.candidate_median_s),
+        t.add_row(c.verdict, Text(f"{c.op} {c.shape} {c.dtype} [{c.impl}]"), _us(c.baseline_median_s), _us(c.candidate_median_s),
                   _pct(c.rel_change, True), _pct(c.noise), _p(p), f"{c.n_baseline}/{c.n_candidate}", style=style or None)
     con = _console()
     con.print(t)
@@ -106,6 +114,7 @@ def baseline_show(
 ) -> None:
     """List the baselines, or show one baseline's pooled rows."""
     from rich.table import Table
+    from rich.text import Text
 
     from rooflinecli import stats
     from rooflinecli.baseline import list_baselines, load_baseline, resolve_baseline
@@ -129,11 +138,11 @@ def baseline_show(
     for r in b.runs:
         con.print(f"  run {r['created_utc']} from {r['source']} ({r['rows']} rows, id {r['fingerprint']})", markup=False)
     t = Table(title_justify="left")
-    for col, just in (("op", "left"), ("impl", "left"), ("shape", "left"), ("dtype", "left"), ("p50 (us)", "right"),
-                      ("p20 (us)", "right"), ("p80 (us)", "right"), ("noise", "right"), ("samples", "right")):
-        t.add_column(col, justify=just)
+    t.add_column(Text("kernel (op shape dtype [impl])"), overflow="fold", min_width=24)
+    for col in ("p50 (us)", "p20 (us)", "p80 (us)", "noise", "samples"):
+        t.add_column(col, justify="right", no_wrap=True)
     for r in b.results.rows:
-        t.add_row(r.op, r.impl, r.shape, r.dtype, _us(r.p50_s), _us(r.p20_s), _us(r.p80_s),
+        t.add_row(Text(f"{r.op} {r.shape} {r.dtype} [{r.impl}]"), _us(r.p50_s), _us(r.p20_s), _us(r.p80_s),
                   f"{float(stats.relative_iqr(r.samples_s)):.1%}", str(len(r.samples_s)))
     con.print(t)
 
