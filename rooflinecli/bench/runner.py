@@ -275,7 +275,7 @@ class Bencher:
             params=_jsonable(case.params),
             predicted_s_datasheet=roof_ds.time_s if roof_ds else None,
             predicted_s_measured=roof_ms.time_s if roof_ms else None,
-            max_rel_error=check.rel_error,
+            max_rel_error=check.rel_error if check.rel_error is not None and math.isfinite(check.rel_error) else None,
             model_kind=kind,
             compute_dtype=cdt,
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rooflinecli.bench.fit import Point, error_stats, fit_efficiency, loo_predictions, points_from_rows, rel_error
+from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_predictions, points_from_rows, rel_error
 from rooflinecli.bench.predict import compute_dtype_for, roof
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
@@ -218,11 +218,10 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
         rd = roof(r.flops, r.bytes, ds, cdt) if ds is not None else None
         rm = roof(r.flops, r.bytes, ms, cdt) if ms is not None else None
         fitted = loo.get((r.op, r.impl, r.shape, r.dtype))
-        if fitted is None and r.impl != "triton":  # a baseline row: the efficiency fitted without its shape
-            peer = [p for p in ours if (p.op, p.shape, p.dtype) == (r.op, r.shape, r.dtype)]
+        if fitted is None:  # a baseline row: the efficiency fitted on our kernels without its shape
             base_roof = roof(r.flops, r.bytes, fit_spec, cdt)
             if base_roof is not None:
-                others = [p for p in ours if (p.op, p.shape, p.dtype) != (r.op, r.shape, r.dtype)] if peer else ours
+                others = [p for p in ours if (p.op, p.shape, p.dtype) != (r.op, r.shape, r.dtype)]
                 fitted = base_roof.with_efficiency(fit_efficiency(others).get(kind))
         m = _p50(r)
         checks.append(

@@ -183,7 +183,7 @@ def calibrate(
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
 ) -> None:
     """Measure copy bandwidth, L2 bandwidth and matmul peaks; write a measured spec file."""
-    from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, measured_doc, read_spec_doc, write_spec_file
+    from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec
     from rooflinecli.hardware_validate import parse_spec
 
@@ -198,7 +198,7 @@ def calibrate(
         elif out is not None and out.is_file():
             doc = read_spec_doc(out)
     if doc is None:
-        doc, env = _measure_doc(base, spec_id, device)
+        doc = _measure_doc(base, spec_id, device)
         out = out or default_out_path(doc["base"])
         _show_ceilings(doc)
     assert out is not None
@@ -243,7 +243,7 @@ def _measure_doc(base: str | None, spec_id: str | None, device: str):
             raise RooflineError(f"cannot match GPU '{env.get('gpu_name')}' to a datasheet spec; pass --base (e.g. --base h100-sxm)")
     base_spec = get_spec(base)
     ceilings = measure_ceilings("cpu" if cpu else "cuda")
-    return measured_doc(base_spec, ceilings, env, spec_id), env
+    return measured_doc(base_spec, ceilings, env, spec_id)
 
 
 def _show_ceilings(doc: dict) -> None:
