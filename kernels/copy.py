@@ -1,0 +1,106 @@
+"""Streaming copy: the HBM bandwidth ceiling.
+
+``copy(src, out=None) -> out`` copies a contiguous tensor of any shape element by element. Each
+program moves one block of ``BLOCK`` elements (a few KB), so the grid is large enough to keep every
+SM's load/store units busy and the compiler emits 128-bit vector accesses. Bytes moved = read +
+write (``formulas.streaming_bytes``); there are no FLOPs. The baseline is ``dst.copy_(src)``.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.registry import Case, KernelOp
+from kernels.testing import device_randn, torch_dtype
+from rooflinecli import formulas
+from rooflinecli.dtypes import bytes_per_element
+
+# untuned: 8192 elements (16 KB of bf16) per program with 8 warps gives each thread 32 elements,
+# i.e. four 128-bit loads in flight, the usual size for a streaming kernel; no GPU measured yet.
+BLOCK = 8192
+NUM_WARPS = 8
+
+
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, n_elements, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(src_ptr + offs, mask=mask, eviction_policy="evict_first")
+    tl.store(dst_ptr + offs, x, mask=mask)
+
+
+def copy(src: torch.Tensor, out: torch.Tensor | None = None, block: int = BLOCK) -> torch.Tensor:
+    """Copy ``src`` (contiguous, any shape and dtype) into ``out`` (same shape, dtype, device;
+    allocated when None) and return ``out``."""
+    if not src.is_contiguous():
+        raise ValueError(f"copy: src must be contiguous, got strides {tuple(src.stride())}")
+    if out is None:
+        out = torch.empty_like(src)
+    if out.shape != src.shape or out.dtype != src.dtype or out.device != src.device:
+        raise ValueError(
+            f"copy: out {tuple(out.shape)} {out.dtype} on {out.device} must match src "
+            f"{tuple(src.shape)} {src.dtype} on {src.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError(f"copy: out must be contiguous, got strides {tuple(out.stride())}")
+    if block <= 0 or block & (block - 1):
+        raise ValueError(f"copy: block must be a power of two, got {block}")
+    n = src.numel()
+    if n == 0:
+        return out
+    _copy_kernel[(triton.cdiv(n, block),)](src, out, n, BLOCK=block, num_warps=NUM_WARPS)
+    return out
+
+
+def reference(src: torch.Tensor) -> torch.Tensor:
+    return src.clone()
+
+
+def baseline(src: torch.Tensor) -> torch.Tensor:
+    """What PyTorch users write: ``dst.copy_(src)`` into a preallocated tensor (cudaMemcpy-like)."""
+    return torch.empty_like(src).copy_(src)
+
+
+def _make_inputs(case: Case, device, generator) -> dict:
+    return {"src": device_randn((case.params["n"],), torch_dtype(case.dtype), device, generator)}
+
+
+def _cost(case: Case) -> tuple[float, float]:
+    n = case.params["n"]
+    return 0.0, float(formulas.streaming_bytes(n, bytes_per_element(case.dtype), reads=1, writes=1))
+
+
+def _case(n: int, dtype: str) -> Case:
+    return Case(shape=f"N{n}", params={"n": n}, dtype=dtype)
+
+
+_MiB = 1 << 20
+
+OP = KernelOp(
+    name="copy",
+    make_inputs=_make_inputs,
+    run=copy,
+    reference=reference,
+    baseline=baseline,
+    cost=_cost,
+    cases={
+        "test": tuple(_case(n, dt) for n in (1, 63, 1000, 8193) for dt in ("bf16", "fp32")),
+        # 256 MiB read + 256 MiB written: well past launch overhead and 5x the 50 MB L2
+        "quick": (_case(128 * _MiB, "bf16"),),
+        # 0.5, 1 and 2 GiB moved (read + write) in bf16, 2 GiB in fp32 (same bytes, wider elements);
+        # capped at 512M elements because the pre-timing check compares in fp64 on the host
+        "full": (
+            _case(128 * _MiB, "bf16"),
+            _case(256 * _MiB, "bf16"),
+            _case(512 * _MiB, "bf16"),
+            _case(256 * _MiB, "fp32"),
+        ),
+    },
+    tolerance={"bf16": 0.0, "fp16": 0.0, "fp32": 0.0},
+    model_kind="copy",
+    dtypes=("bf16", "fp16", "fp32"),
+    notes="bytes = read + write of n elements; baseline torch copy_.",
+)
