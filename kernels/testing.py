@@ -92,3 +92,82 @@ def device_randn(shape, dtype, device, generator, scale: float = 1.0) -> torch.T
     if scale != 1.0:
         x.mul_(scale)
     return x if direct else x.to(dtype)
+
+
+_TRITON_TYPES = {
+    torch.float32: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float64: "fp64",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.float8_e4m3fn: "fp8e4nv",
+}
+
+
+def compile_for_gpu(kernel, args: dict, num_warps: int = 4, num_stages: int = 3, arch: int = 90):
+    """Compile a ``@triton.jit`` kernel for an NVIDIA GPU of compute capability ``arch`` (90: H100 and
+    H200) without a GPU: Triton's NVIDIA backend and its bundled ptxas lower the kernel to a cubin.
+    A CPU-only CI thereby catches code the interpreter accepts but the compiler rejects, and shared
+    memory over budget (``.metadata.shared``, bytes).
+
+    ``args`` maps every parameter name to a launch value, as the launcher would pass it: tensors
+    (only their dtype is used: pointers are taken as 16-byte aligned, as PyTorch allocates them),
+    ints (specialized like the JIT does: 1 becomes a constant, multiples of 16 are marked so),
+    floats and the constexprs. ``kernel`` may be wrapped in ``triton.heuristics``/``autotune``.
+
+    Call it in a process where TRITON_INTERPRET is unset (``run_without_interpreter``): with it set,
+    Triton's own library functions (``tl.cdiv``, ``tl.sigmoid``, ...) are interpreter objects that
+    the compiler cannot lower."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from triton.runtime.jit import JITFunction
+
+    fn = kernel
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn  # through autotune / heuristics, or to the Python function under the interpreter
+    if not isinstance(fn, JITFunction):
+        fn = JITFunction(fn)  # TRITON_INTERPRET=1 made @triton.jit an InterpretedFunction
+    signature, constexprs, attrs = {}, {}, {}
+    for i, p in enumerate(fn.params):
+        value = args[p.name]
+        if p.is_constexpr or (isinstance(value, int) and not isinstance(value, bool) and value == 1):
+            signature[p.name] = "constexpr"
+            constexprs[(i,)] = value
+        elif isinstance(value, torch.Tensor):
+            signature[p.name] = "*" + _TRITON_TYPES[value.dtype]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, bool):
+            signature[p.name] = "i1"
+        elif isinstance(value, int):
+            signature[p.name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, float):
+            signature[p.name] = "fp32"
+        else:
+            raise TypeError(f"compile_for_gpu: no Triton type for {p.name} = {value!r}")
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def run_without_interpreter(code: str, timeout_s: float = 300.0) -> str:
+    """Run Python ``code`` in a fresh process from the repository root with TRITON_INTERPRET unset
+    (the tests' own process has it set on a machine without a GPU); returns its stdout, raising
+    with its stderr's tail when it fails."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"subprocess exited {proc.returncode}: {proc.stderr[-3000:]}")
+    return proc.stdout
