@@ -1,0 +1,210 @@
+"""kernels/moe.py against its fp64 reference: routed SwiGLU experts over odd token counts, both
+dtypes, the permutation step, router-logit input, every tile regime, launcher checks, cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import moe as MOE
+from kernels.moe import OP, align_by_expert, baseline, case_routing, moe, reference, route
+from kernels.registry import load_op
+from kernels.testing import compare, poisoned, randn
+from rooflinecli import formulas
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(5)
+
+
+def _check(out, inputs, dtype):
+    c = compare(out, reference(**inputs), OP.tolerance[dtype])
+    assert c.ok, c.message
+
+
+def test_registry_finds_op():
+    assert load_op("moe") is OP
+    assert OP.model_kind == "moe"
+
+
+@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
+def test_moe_matches_reference(case, gen):
+    inputs = OP.make_inputs(case, DEVICE, gen)
+    out = poisoned((case.params["T"], case.params["d"]), inputs["hidden"].dtype, DEVICE)
+    assert moe(**inputs, out=out) is out
+    _check(out, inputs, case.dtype)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(BLOCK_M=16, BLOCK_N_UP=16, BLOCK_N_DOWN=64, BLOCK_K=16, num_warps=4, num_stages=2),
+        dict(BLOCK_M=32, BLOCK_N_UP=64, BLOCK_N_DOWN=32, BLOCK_K=64, num_warps=4, num_stages=2),
+    ],
+    ids=["bm16", "bm32"],
+)
+def test_tile_configs(cfg, gen):
+    # 19 tokens, 5 experts, top-3: uneven runs per expert, several blocks and a partial last tile
+    T, E, k, d, I = 19, 5, 3, 80, 48
+    ids, weights = case_routing(T, E, k, seed=3)
+    inputs = {
+        "hidden": randn((T, d), torch.bfloat16, DEVICE, gen),
+        "w1": randn((E, 2 * I, d), torch.bfloat16, DEVICE, gen, scale=d**-0.5),
+        "w2": randn((E, d, I), torch.bfloat16, DEVICE, gen, scale=I**-0.5),
+        "topk_ids": torch.from_numpy(ids).to(DEVICE),
+        "topk_weights": torch.from_numpy(weights).to(DEVICE),
+    }
+    out = poisoned((T, d), torch.bfloat16, DEVICE)
+    moe(**inputs, out=out, config=cfg)
+    _check(out, inputs, "bf16")
+
+
+def test_router_logits_path(gen):
+    T, E, k, d, I = 9, 6, 2, 64, 32
+    logits = randn((T, E), torch.float32, DEVICE, gen)
+    hidden = randn((T, d), torch.float16, DEVICE, gen)
+    w1 = randn((E, 2 * I, d), torch.float16, DEVICE, gen, scale=0.125)
+    w2 = randn((E, d, I), torch.float16, DEVICE, gen, scale=0.125)
+    out = moe(hidden, w1, w2, router_logits=logits, top_k=k)
+    ids, weights = route(logits, k)
+    assert ids.dtype == torch.int32 and torch.allclose(weights.sum(-1), torch.ones(T, device=DEVICE))
+    # the top-k are the largest logits
+    assert torch.equal(torch.sort(ids.long(), -1).values, torch.sort(torch.topk(logits, k).indices, -1).values)
+    _check(out, {"hidden": hidden, "w1": w1, "w2": w2, "topk_ids": ids, "topk_weights": weights}, "fp16")
+
+
+@pytest.mark.parametrize("block_m", [1, 4, 16])
+def test_align_by_expert(block_m):
+    ids = torch.tensor([[3, 0], [3, 1], [0, 3], [4, 2], [3, 4]], dtype=torch.int32)  # E=6: expert 5 unused
+    E, n = 6, ids.numel()
+    sorted_slots, block_expert = align_by_expert(ids, E, block_m)
+    assert sorted_slots.numel() % block_m == 0 and block_expert.numel() == sorted_slots.numel() // block_m
+    real = sorted_slots[sorted_slots < n]
+    assert sorted(real.tolist()) == list(range(n))  # each (token, choice) slot exactly once
+    assert torch.all(sorted_slots[sorted_slots >= n] == n)  # padding holds the sentinel
+    flat = ids.reshape(-1)
+    for b, e in enumerate(block_expert.tolist()):
+        block = sorted_slots[b * block_m:(b + 1) * block_m]
+        members = block[block < n]
+        if e < 0:
+            assert members.numel() == 0  # past the last run
+        else:
+            assert members.numel() > 0 and torch.all(flat[members.long()] == e)  # one expert per block
+    used = [e for e in block_expert.tolist() if e >= 0]
+    assert used == sorted(used) and 5 not in used
+
+
+def test_baseline_both_paths_match_reference(gen):
+    for case in OP.cases["test"]:  # bf16 cases take torch._grouped_mm where present, fp16 the loop
+        inputs = OP.make_inputs(case, DEVICE, gen)
+        c = compare(baseline(**inputs), reference(**inputs), OP.tolerance[case.dtype])
+        assert c.ok, f"{case.id}: {c.message}"
+
+
+def test_launcher_rejects_bad_arguments(gen):
+    T, E, k, d, I = 4, 3, 2, 16, 8
+    h = randn((T, d), torch.bfloat16, DEVICE, gen)
+    w1 = randn((E, 2 * I, d), torch.bfloat16, DEVICE, gen)
+    w2 = randn((E, d, I), torch.bfloat16, DEVICE, gen)
+    ids = torch.zeros((T, k), dtype=torch.int32, device=DEVICE)
+    wts = torch.full((T, k), 0.5, device=DEVICE)
+    with pytest.raises(ValueError, match=r"w2 \[E, 16, I\]; got \(3, 16, 16\) and \(3, 16, 7\)"):
+        moe(h, w1, w2[:, :, :7], ids, wts)
+    with pytest.raises(ValueError, match=r"w1 must be \[E, 2I, 16\]"):
+        moe(h, w1[:, :, :15], w2, ids, wts)
+    with pytest.raises(ValueError, match="share bf16 or fp16"):
+        moe(h.float(), w1.float(), w2.float(), ids, wts)
+    with pytest.raises(ValueError, match=r"\[T=4, k\]"):
+        moe(h, w1, w2, ids[:3], wts[:3])
+    with pytest.raises(ValueError, match="int32/int64"):
+        moe(h, w1, w2, ids.float(), wts)
+    with pytest.raises(ValueError, match="k = 4 > E = 3"):
+        moe(h, w1, w2, torch.zeros((T, 4), dtype=torch.int32, device=DEVICE), torch.ones((T, 4), device=DEVICE))
+    with pytest.raises(ValueError, match="give"):
+        moe(h, w1, w2)
+    with pytest.raises(ValueError, match="not both"):
+        moe(h, w1, w2, ids, wts, router_logits=torch.zeros((T, E), device=DEVICE), top_k=2)
+    with pytest.raises(ValueError, match="out must be"):
+        moe(h, w1, w2, ids, wts, out=torch.empty((T, d), dtype=torch.float16, device=DEVICE))
+
+
+def test_cost_by_hand():
+    case = next(c for c in OP.cases["test"] if c.id == "T7-E8-k2-d200-I56-bf16")
+    ids, _ = case_routing(7, 8, 2, case.params["seed"])
+    touched = len(set(ids.ravel().tolist()))
+    assert case.params["experts_touched"] == touched
+    flops, bytes_ = OP.cost(case)
+    slots = 7 * 2
+    assert flops == 2 * slots * 200 * (2 * 56) + 2 * slots * 56 * 200
+    assert bytes_ == touched * (200 * 2 * 56 + 56 * 200) * 2 + 7 * (200 + 200) * 2
+
+
+def test_cases_record_touched_and_expected_experts():
+    for case in OP.cases["test"] + OP.cases["full"]:
+        p = case.params
+        assert p["expected_experts_touched"] == pytest.approx(float(formulas.expected_experts_touched(p["E"], p["k"], p["T"])))
+        assert min(p["k"], p["E"]) <= p["experts_touched"] <= min(p["E"], p["T"] * p["k"])
+    full = {c.shape: c.params for c in OP.cases["full"]}
+    assert full["T1-E8-k2-d4096-I14336"]["experts_touched"] == 2
+    assert full["T4096-E128-k8-d2048-I768"]["experts_touched"] == 128
+    # decode-like (T <= 64) and prefill-like (T = 4096) for both the Mixtral and Qwen3 shapes
+    for E, k in ((8, 2), (128, 8)):
+        Ts = {p["T"] for p in full.values() if (p["E"], p["k"]) == (E, k)}
+        assert min(Ts) == 1 and 4096 in Ts and any(1 < t <= 64 for t in Ts)
+
+
+def test_case_routing_is_deterministic_and_uniformish():
+    a = case_routing(4096, 128, 8, 0)
+    b = case_routing(4096, 128, 8, 0)
+    assert np.array_equal(a[0], b[0]) and np.allclose(a[1].sum(1), 1.0, atol=1e-5)
+    counts = np.bincount(a[0].ravel(), minlength=128)
+    assert counts.min() > 0.5 * counts.mean() and counts.max() < 1.5 * counts.mean()  # uniform routing
+
+
+def test_moe_config_regimes():
+    assert MOE.moe_config(2, 8)["BLOCK_M"] == 16  # decode: weight streaming
+    assert MOE.moe_config(8192, 8)["BLOCK_M"] == 128  # prefill: compute tiles
+    assert MOE.moe_config(500, 8)["BLOCK_M"] == 64
+
+
+_COMPILE = """
+import json, torch
+from kernels import moe as MOE
+from kernels.testing import compile_for_gpu
+rows = []
+bf = torch.bfloat16
+for num_slots, E in ((2, 8), (500, 8), (8192, 8)):
+    cfg = MOE.moe_config(num_slots, E)
+    T, k, d, I = num_slots // 2, 2, 4096, 14336
+    hidden, w1, w2 = torch.empty((T, d), dtype=bf), torch.empty((E, 2 * I, d), dtype=bf), torch.empty((E, d, I), dtype=bf)
+    act, y = torch.empty((num_slots * 2, I), dtype=bf), torch.empty((num_slots, d), dtype=bf)
+    slots, blocks, wts = torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32), torch.empty(0)
+    for name, kernel, args in (
+        ("gate_up", MOE._moe_gate_up_kernel, MOE.gate_up_args(hidden, w1, act, slots, blocks, k, cfg)),
+        ("down", MOE._moe_down_kernel, MOE.down_args(act, w2, y, slots, blocks, wts, cfg)),
+    ):
+        c = compile_for_gpu(kernel, args, cfg["num_warps"], cfg["num_stages"])
+        ptx = c.asm["ptx"]
+        rows.append({"name": f"{name} {cfg}", "shared": c.metadata.shared, "mma": "mma" in ptx, "cp_async": "cp.async" in ptx})
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile the kernels for real")
+def test_kernels_compile_for_h100_h200():
+    # both kernels in each tile regime lower for sm_90 (tensor-core MMA, pipelined cp.async loads)
+    # within the 227 KB of shared memory one block may use
+    import json
+
+    from kernels.testing import run_without_interpreter
+    from rooflinecli.hardware import get_spec
+
+    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
+    assert len(rows) == 6
+    limit = get_spec("h200").smem_per_sm_bytes - 1024
+    for row in rows:
+        assert 0 < row["shared"] <= limit and row["mma"] and row["cp_async"], row
