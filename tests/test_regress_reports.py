@@ -13,10 +13,19 @@ from typer.testing import CliRunner
 from rooflinecli import stats
 from rooflinecli.cli import app
 from rooflinecli.regress_sim import slow_down, synthetic_results
-from rooflinecli.results import load_results
+from rooflinecli.results import SCHEMA, load_results
 
 REPO = Path(__file__).resolve().parents[1]
-REAL = sorted(p for p in (REPO / "reports").rglob("*results*.json") if "baselines" not in p.parts)
+
+
+def _is_results_file(p: Path) -> bool:
+    try:
+        return json.loads(p.read_text(encoding="utf-8")).get("schema") == SCHEMA
+    except (ValueError, AttributeError, OSError):
+        return False
+
+
+REAL = sorted(p for p in (REPO / "reports").rglob("*results*.json") if "baselines" not in p.parts and _is_results_file(p))
 SYNTHETIC = "synthetic-h200"
 
 runner = CliRunner()
@@ -44,9 +53,15 @@ def test_regress_on_results_file(which, tmp_path):
     path = _source(tmp_path, which)
     res = load_results(path)
 
-    r = runner.invoke(app, ["regress", str(path), str(path), "-q"])
-    assert r.exit_code == 0, r.output
-    assert "PASS: 0 regression(s)" in r.output
+    self_json = tmp_path / "self.json"
+    r = runner.invoke(app, ["regress", str(path), str(path), "-q", "--json", str(self_json)])
+    # a run against itself has no regression; only a Triton row that failed its correctness check
+    # (stored untimed) may fail the gate, as "failed"
+    failed = {r_.key for r_ in res.rows if r_.impl == "triton" and not r_.samples_s}
+    verdicts = {(x["op"], x["impl"], x["shape"], x["dtype"]): x["verdict"] for x in json.loads(self_json.read_text())["rows"]}
+    assert {k for k, v in verdicts.items() if v != "pass"} == failed
+    assert r.exit_code == (1 if failed else 0), r.output
+    assert "0 regression(s)" in r.output
 
     target = _target_row(res)
     slowed = tmp_path / "slowed.json"
