@@ -25,6 +25,7 @@ File layout (every number carries its unit in its key)::
     l2_size_mb = 50
     l2_bandwidth_gb_per_s = 12000
     smem_per_sm_kb = 228
+    smem_bandwidth_gb_per_s = 33454    # optional: all SMs (estimate: 128 B/clk/SM x 132 x 1.98 GHz)
     [compute]
     sm_count = 132                     # CUs on AMD
     boost_clock_mhz = 1980
@@ -90,6 +91,8 @@ class HardwareSpec:
     measured_with: Mapping[str, str] = field(default_factory=dict)
     #: measured specs: the dotted keys this file set itself (the rest is inherited from ``base``)
     measured_keys: frozenset[str] = frozenset()
+    #: shared-memory (SRAM) bandwidth of all SMs together, GB/s (optional: the report's shared-memory ceiling)
+    smem_bandwidth_gb_per_s: float | None = None
 
     # ---- derived figures -------------------------------------------------------------------
     def peak_flops_per_s(self, dtype: str) -> float:
@@ -163,6 +166,7 @@ class HardwareSpec:
                 "l2_size_mb": self.l2_size_mb,
                 "l2_bandwidth_gb_per_s": self.l2_bandwidth_gb_per_s,
                 "smem_per_sm_kb": self.smem_per_sm_kb,
+                **({"smem_bandwidth_gb_per_s": self.smem_bandwidth_gb_per_s} if self.smem_bandwidth_gb_per_s is not None else {}),
             },
             "compute": {"sm_count": self.sm_count, "boost_clock_mhz": self.boost_clock_mhz},
             "interconnect": {"gpu_link_gb_per_s": self.gpu_link_gb_per_s, "pcie_gb_per_s": self.pcie_gb_per_s},

@@ -34,6 +34,7 @@ class Field:
     lo: float = 0.0  # exclusive lower bound
     hi: float = math.inf  # inclusive upper bound ("absurd" above it)
     unit: str = ""
+    required: bool = True  # an optional key may be absent (its attribute keeps its default)
 
 
 #: table -> key -> Field. Limits flag typos in units (GB/s vs TB/s), not real parts.
@@ -47,6 +48,7 @@ TABLES: dict[str, dict[str, Field]] = {
         "l2_size_mb": Field("l2_size_mb", float, hi=4096, unit="MB"),
         "l2_bandwidth_gb_per_s": Field("l2_bandwidth_gb_per_s", float, hi=500_000, unit="GB/s (500 TB/s)"),
         "smem_per_sm_kb": Field("smem_per_sm_kb", float, hi=4096, unit="KB"),
+        "smem_bandwidth_gb_per_s": Field("smem_bandwidth_gb_per_s", float, hi=1_000_000, unit="GB/s (1 PB/s)", required=False),
     },
     "compute": {
         "sm_count": Field("sm_count", int, hi=100_000),
@@ -213,6 +215,8 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
                     values[f.attr] = c.number(table[key], dotted, f)
             elif f.attr in inherited:
                 values[f.attr] = inherited[f.attr]
+            elif not f.required:
+                continue
             else:
                 raise c.fail(dotted, "missing required key")
     own_keys |= {f"{PEAK_TABLE}.{d}" for d in (raw.get(PEAK_TABLE) or {})}

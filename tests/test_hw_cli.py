@@ -150,7 +150,7 @@ BAD_SPECS = {
     "key-in-wrong-table": (GOOD + "tdp_w = 650\n", "sources[2].tdp_w", "unknown key; did you mean 'power.tdp_w'?"),
     "no-sources": (GOOD[: GOOD.index("[[sources]]")], "sources", "missing required key"),
     "estimate-names-missing-key": (
-        _sub('estimates = ["cache.l2_bandwidth_gb_per_s"]', 'estimates = ["cache.l2_bandwith_gb_per_s"]'),
+        _sub('estimates = ["cache.l2_bandwidth_gb_per_s", ', 'estimates = ["cache.l2_bandwith_gb_per_s", '),
         "estimates[0]", "names 'cache.l2_bandwith_gb_per_s', which is not a figure in this spec (did you mean 'cache.l2_bandwidth_gb_per_s'?)",
     ),
     "bad-kind": (_sub('kind = "datasheet"', 'kind = "guess"'), "kind", "must be one of datasheet, measured, got 'guess'"),
