@@ -43,8 +43,8 @@ def _decode_attention_kernel(
     stride_bt,
     stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
     stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, D]
-    H_kv, N_ctx, chunk, qk_scale,
-    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+    H_kv, GROUP, N_ctx, chunk, qk_scale,  # GROUP = H / H_kv query heads per KV head
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
     VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
@@ -135,15 +135,15 @@ def reduce_splits(m_part: torch.Tensor, l_part: torch.Tensor, acc_part: torch.Te
     )
 
 
-# GPU configs. Untuned (no GPU in development): a small set around the split-KV kernels of
-# flash-decoding implementations; 3-4 stages keep 100+ KB of K/V loads in flight per SM, what a
-# memory-bound loop needs. Every BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
+# GPU configs. Untuned (no GPU in development): 3-4 stages keep tens of KB of K/V loads in
+# flight per program, what a memory-bound loop needs; kept to tiles that compiled for sm_90
+# (Triton 3.9, checked offline with ptxas) without register spills (BLOCK_N = 128 spilled, and
+# BLOCK_N = 64 with 4 warps). Every BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
 CHUNK_ALIGN = 128
 _GPU_CONFIGS = [
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_N": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_N": 128}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=4),
 ]
 _decode_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["chunk", "GROUP", "D", "PAGED", "VARLEN"])(
     _decode_attention_kernel
@@ -255,10 +255,10 @@ def decode_attention(
         table.stride(0),
         m_part.stride(0), m_part.stride(1),
         acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
-        H_kv, N_max, chunk, qk_scale,
+        H_kv, group, N_max, chunk, qk_scale,
     )
     flags = dict(
-        GROUP=group, BLOCK_G=max(16, triton.next_power_of_2(group)), D=D,
+        BLOCK_G=max(16, triton.next_power_of_2(group)), D=D,
         VARLEN=seq_lens is not None, PAGED=paged, PAGE_SIZE=page_size,
     )
     grid = (B * H_kv, splits)

@@ -109,8 +109,7 @@ def _flash_attention_kernel(
     stride_kb, stride_kh, stride_ks,
     stride_vb, stride_vh, stride_vs,
     stride_ob, stride_oh, stride_os,
-    H, S, qk_scale,
-    GROUP: tl.constexpr,  # H / H_kv query heads per key/value head
+    H, S, GROUP, qk_scale,  # GROUP = H / H_kv query heads per key/value head
     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,  # interpreter-only bf16 workaround (``upcast_dots``)
 ):
@@ -161,15 +160,16 @@ def _flash_attention_kernel(
     tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=offs_m[:, None] < S)
 
 
-# GPU configs. Untuned (no GPU in development): the shapes Triton's fused-attention tutorial
-# searches on Hopper, cut to four so autotuning stays a few seconds per shape. BLOCK_M is a multiple
-# of BLOCK_N (the causal diagonal stretch starts on a tile boundary). The 128 x 128 tile uses 2
-# stages: 3 would need ~224 KB of shared memory at D = 128.
+# GPU configs. Untuned (no GPU in development): tiles from the space Triton's fused-attention
+# tutorial searches on Hopper, kept to the three that compiled for sm_90 (Triton 3.9, checked
+# offline with ptxas) without register spills at D = 128 (128 x 128 tiles and 4-warp 64 x 64 tiles
+# spilled: the [BLOCK_N, D] pointer tensors cost 64-bit registers). Three keep compiling and
+# autotuning to a few seconds per (dtype, D, causal). BLOCK_M is a multiple of BLOCK_N (the causal
+# diagonal stretch starts on a tile boundary).
 _GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=8, num_stages=3),
 ]
 _flash_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["S", "GROUP", "D", "CAUSAL"])(
     _flash_attention_kernel
@@ -220,18 +220,18 @@ def flash_attention(
         k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
-        H, S, qk_scale,
+        H, S, H // H_kv, qk_scale,
     )
     if interpreting():
         grid = (triton.cdiv(S, _INTERPRET_BLOCKS["BLOCK_M"]), B * H)
         _flash_attention_kernel[grid](
-            *args, GROUP=H // H_kv, D=D, CAUSAL=causal, UPCAST=upcast_dots(q.dtype), **_INTERPRET_BLOCKS
+            *args, D=D, CAUSAL=causal, UPCAST=upcast_dots(q.dtype), **_INTERPRET_BLOCKS
         )
     else:
         def grid(meta):
             return (triton.cdiv(S, meta["BLOCK_M"]), B * H)
 
-        _flash_attention_autotuned[grid](*args, GROUP=H // H_kv, D=D, CAUSAL=causal, UPCAST=False)
+        _flash_attention_autotuned[grid](*args, D=D, CAUSAL=causal, UPCAST=False)
     return out
 
 

@@ -94,14 +94,15 @@ def _mla_decode_kernel(
 
 
 # GPU configs. Untuned (no GPU in development): 16-32 heads per program (the fp32 [BLOCK_H, 512]
-# accumulator must stay in registers), 32-64 tokens per tile (a [64, 576] bf16 tile is 72 KB of
-# shared memory per stage, so 2 stages). Every BLOCK_N divides CHUNK_ALIGN.
+# accumulator lives in registers), 16-64 tokens per tile (a [64, 576] bf16 tile is 72 KB of shared
+# memory per stage); kept to those that compiled for sm_90 (Triton 3.9, checked offline with ptxas)
+# without register spills (64 heads, or 64 tokens on 4 warps, spilled). BLOCK_N divides CHUNK_ALIGN.
 CHUNK_ALIGN = 64
 _GPU_CONFIGS = [
-    triton.Config({"BLOCK_H": 16, "BLOCK_N": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_H": 16, "BLOCK_N": 64}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_H": 32, "BLOCK_N": 32}, num_warps=4, num_stages=2),
-    triton.Config({"BLOCK_H": 32, "BLOCK_N": 64}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_H": 16, "BLOCK_N": 32}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_H": 16, "BLOCK_N": 64}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_H": 32, "BLOCK_N": 32}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_H": 16, "BLOCK_N": 16}, num_warps=4, num_stages=3),
 ]
 _mla_decode_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["chunk", "H", "R", "P", "PAGED", "VARLEN"])(
     _mla_decode_kernel
