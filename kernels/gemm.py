@@ -347,7 +347,8 @@ OP = KernelOp(
             *(_case(m, 8192, 8192, "bf16") for m in SKINNY_MS),
         ),
     },
-    # one final rounding to the output dtype (fp8 inputs are exact; the fp8 output is bf16), ~4x margin
+    # one final rounding to the output dtype (fp8 inputs are exact; their output is bf16): 2-3x the
+    # CPU-measured bf16 error (the interpreter truncates to bf16), 10x the fp16 one
     tolerance={"bf16": 8e-3, "fp16": 2e-3, "fp8": 8e-3},
     model_kind="gemm",
     dtypes=("bf16", "fp16", "fp8"),

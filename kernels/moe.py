@@ -430,7 +430,7 @@ OP = KernelOp(
             _qwen3_moe(1), _qwen3_moe(16), _qwen3_moe(64), _qwen3_moe(4096),
         ),
     },
-    # rounding of the intermediate activation and of each choice's output to the dtype, ~4x margin
+    # roundings of the activation and of each choice's output: 2.4x the CPU-measured bf16 error, 5x fp16
     tolerance={"bf16": 1.6e-2, "fp16": 2e-3},
     model_kind="moe",
     dtypes=("bf16", "fp16"),

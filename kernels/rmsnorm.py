@@ -165,8 +165,9 @@ OP = KernelOp(
             _case(16384, 8192, "fp32"),
         ),
     },
-    # relative error of the one final rounding to the output dtype, with about 4x margin
-    tolerance={"bf16": 8e-3, "fp16": 1e-3, "fp32": 1e-5},
+    # the one final rounding to the output dtype: 2-3x the error the CPU measures in bf16 (the
+    # interpreter truncates), 5x in fp16, 16x in fp32
+    tolerance={"bf16": 8e-3, "fp16": 1e-3, "fp32": 1e-6},
     model_kind="elementwise",
     dtypes=("bf16", "fp16", "fp32"),
     notes="bytes = read x + write y + read w; baseline torch.nn.functional.rms_norm.",
