@@ -170,3 +170,37 @@ def test_large_outputs_compare_on_device_like_the_cpu_report():
     bad = ref * 1.5
     c = compare_output(bad, ref, 1e-2)
     assert not c.ok and c.rel_error == pytest.approx(0.5) and "elements differ" in c.message
+
+
+def test_a_lost_cuda_context_skips_the_remaining_cases(monkeypatch):
+    """After a sticky CUDA error every later call fails: the rest are recorded as skipped."""
+    import kernels.registry as registry
+    import rooflinecli.bench.runner as runner_mod
+    from rooflinecli.bench.timing import time_wall_clock
+
+    class FakeCudaBencher(Bencher):
+        def __init__(self, opts):
+            super().__init__(opts)
+            self.cuda = True  # behave as on a GPU whose context just died
+
+        def sync(self):
+            pass
+
+        def time(self, fn, rotating):
+            return time_wall_clock(fn, samples=10)
+
+        def context_alive(self):
+            return False
+
+    def crash(src):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    cases = {"test": (Case("N63", {"n": 63}, "fp32"), Case("N64", {"n": 64}, "fp32"))}
+    crashing = replace(load_op("copy"), name="crashing", run=crash, cases=cases)
+    good = replace(load_op("copy"), cases=cases)
+    monkeypatch.setattr(registry, "load_op", lambda name: {"crashing": crashing, "copy": good}[name])
+    monkeypatch.setattr(runner_mod, "Bencher", FakeCudaBencher)
+    state = run_bench(BenchOptions(kernels=("crashing", "copy"), suite="test", device="cpu"))
+    assert [(r.op, r.shape, r.correct) for r in state.rows if r.impl == "triton"] == [("crashing", "N63", False)]
+    assert [(s["op"], s["case"]) for s in state.skipped] == [("crashing", "N64-fp32"), ("copy", "N63-fp32"), ("copy", "N64-fp32")]
+    assert all("CUDA context was lost at crashing N63-fp32" in s["reason"] for s in state.skipped)

@@ -193,6 +193,15 @@ class Bencher:
         if self.cuda:
             self.torch.cuda.synchronize()
 
+    def context_alive(self) -> bool:
+        """False after a sticky CUDA error (illegal address, ...): every later call would fail."""
+        try:
+            self.torch.cuda.synchronize()
+            self.torch.zeros(1, device="cuda").add_(1).item()
+        except Exception:  # noqa: BLE001
+            return False
+        return True
+
     def time(self, fn: Callable[[], Any], rotating: Callable[[], list] | None) -> Timing:
         from rooflinecli.bench.timing import time_cuda, time_wall_clock
 
@@ -345,7 +354,11 @@ def run_bench(
     bencher = Bencher(opts)
     t0 = time.monotonic()
     last_op = None
+    lost: str | None = None  # the CUDA context died (a sticky error): nothing after it can run
     for i, (op, case) in enumerate(plan):
+        if lost is not None:
+            state.skipped.append({"op": op.name, "case": case.id, "reason": lost})
+            continue
         if last_op is not None and op.name != last_op and on_op_done is not None:
             on_op_done(state)
         last_op = op.name
@@ -358,7 +371,10 @@ def run_bench(
         if reason is not None:
             state.skipped.append({"op": op.name, "case": case.id, "reason": reason})
             continue
-        state.rows.extend(bencher.bench_case(op, case))
+        rows = bencher.bench_case(op, case)
+        state.rows.extend(rows)
+        if bencher.cuda and any(not r.correct and "CUDA" in r.note for r in rows) and not bencher.context_alive():
+            lost = f"skipped: the CUDA context was lost at {op.name} {case.id} (a sticky CUDA error)"
     if on_op_done is not None:
         on_op_done(state)
     return state

@@ -155,6 +155,11 @@ def bench(
             progress.update(task, description=f"{op} {case_id}", completed=i, total=n)
 
         state = run_bench(opts, on_case=on_case, on_op_done=checkpoint)
+    if not cpu:  # clocks and temperature after the run, beside those before it
+        from rooflinecli.bench.environment import nvidia_smi_query
+
+        after = nvidia_smi_query()
+        env.update({f"{k}_end": after[k] for k in ("sm_clock_mhz", "mem_clock_mhz", "temperature_c") if k in after})
     results = make_results(opts, state, env, created, time.monotonic() - t0)
     results.save(out)
     failed = [r for r in results.rows if not r.correct]
