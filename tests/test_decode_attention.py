@@ -126,3 +126,52 @@ def test_cases():
     for c in full:
         _, bytes_ = OP.cost(c)
         assert 2e8 < bytes_ < 9e9, c.id
+
+
+# Lower every GPU autotune config (contiguous and paged) and the reduce kernel for sm_90 without a
+# GPU: shared memory within 227 KB and no register spills (cubin resource usage via cuobjdump).
+_COMPILE = """
+import json, os, re, subprocess, tempfile, torch, triton
+from kernels import decode_attention as da
+from kernels.testing import compile_for_gpu
+
+def stack_bytes(k):
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    return int(re.search(r"STACK:(\\d+)", out).group(1))
+
+rows = []
+bf, f32, i32 = (torch.empty(0, dtype=d) for d in (torch.bfloat16, torch.float32, torch.int32))
+for paged in (False, True):
+    for cfg in da._GPU_CONFIGS:
+        args = dict(Q=bf, K=bf, V=bf, Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32,
+                    stride_qb=4096, stride_qh=128, stride_kb=2048 if paged else 8 * 32768 * 128,
+                    stride_kh=128 if paged else 32768 * 128, stride_kn=1024 if paged else 128,
+                    stride_vb=2048 if paged else 8 * 32768 * 128, stride_vh=128 if paged else 32768 * 128,
+                    stride_vn=1024 if paged else 128, stride_bt=2048, stride_pb=32 * 8, stride_ph=8,
+                    stride_ab=32 * 8 * 128, stride_ah=8 * 128, stride_as=128,
+                    H_kv=8, GROUP=4, N_ctx=32768, chunk=4096, qk_scale=0.1,
+                    BLOCK_G=16, D=128, VARLEN=paged, PAGED=paged, PAGE_SIZE=16 if paged else 1, UPCAST=False, **cfg.kwargs)
+        k = compile_for_gpu(da._decode_attention_kernel, args, cfg.num_warps, cfg.num_stages)
+        rows.append({"name": f"paged={paged} {cfg}", "shared": k.metadata.shared, "stack": stack_bytes(k)})
+k = compile_for_gpu(da._decode_attention_reduce_kernel, dict(M_part=f32, L_part=f32, Acc_part=f32, O=bf,
+    stride_pb=256, stride_ph=8, stride_ab=32768, stride_ah=1024, stride_as=128, stride_ob=4096, stride_oh=128,
+    H=32, n_splits=8, BLOCK_D=128, BLOCK_S=64))
+rows.append({"name": "reduce", "shared": k.metadata.shared, "stack": stack_bytes(k)})
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile and autotune for real")
+def test_gpu_configs_compile_for_h100_h200():
+    import json
+
+    from kernels.testing import run_without_interpreter
+
+    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
+    assert len(rows) == 2 * len(da._GPU_CONFIGS) + 1
+    for row in rows:
+        assert row["shared"] <= 227 * 1024 and row["stack"] == 0, row

@@ -117,3 +117,48 @@ def test_cases_and_registry():
     assert all(OP.cost(c)[0] > 1e11 for c in OP.cases["full"])
     assert {c.params["D"] for c in OP.cases["full"]} == {64, 128}
     assert math.isclose(fa.LOG2E, 1 / math.log(2))
+
+
+# Lower every GPU autotune config for sm_90 (H100/H200) without a GPU: shared memory within the
+# 227 KB one block may use, and no register spills (ptxas resource usage of the cubin, read with the
+# wheel's cuobjdump). Causal D = 128 is the variant timed most; D = 64 non-causal once.
+_COMPILE = """
+import json, os, re, subprocess, tempfile, torch, triton
+from kernels import flash_attention as fa
+from kernels.testing import compile_for_gpu
+
+def stack_bytes(k):
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    return int(re.search(r"STACK:(\\d+)", out).group(1))
+
+rows = []
+variants = [(128, True, c) for c in fa._GPU_CONFIGS] + [(64, False, fa._GPU_CONFIGS[0])]
+for D, causal, cfg in variants:
+    t = torch.empty((1, 8, 1024, D), dtype=torch.bfloat16)
+    args = dict(Q=t, K=t, V=t, O=t, stride_qb=8 * 1024 * D, stride_qh=1024 * D, stride_qs=D,
+                stride_kb=8 * 1024 * D, stride_kh=1024 * D, stride_ks=D, stride_vb=8 * 1024 * D,
+                stride_vh=1024 * D, stride_vs=D, stride_ob=8 * 1024 * D, stride_oh=1024 * D, stride_os=D,
+                H=8, S=1024, GROUP=4, qk_scale=0.1, D=D, CAUSAL=causal, UPCAST=False, **cfg.kwargs)
+    k = compile_for_gpu(fa._flash_attention_kernel, args, cfg.num_warps, cfg.num_stages)
+    rows.append({"name": f"D{D} causal={causal} {cfg}", "shared": k.metadata.shared,
+                 "stack": stack_bytes(k), "mma": "mma" in k.asm["ptx"]})
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile and autotune for real")
+def test_gpu_configs_compile_for_h100_h200():
+    import json
+
+    from kernels.testing import run_without_interpreter
+
+    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
+    assert len(rows) == len(fa._GPU_CONFIGS) + 1
+    for row in rows:
+        assert row["shared"] <= 227 * 1024 and row["mma"], row
+    for row in rows[:-1]:
+        assert row["stack"] == 0, f"register spill: {row}"

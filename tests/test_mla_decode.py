@@ -114,3 +114,46 @@ def test_cases():
         p = c.params
         assert (p["H"], p["R"], p["P"]) == (128, 512, 64), c.id  # DeepSeek-V3
         assert 1e8 < OP.cost(c)[1] < 3e9, c.id
+
+
+# Lower every GPU autotune config (contiguous and paged) for sm_90 without a GPU at DeepSeek-V3's
+# dims: shared memory within 227 KB and no register spills (cubin resource usage via cuobjdump).
+_COMPILE = """
+import json, os, re, subprocess, tempfile, torch, triton
+from kernels import mla_decode as ml
+from kernels.testing import compile_for_gpu
+
+def stack_bytes(k):
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    return int(re.search(r"STACK:(\\d+)", out).group(1))
+
+rows = []
+bf, f32, i32 = (torch.empty(0, dtype=d) for d in (torch.bfloat16, torch.float32, torch.int32))
+for paged in (False, True):
+    for cfg in ml._GPU_CONFIGS:
+        args = dict(QL=bf, QR=bf, C=bf, Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32,
+                    stride_qlb=128 * 512, stride_qlh=512, stride_qrb=128 * 64, stride_qrh=64,
+                    stride_cb=64 * 576 if paged else 32768 * 576, stride_cn=576, stride_bt=512,
+                    stride_pb=128 * 8, stride_ph=8, stride_ab=128 * 8 * 512, stride_ah=8 * 512, stride_as=512,
+                    H=128, N_ctx=32768, chunk=4096, qk_scale=0.1, R=512, P=64,
+                    VARLEN=paged, PAGED=paged, PAGE_SIZE=64 if paged else 1, UPCAST=False, **cfg.kwargs)
+        k = compile_for_gpu(ml._mla_decode_kernel, args, cfg.num_warps, cfg.num_stages)
+        rows.append({"name": f"paged={paged} {cfg}", "shared": k.metadata.shared, "stack": stack_bytes(k)})
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile and autotune for real")
+def test_gpu_configs_compile_for_h100_h200():
+    import json
+
+    from kernels.testing import run_without_interpreter
+
+    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
+    assert len(rows) == 2 * len(mla._GPU_CONFIGS)
+    for row in rows:
+        assert row["shared"] <= 227 * 1024 and row["stack"] == 0, row

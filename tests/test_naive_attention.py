@@ -97,3 +97,35 @@ def test_cases_fit_memory():
         assert p["S"] <= 8192 and p["H"] == p["H_kv"]  # MHA: the traffic formula counts K/V per head
         square_bytes = 2 * p["B"] * p["H"] * p["S"] ** 2 * 2  # S and P in bf16
         assert square_bytes <= 4.3e9, c.id
+
+
+# Lower the GPU matmul and softmax kernels for sm_90 without a GPU (shared memory within 227 KB).
+_COMPILE = """
+import json, torch
+from kernels import naive_attention as na
+from kernels.testing import compile_for_gpu
+
+bf = torch.empty(0, dtype=torch.bfloat16)
+b = dict(na._MATMUL_BLOCKS_GPU)
+w, s = b.pop("num_warps"), b.pop("num_stages")
+S, D = 4096, 128
+args = dict(A=bf, Bm=bf, C=bf, stride_ab=32 * S * D, stride_ah=S * D, stride_am=D, stride_ak=1,
+            stride_bb=32 * S * D, stride_bh=S * D, stride_bk=1, stride_bn=D,
+            stride_cb=32 * S * S, stride_ch=S * S, stride_cm=S, stride_cn=1,
+            H=32, M=S, N=S, K=D, scale=0.1, GROUP=1, UPCAST=False, **b)
+rows = [compile_for_gpu(na._naive_attention_matmul_kernel, args, w, s).metadata.shared]
+for BN, warps in ((8192, 8), (1024, 4)):
+    args = dict(Sc=bf, P=bf, n_rows=32 * BN, N=BN, stride_row=BN, CAUSAL=True, ROWS=max(1, 2048 // BN), BLOCK_N=BN)
+    rows.append(compile_for_gpu(na._naive_attention_softmax_kernel, args, warps, 1).metadata.shared)
+print(json.dumps(rows))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile for real")
+def test_gpu_kernels_compile_for_h100_h200():
+    import json
+
+    from kernels.testing import run_without_interpreter
+
+    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
+    assert len(rows) == 3 and all(s <= 227 * 1024 for s in rows), rows
