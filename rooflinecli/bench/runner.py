@@ -431,10 +431,10 @@ def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
                 r.impl,
                 r.shape,
                 r.dtype,
-                f"{r.p50_s * 1e6:.1f}",
-                f"{r.achieved_tflops:.2f}" if r.achieved_tflops else "-",
-                f"{r.achieved_gb_per_s:.1f}" if r.achieved_gb_per_s else "-",
-                f"{r.pct_of_roof:.0f}" if r.pct_of_roof is not None else "-",
+                f"{r.p50_s * 1e6:.4g}",
+                f"{r.achieved_tflops:.4g}" if r.achieved_tflops else "-",
+                f"{r.achieved_gb_per_s:.4g}" if r.achieved_gb_per_s else "-",
+                f"{r.pct_of_roof:.3g}" if r.pct_of_roof is not None else "-",
                 r.method,
             ]
         )
