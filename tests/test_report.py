@@ -146,8 +146,7 @@ def test_roofline_figure_has_labelled_ceilings_ridges_and_every_op(default_repor
         assert any(dtype in n and "peak" in n for n in names), dtype
     assert any(n.startswith("HBM") and "(datasheet)" in n for n in names)
     assert any(n.startswith("L2") and "(estimate)" in n for n in names)
-    if getattr(spec, "smem_bandwidth_gb_per_s", None):
-        assert any(n.startswith("shared memory") for n in names)
+    assert spec.smem_bandwidth_gb_per_s and any(n.startswith("shared memory") and "(estimate)" in n for n in names)
     ridge = next(tr for tr in fig["data"] if tr.get("name", "").startswith("ridge points"))
     assert spec.ridge_point("bf16") in ridge["x"]
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"

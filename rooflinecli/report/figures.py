@@ -189,7 +189,7 @@ def roofline(d: dict[str, Any]):
         title,
         height=640,
         xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte of HBM traffic)"}, "range": [_log10(x_lo), _log10(x_hi)]},
-        yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}, "range": [_log10(y_lo), _log10(top / TFLOP * 2.5)]},
+        yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}, "range": [_log10(y_lo), _log10(top / TFLOP * 2.5)], "exponentformat": "power"},
         legend={"font": {"size": 10}, "x": 1.01, "y": 1},
         margin={"l": 70, "r": 20, "t": 60, "b": 60},
     )
