@@ -14,11 +14,12 @@
 # through the environment: T_TESTS, T_CALIBRATE, T_BENCH, T_E2E, T_FIT, T_VALIDATE.
 set -u
 
+OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
+case "$OUT_DIR" in /*) ;; *) OUT_DIR="$PWD/$OUT_DIR" ;; esac  # relative to where it was called from
 cd "$(dirname "$0")/.." || exit 2
 PY="${PYTHON:-python3}"
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
-OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
 
 # GPU_SUITE_CPU_DRYRUN=1 (tests only): the same stages on the CPU under the Triton interpreter, on
 # the kernels' tiny "test" cases (GPU_SUITE_KERNELS, default copy) and a tiny layer; no GPU check,
@@ -92,7 +93,7 @@ done
 if [ "$DRY" = 1 ]; then
     printf 'tests\tok (skipped in dry run)\t0\n' >>"$STAGES"
 elif [ ${#tests[@]} -gt 0 ]; then
-    run_stage tests "${T_TESTS:-100}" "$PY" -m pytest "${tests[@]}" -x -q -p no:cacheprovider
+    run_stage tests "${T_TESTS:-90}" "$PY" -m pytest "${tests[@]}" -x -q -p no:cacheprovider
 else
     printf 'tests\tno test files\t0\n' >>"$STAGES"
 fi
@@ -111,7 +112,7 @@ if [ -f "$RESULTS" ] && [ -f "$SPEC" ]; then
 fi
 
 # 5. one decoder layer end to end (adds extra.end_to_end to the results; creates them if bench failed)
-run_stage e2e "${T_E2E:-45}" $R e2e --results "$RESULTS" "${E2E_ARGS[@]}" "${MEASURED[@]}"
+run_stage e2e "${T_E2E:-60}" $R e2e --results "$RESULTS" "${E2E_ARGS[@]}" "${MEASURED[@]}"
 
 # 6. validation (its "fitted" column is fitted leave-one-shape-out, so it stays honest)
 if [ -f "$RESULTS" ]; then

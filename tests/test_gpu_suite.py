@@ -24,7 +24,8 @@ def _run(tmp_path, extra_env=None, timeout=240):
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "GPU_SUITE_CPU_DRYRUN")}
     env["PYTHON"] = sys.executable
     env.update(extra_env or {})
-    return subprocess.run(["bash", str(SCRIPT), str(tmp_path / "out")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
+    # a relative OUT_DIR is taken from the caller's directory (the script itself cd-s to the repo)
+    return subprocess.run(["bash", str(SCRIPT), "out"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=timeout)
 
 
 def test_without_gpu_one_line_and_exit_2(tmp_path):
