@@ -371,3 +371,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, message):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.output
     assert not (tmp_path / "reports").exists()
+
+
+def test_documented_sample_command_runs_and_matches_the_committed_sample(tmp_path, monkeypatch):
+    """docs/report.md's sample command (run from the repo root) makes a report with the same
+    sections and inputs as the committed reports/roofline-sample-cpu-run.html."""
+    repo = Path(__file__).resolve().parents[1]
+    doc = (repo / "docs" / "report.md").read_text()
+    cmd = re.search(r"^roofline report (--hw h200,h100-sxm --results .*?)$\n^\s+(--baseline .*?) --out (\S+)$", doc, re.M)
+    assert cmd, "sample command not found in docs/report.md"
+    sample = repo / cmd.group(3)
+    monkeypatch.chdir(repo)
+    args = (cmd.group(1).rstrip(" \\") + " " + cmd.group(2)).split()
+    page, data, _ = run_report(tmp_path, *args)
+    committed = sample.read_text(encoding="utf-8")
+    old = extract_report_data(committed)
+    sections = re.findall(r'<section id="([^"]+)">', page)
+    assert sections == re.findall(r'<section id="([^"]+)">', committed)
+    assert {"validation", "regress", "gpus"} <= set(sections)
+    assert old["inputs"] == data["inputs"] and old["schema"] == data["schema"]
+    assert old["validation"]["gpu_name"] == data["validation"]["gpu_name"] == "cpu (Triton interpreter)"
+    assert len(old["measured_points"]) == len(data["measured_points"]) > 0

@@ -207,7 +207,7 @@ def _validation(d: dict[str, Any]) -> str:
             Cell(_num(r["achieved_tflops"], ".4g"), r["achieved_tflops"]), Cell(_num(r["achieved_gb_per_s"], ",.0f"), r["achieved_gb_per_s"]),
             Cell(_us(r["predicted_datasheet_s"]), r["predicted_datasheet_s"]), Cell(_pct(r["error_datasheet"], True), r["error_datasheet"]),
             Cell(_us(r["predicted_measured_s"]), r["predicted_measured_s"]), Cell(_pct(r["error_measured"], True), r["error_measured"]),
-            Cell(_num(p.get("pct_of_roof"), ".0f"), p.get("pct_of_roof")), Cell(flag, 1 if flag else 0, "flag" if flag else ""),
+            Cell(_num(p.get("pct_of_roof"), ".3g"), p.get("pct_of_roof")), Cell(flag, 1 if flag else 0, "flag" if flag else ""),
         ])
     out.append(table(cols, rows, tid="validation-table"))
     if v.get("targets"):
