@@ -392,3 +392,17 @@ def test_documented_sample_command_runs_and_matches_the_committed_sample(tmp_pat
     assert old["inputs"] == data["inputs"] and old["schema"] == data["schema"]
     assert old["validation"]["gpu_name"] == data["validation"]["gpu_name"] == "cpu (Triton interpreter)"
     assert len(old["measured_points"]) == len(data["measured_points"]) > 0
+
+
+def test_preset_report_is_fast_and_small():
+    """Issue target: a preset model's report in under 3 s (data + figures + page, in process; the
+    CLI's start-up is measured by benchmarks/bench_report.py) and under 10 MB."""
+    import time
+
+    from rooflinecli.report import build_report_data, render_report
+
+    t0 = time.perf_counter()
+    page = render_report(build_report_data(get_model("deepseek-v3"), [get_spec("h200"), get_spec("h100-sxm")], Workload(batch=8, prompt_len=4096, gen_len=512, tp=8)))
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 3.0, f"{elapsed:.2f} s"
+    assert len(page.encode()) < 10e6

@@ -316,6 +316,19 @@ PLOT_JS = """
 """
 
 
+def _unplaced(d: dict[str, Any]) -> str:
+    """The caption's note of what a log-log FLOP/s chart cannot show (no FLOPs or no HBM bytes)."""
+    ops: dict[str, list[str]] = {}
+    for p in d["ops"]:
+        if not p["placed"]:
+            ops.setdefault(p["name"], []).append(p["phase"])
+    meas = sorted({f"{p['name']} {p['shape']}" for p in d["measured_points"] if not p["placed"]})
+    parts = [f"{n} ({', '.join(ph)})" for n, ph in ops.items()]
+    if meas:
+        parts.append(f"{len(meas)} measured row(s) without FLOPs (e.g. {meas[0]})")
+    return " Not on the chart (no FLOPs or no HBM bytes; see the tables): " + "; ".join(parts) + "." if parts else ""
+
+
 def render_page(d: dict[str, Any], figure_json: dict[str, str], plotly_js: str) -> str:
     """The whole page. ``figure_json``: figure id -> plotly JSON text; ``plotly_js``: the bundle."""
     m, gpu = d["model"], d["hardware"][0]
@@ -330,7 +343,7 @@ def render_page(d: dict[str, Any], figure_json: dict[str, str], plotly_js: str) 
         "Solid lines: datasheet ceilings (dotted: L2 / shared memory; labels say which figures are estimates); green dashed: measured ceilings. "
         "Circles: prefill ops, squares: decode ops (per decode step), marker area by share of the phase's time; FLOP/s at the predicted time, so an op "
         "below its roof pays launch overhead, communication or an efficiency < 1. Stars: measured kernels, joined to their predictions (open circles); "
-        "a red x marks a point above its roof.")))
+        "a red x marks a point above its roof." + _unplaced(d))))
     sections.append(("breakdown", "Time breakdown", fig("breakdown", "Share of each phase's predicted time per op category; hover for absolute times.")))
     sections.append(("kv", "KV cache vs weights", fig("kv-vs-weights") + fig("memory-vs-batch")))
     sections.append(("batch", "Batch sweep", fig("batch-sweep", "TPOT and decode throughput of one step at the middle of the generation; red: the step is compute-bound.")))
