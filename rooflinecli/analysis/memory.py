@@ -61,12 +61,15 @@ def kv_cache_bytes_per_gpu(cfg: ModelConfig, wl: Workload, context, batch):
 
 
 def activation_workspace_bytes_per_gpu(cfg: ModelConfig, wl: Workload, prompt_len, batch):
-    """Transient activations at the widest point of an unchunked prefill of ``batch`` x
-    ``prompt_len`` tokens: the residual stream plus the widest layer's input and output per token,
-    plus fp32 logits for the last token of each sequence. An estimate (engines chunk prefills)."""
+    """Transient activations at the widest point of a prefill of ``batch`` x ``prompt_len``
+    tokens, processed in chunks of at most ``wl.prefill_chunk_tokens`` tokens (None: all at once):
+    the residual stream plus the widest layer's input and output per token of a chunk, plus fp32
+    logits for the last token of each sequence. An estimate."""
     tp = wl.tp
     seqs = np.asarray(batch, dtype=float) / wl.attention_dp
     tokens = seqs * np.asarray(prompt_len, dtype=float)
+    if wl.prefill_chunk_tokens:
+        tokens = np.minimum(tokens, float(wl.prefill_chunk_tokens))
     widths = []
     for lin in P.attention_linears(cfg) + P.dense_mlp_linears(cfg) + P.shared_expert_linears(cfg):
         f_in, f_out = linear_split(cfg, lin, tp)
@@ -100,21 +103,27 @@ def memory_totals(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len
 
 def max_batch_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len: int, context: int) -> int:
     """Largest batch whose weights + KV (at ``context``) + workspace (prefill of ``prompt_len``)
-    fit one GPU; 0 when not even batch 1 fits. Memory is linear in batch apart from the paging
-    round-up, so the linear estimate is refined by a short exact search."""
+    fit one GPU; 0 when not even batch 1 fits. Memory grows monotonically with batch (linearly
+    apart from paging round-up and the chunked-prefill workspace cap), so: doubling, then bisection."""
     cap = spec.memory_capacity_bytes
 
-    def need(b):
-        return memory_totals(cfg, spec, wl, prompt_len, context, b)["total_bytes_per_gpu"]
+    def fits(b: int) -> bool:
+        return bool(memory_totals(cfg, spec, wl, prompt_len, context, float(b))["total_bytes_per_gpu"] <= cap)
 
-    w = weights_bytes_per_gpu(cfg, wl)
-    per_seq = float(need(1.0)) - w
-    if w + per_seq > cap:
+    if not fits(1):
         return 0
-    guess = int((cap - w) // per_seq) if per_seq > 0 else 1 << 40
-    cand = np.arange(max(1, guess - 2 * wl.attention_dp - 2), guess + 2 * wl.attention_dp + 3, dtype=float)
-    ok = cand[need(cand) <= cap]
-    return int(ok.max()) if ok.size else 1
+    lo, hi = 1, 2
+    while fits(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1 << 40:
+            return lo
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def max_context_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, batch: int, limit: int = 1 << 40) -> int | None:

@@ -48,6 +48,10 @@ class Workload:
     price_per_gpu_hour: float | None = None  # USD
     use_fitted_efficiency: bool = False  # take the spec's fitted {kind: {memory, compute}} table
     mla_decode: str = "absorbed"  # "absorbed" | "naive" (MLA models only)
+    #: memory only: engines prefill in chunks of at most this many tokens (vLLM's default token
+    #: budget is of this order), so the activation workspace is sized for one chunk; None sizes it
+    #: for the whole unchunked prefill. Prefill *time* is modelled unchunked either way.
+    prefill_chunk_tokens: int | None = 8192
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -98,6 +102,8 @@ def validate_workload(wl: Workload) -> Workload:
     whole(wl.weight_group_size, "weight group size", 1)
     if wl.kv_block_size is not None:
         whole(wl.kv_block_size, "--kv-block-size", 1)
+    if wl.prefill_chunk_tokens is not None:
+        whole(wl.prefill_chunk_tokens, "--prefill-chunk", 1)
     check_dtype(wl.compute_dtype, COMPUTE_DTYPES, "compute dtype (--dtype)")
     check_dtype(wl.weight_dtype, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
     wl.kv_bytes_per_element  # validates --kv-dtype / --kv-bits

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from rooflinecli.cli.options import HwOption, JsonOption
+from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 from rooflinecli.errors import RooflineError
 
 # ------------------------------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def speculative_cmd(
     model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.")] = None,
     hw: Annotated[str | None, typer.Option("--hw", help="GPU for the model's decode step time.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
-    context: Annotated[int, typer.Option("--context", help="Context tokens at the decode step.")] = 4096,
+    context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weight dtype.")] = "bf16",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
@@ -207,7 +207,7 @@ def speculative_cmd(
 
 
 def attention_io_cmd(
-    seq: Annotated[int, typer.Option("--seq", help="Sequence length N, tokens.")],
+    seq: Annotated[int, tokens_option("--seq", help="Sequence length N, tokens.")],
     head_dim: Annotated[int, typer.Option("--head-dim", help="Head dimension d.")],
     hw: HwOption = "h100-sxm",
     heads: Annotated[int, typer.Option("--heads", help="Attention heads.")] = 1,
@@ -277,7 +277,7 @@ def _positive(option: str, value: int) -> int:
 def kv_cmd(
     model: ModelOption,
     batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
-    context: Annotated[int, typer.Option("--context", help="Context tokens per sequence.")] = 8192,
+    context: Annotated[int, tokens_option("--context", help="Context tokens per sequence.")] = 8192,
     kv_dtype: KvDtypeOption = "bf16",
     kv_bits: KvBitsOption = None,
     kv_block_size: KvBlockOption = None,
@@ -344,7 +344,7 @@ def _kv_bpe(kv_dtype: str, kv_bits: float | None) -> float:
 def moe_cmd(
     model: ModelOption,
     batch: Annotated[str, typer.Option("--batch", help="Batch grid for the decode table (e.g. 1..1024:x2, 1,8,64).")] = "1..1024:x4",
-    context: Annotated[int, typer.Option("--context", help="Context tokens at the decode step.")] = 4096,
+    context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
     skew: Annotated[float, typer.Option("--skew", help="Routing skew >= 1: tokens behave as if spread over E/skew experts (1 = uniform).")] = 1.0,
     ep: EpOption = 1,
     tp: TpOption = 1,
@@ -438,8 +438,8 @@ def compare_cmd(
     hw: Annotated[str, typer.Option("--hw", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW")] = "h100-sxm",
     variants: Annotated[str | None, typer.Option("--variants", help="Compare attention variants instead: mha,gqa,mqa,mla,compressed.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
-    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens.")] = 2048,
-    gen: Annotated[int, typer.Option("--gen", help="Generated tokens.")] = 256,
+    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens.")] = 2048,
+    gen: Annotated[int, tokens_option("--gen", help="Generated tokens.")] = 256,
     dtype: DtypeOption = "bf16",
     weight_dtype: WeightDtypeOption = "bf16",
     kv_dtype: KvDtypeOption = "bf16",
@@ -498,8 +498,8 @@ def compare_cmd(
 
 def disagg_cmd(
     model: ModelOption,
-    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per request.")],
-    gen: Annotated[int, typer.Option("--gen", help="Generated tokens per request.")],
+    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per request.")],
+    gen: Annotated[int, tokens_option("--gen", help="Generated tokens per request.")],
     rate: Annotated[float, typer.Option("--rate", help="Requests per second to serve.")],
     ttft_target: Annotated[float, typer.Option("--ttft-target", help="Time-to-first-token target, seconds.")],
     tpot_target: Annotated[float, typer.Option("--tpot-target", help="Mean time-per-output-token target, seconds.")],

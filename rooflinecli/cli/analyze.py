@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rooflinecli.cli.options import HwOption, JsonOption
+from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 
 
 def _fmt():
@@ -31,8 +31,8 @@ def analyze_cmd(
     model: Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or a config.json path.")] = "llama-3-8b",
     hw: HwOption = "h100-sxm",
     batch: Annotated[int, typer.Option("--batch", help="Sequences in flight.")] = 1,
-    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
-    gen: Annotated[int, typer.Option("--gen", help="Generated tokens per sequence (decode steps at contexts prompt .. prompt+gen-1).")] = 256,
+    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
+    gen: Annotated[int, tokens_option("--gen", help="Generated tokens per sequence (decode steps at contexts prompt .. prompt+gen-1).")] = 256,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype; the GPU's peak for it is used (fp8 -> fp8 peak).")] = "bf16",
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weights: bf16, fp16, fp32, fp8, int8, int4 (with group scales).")] = "bf16",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
@@ -44,6 +44,7 @@ def analyze_cmd(
     launch_overhead_us: Annotated[float, typer.Option("--launch-overhead-us", help="Fixed cost per kernel launch, microseconds.")] = 0.0,
     price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour, for the cost per million output tokens.")] = None,
     kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
+    prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")] = 8192,
     expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1 (1 = uniform).")] = 1.0,
     mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.")] = "absorbed",
     weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
@@ -74,6 +75,7 @@ def analyze_cmd(
         launch_overhead_s=launch_overhead_us * 1e-6,
         expert_skew=expert_skew,
         kv_block_size=kv_block_size,
+        prefill_chunk_tokens=prefill_chunk or None,
         price_per_gpu_hour=price_per_gpu_hour,
         use_fitted_efficiency=fitted_efficiency,
         mla_decode=mla_decode,

@@ -16,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.cli.options import tokens_option
+
 from rooflinecli.errors import RooflineError
 
 
@@ -353,9 +355,9 @@ def e2e(
     hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one on file for the GPU).")] = None,
     prefill_batch: Annotated[int, typer.Option("--prefill-batch", help="Sequences in the prefill.")] = 1,
-    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per sequence in the prefill.")] = 2048,
+    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per sequence in the prefill.")] = 2048,
     batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 8,
-    context: Annotated[int, typer.Option("--context", help="Tokens in the KV cache at the decode step.")] = 4096,
+    context: Annotated[int, tokens_option("--context", help="Tokens in the KV cache at the decode step.")] = 4096,
     samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples (>= 10).")] = 10,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
     tiny: Annotated[bool, typer.Option("--tiny", hidden=True)] = False,

@@ -31,3 +31,24 @@ HwListOption = Annotated[
 ]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
+
+
+def parse_tokens(value) -> int:
+    """A token count: ``4096``, ``4k`` (k = 1024) or ``1.5k``; used by --prompt/--gen/--context/--seq."""
+    if isinstance(value, int):
+        return value
+    text = str(value).strip().lower()
+    scale = 1024 if text.endswith("k") else 1
+    number = text[:-1] if scale > 1 else text
+    try:
+        tokens = float(number) * scale
+    except ValueError:
+        raise typer.BadParameter(f"'{value}' is not a token count (e.g. 4096 or 32k, k = 1024)") from None
+    if tokens != int(tokens):
+        raise typer.BadParameter(f"'{value}' is not a whole number of tokens")
+    return int(tokens)
+
+
+def tokens_option(*names: str, help: str) -> typer.models.OptionInfo:  # noqa: A002 - typer's own word
+    """A Typer option for a token count that accepts a ``k`` suffix (``--prompt 32k``)."""
+    return typer.Option(*names, help=help + " Accepts a k suffix (32k = 32768).", parser=parse_tokens, metavar="TOKENS")
