@@ -400,8 +400,8 @@ def moe(d: dict[str, Any]):
         fig.update_xaxes(type="log", title_text="tokens in the step (decode: batch)", row=1, col=2)
         fig.update_yaxes(title_text=f"experts (of {et['num_routed_experts']}, top-{et['top_k']})", row=1, col=2)
     fig.update_yaxes(title_text="parameters (billions)", row=1, col=1)
-    kind = "MoE" if m["is_moe"] else "dense (every parameter is active)"
-    fig.update_layout(**_layout(f"Total vs active parameters ({kind}): {m['total_params'] / 1e9:,.3g} B total, {m['active_params'] / 1e9:,.3g} B active per token", barmode="group"))
+    kind = "MoE" if m["is_moe"] else "dense: every parameter is active"
+    fig.update_layout(**_layout(f"Total vs active parameters ({kind}), {m['total_params'] / 1e9:,.3g} B total, {m['active_params'] / 1e9:,.3g} B active per token", barmode="group"))
     return fig
 
 
