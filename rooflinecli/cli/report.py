@@ -13,15 +13,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from rooflinecli.cli.options import HwListOption
+from rooflinecli.cli.options import HwListOption, tokens_option
 
 
 def report_cmd(
     model: Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or a config.json path.")] = "llama-3-8b",
     hw: HwListOption = "h100-sxm",
     batch: Annotated[int, typer.Option("--batch", help="Sequences in flight.")] = 1,
-    prompt: Annotated[int, typer.Option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
-    gen: Annotated[int, typer.Option("--gen", help="Generated tokens per sequence.")] = 256,
+    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
+    gen: Annotated[int, tokens_option("--gen", help="Generated tokens per sequence.")] = 256,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype; the GPU's peak for it is used.")] = "bf16",
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weights: bf16, fp16, fp32, fp8, int8, int4.")] = "bf16",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
@@ -33,6 +33,7 @@ def report_cmd(
     launch_overhead_us: Annotated[float, typer.Option("--launch-overhead-us", help="Fixed cost per kernel launch, microseconds.")] = 0.0,
     price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour.")] = None,
     kv_block_size: Annotated[Optional[int], typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
+    prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")] = 8192,
     expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1 (1 = uniform).")] = 1.0,
     mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed or naive.")] = "absorbed",
     weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
@@ -59,7 +60,7 @@ def report_cmd(
     wl = Workload(
         batch=batch, prompt_len=prompt, gen_len=gen, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits,
         weight_group_size=weight_group_size, tp=tp, ep=ep, efficiency=parse_efficiency(efficiency), launch_overhead_s=launch_overhead_us * 1e-6,
-        expert_skew=expert_skew, kv_block_size=kv_block_size, price_per_gpu_hour=price_per_gpu_hour, use_fitted_efficiency=fitted_efficiency,
+        expert_skew=expert_skew, kv_block_size=kv_block_size, prefill_chunk_tokens=prefill_chunk or None, price_per_gpu_hour=price_per_gpu_hour, use_fitted_efficiency=fitted_efficiency,
         mla_decode=mla_decode,
     )
     validate_workload(wl)
