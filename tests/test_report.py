@@ -406,3 +406,19 @@ def test_preset_report_is_fast_and_small():
     elapsed = time.perf_counter() - t0
     assert elapsed < 3.0, f"{elapsed:.2f} s"
     assert len(page.encode()) < 10e6
+
+
+def test_report_takes_every_workload_option_of_analyze():
+    """`roofline report` keeps the workload options of `roofline analyze` (the issue: "workload
+    options as in analyze"), so a new analyze option fails here until report has it too."""
+    import inspect
+
+    from rooflinecli.cli.analyze import analyze_cmd
+    from rooflinecli.cli.report import report_cmd
+
+    analyze_opts = set(inspect.signature(analyze_cmd).parameters) - {"ops", "as_json", "hw"}
+    missing = analyze_opts - set(inspect.signature(report_cmd).parameters)
+    assert not missing, f"report lacks analyze's options: {sorted(missing)}"
+    r = runner.invoke(app, ["report", "--help"])
+    for opt in ("--prompt", "--prefill-chunk", "--results", "--baseline", "--measured-hw", "--out"):
+        assert opt in r.output
