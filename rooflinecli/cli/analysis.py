@@ -37,14 +37,9 @@ def _json_default(x):
 
 
 def _console():
-    """A rich console; 120 columns when writing to a pipe or file (rich would assume 80)."""
-    import os
-    import sys
+    from rooflinecli.cli.console import make_console
 
-    from rich.console import Console
-
-    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
-    return Console(highlight=False, width=width)
+    return make_console()
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]], caption: str | None = None):

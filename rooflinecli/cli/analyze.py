@@ -122,10 +122,10 @@ def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
 
 def render(a, show_ops: bool = True) -> None:
     """Rich summary and per-op tables of an ``Analysis``."""
-    from rich.console import Console
+    from rooflinecli.cli.console import make_console
 
     fmt_bytes, fmt_time, fmt_count = _fmt()
-    c = Console(highlight=False, soft_wrap=True)
+    c = make_console(soft_wrap=True)
     wl, cfg, spec = a.workload, a.model, a.spec
     par = f", TP {wl.tp}" + (f" x EP {wl.ep}" if wl.ep > 1 else "") + f" = {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
     c.print(

@@ -23,10 +23,9 @@ L2_VS_SMEM = (
 
 
 def _console():
-    from rich.console import Console
+    from rooflinecli.cli.console import make_console
 
-    # Wide enough for the tables when output is piped or captured; the terminal's width otherwise.
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False, emoji=False)
+    return make_console(markup=False, emoji=False)
 
 
 def _num(x: float, digits: int = 1) -> str:

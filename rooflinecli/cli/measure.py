@@ -28,7 +28,7 @@ class Suite(str, enum.Enum):
 
 
 def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set[int] | None = None) -> None:
-    from rich.console import Console
+    from rooflinecli.cli.console import make_console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -36,14 +36,7 @@ def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set
         table.add_column(h, justify="right" if right and i in right else "left", overflow="fold")
     for r in rows:
         table.add_row(*r)
-    Console(width=max(100, min(200, _terminal_width()))).print(table)
-
-
-def _terminal_width() -> int:
-    try:
-        return os.get_terminal_size().columns
-    except OSError:
-        return 160
+    make_console().print(table)
 
 
 def _use_cpu(device: str, allow_cpu: bool, cmd: str) -> bool:

@@ -84,15 +84,9 @@ def _bytes(n: float) -> str:
 
 
 def _console():
-    """A rich console; 120 columns when output is not a terminal (pipes, files, tests)."""
-    import os
+    from rooflinecli.cli.console import make_console
 
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(width=120)
-    return console
+    return make_console()
 
 
 def list_models(json_out: JsonOption = False) -> None:

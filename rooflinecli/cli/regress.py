@@ -12,16 +12,9 @@ _VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "inconclusive"
 
 
 def _console():
-    """Rich console; output that is not a terminal (CI logs, pipes) gets 160 columns unless COLUMNS
-    says otherwise, so kernel names are not folded into an 80-column log."""
-    import os
+    from rooflinecli.cli.console import make_console
 
-    from rich.console import Console
-
-    con = Console(highlight=False, soft_wrap=False)
-    if not con.is_terminal and not os.environ.get("COLUMNS"):
-        con = Console(highlight=False, soft_wrap=False, width=160)
-    return con
+    return make_console(soft_wrap=False)
 
 
 def _render_table(rep) -> None:
