@@ -93,11 +93,11 @@ def fmt_count(n: float) -> str:
 
 def rope_cmd(
     model: Annotated[str | None, typer.Option("--model", help="Model preset id or config.json path (gives base, rotary dim, trained context).")] = None,
-    target_context: Annotated[int | None, typer.Option("--target-context", help="Context to reach, tokens.")] = None,
+    target_context: Annotated[int | None, tokens_option("--target-context", help="Context to reach, tokens.")] = None,
     scale: Annotated[float | None, typer.Option("--scale", help="Stretch factor s instead of --target-context.")] = None,
     base: Annotated[float | None, typer.Option("--base", help="RoPE base (theta); default: the model's.")] = None,
     rotary_dim: Annotated[int | None, typer.Option("--rotary-dim", help="Rotated dims per head; default: the model's head dim (MLA: its RoPE dim).")] = None,
-    trained_context: Annotated[int | None, typer.Option("--trained-context", help="Trained context, tokens; default: the model's max_position_embeddings.")] = None,
+    trained_context: Annotated[int | None, tokens_option("--trained-context", help="Trained context, tokens; default: the model's max_position_embeddings.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """NTK-aware RoPE base for a context extension: base' = base * s^(D/(D-2))."""
