@@ -230,7 +230,7 @@ def test_mistral_7b_window_decode_and_prefill():
 def test_int4_weights_and_fp8_compute():
     """int4 weights with group-128 2-byte scales: 0.5 + 2/128 bytes per weight; fp8 compute uses
     the fp8 peak (1979 TFLOP/s) while activations stay 16-bit."""
-    cfg, spec = get_model("llama-3-8b"), get_spec("h100-sxm")
+    cfg, _spec = get_model("llama-3-8b"), get_spec("h100-sxm")
     ops = ops_by_name(cfg, Workload(1, 1024, 1, weight_dtype="int4"), "decode", 1, 1024)
     assert close(ops["attn.q"].weights_bytes, 32 * 4096 * 4096 * (0.5 + 2 / 128))
     assert close(ops["lm_head"].weights_bytes, 4096 * V * 2)  # LM head stays 16-bit

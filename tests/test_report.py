@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np

@@ -150,7 +150,7 @@ def fit_rows(seed: int = 0) -> list[ResultRow]:
     rows = []
     for M in (1, 4, 16, 64, 1024, 2048, 4096, 8192):
         f, b = formulas.gemm_flops(M, 8192, 8192), formulas.gemm_min_bytes(M, 8192, 8192, 2)
-        rows.append((f"gemm", f"M{M}", f, b, "gemm"))
+        rows.append(("gemm", f"M{M}", f, b, "gemm"))
     for S in (256, 512, 1024, 4096, 8192, 16384):
         f = formulas.attention_prefill_flops(1, 32, S, 128)
         rows.append(("flash_attention", f"S{S}", f, formulas.attention_qo_bytes(1, 32, S, 128, 2) * 2, "attention"))

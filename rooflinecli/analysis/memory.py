@@ -129,7 +129,6 @@ def max_batch_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prom
 def max_context_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, batch: int, limit: int = 1 << 40) -> int | None:
     """Longest context N (prompt of N tokens, KV cache of N) that fits at ``batch``; 0 when not
     even N = 1 fits; None when it still fits at ``limit`` (e.g. a tiny model)."""
-    cap = spec.memory_capacity_bytes
 
     def fits(n: float) -> bool:
         return bool(memory_totals(cfg, spec, wl, n, n, batch)["fits"])

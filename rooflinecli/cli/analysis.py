@@ -14,6 +14,8 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_time
+from rooflinecli.fmt import json_default as _json_default
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 from rooflinecli.errors import RooflineError
 
@@ -24,16 +26,6 @@ from rooflinecli.errors import RooflineError
 
 def _echo_json(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, default=_json_default))
-
-
-def _json_default(x):
-    import numpy as np
-
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(f"not JSON serializable: {type(x).__name__}")
 
 
 def _console():
@@ -56,34 +48,6 @@ def _table(title: str, columns: list[str], rows: list[list[str]], caption: str |
 def _warn(msg: str | None) -> None:
     if msg:
         typer.echo(msg, err=True)
-
-
-def fmt_bytes(n: float) -> str:
-    """Decimal units (GB = 1e9), as GPU datasheets print them."""
-    n = float(n)
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = float(s)
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
-
-
-def fmt_count(n: float) -> str:
-    n = float(n)
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.4g}{unit}"
-    return f"{n:.4g}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -352,7 +316,6 @@ def moe_cmd(
     """Mixture of experts: total vs active parameters, distinct experts touched per layer by the
     tokens of one step (uniform and skewed routing), decode bytes and time vs batch, and the
     per-GPU expert weights under expert parallelism."""
-    import numpy as np
 
     from rooflinecli import formulas
     from rooflinecli.hardware import get_spec

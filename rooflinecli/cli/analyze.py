@@ -8,23 +8,14 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.fmt import json_default
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 
 
 def _fmt():
-    from rooflinecli.cli.analysis import fmt_bytes, fmt_count, fmt_time
+    from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_time
 
     return fmt_bytes, fmt_time, fmt_count
-
-
-def _json_default(x):
-    import numpy as np
-
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(f"not JSON serializable: {type(x).__name__}")
 
 
 def analyze_cmd(
@@ -88,7 +79,7 @@ def analyze_cmd(
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
     if as_json:
-        typer.echo(json.dumps(a.to_json(), indent=2, default=_json_default))
+        typer.echo(json.dumps(a.to_json(), indent=2, default=json_default))
         return
     render(a, show_ops=ops)
 

@@ -8,6 +8,8 @@ text and nothing else. Axes carry their units; log axes where the quantity spans
 
 from __future__ import annotations
 
+from rooflinecli.fmt import fmt_si, fmt_time
+
 import html
 from typing import Any
 
@@ -22,25 +24,6 @@ GB = 1e9
 def t(s: Any) -> str:
     """A user-provided string, escaped for plotly's text renderer."""
     return html.escape(str(s), quote=False)
-
-
-def _si(x: float | None, unit: str, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    for f, p in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= f:
-            return f"{x / f:.{digits}g} {p}{unit}"
-    return f"{x:.{digits}g} {unit}"
-
-
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 1:
-        return f"{s:.3g} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
 
 
 def _layout(title: str, **kw) -> dict[str, Any]:
@@ -206,9 +189,9 @@ def _op_hover(p: dict[str, Any]) -> str:
     return (
         f"<b>{t(p['name'])}</b> ({p['phase']}, {p['kind']}, {p['layers']} layer(s))<br>"
         f"AI {p['arithmetic_intensity_flop_per_byte']:,.3g} FLOP/byte<br>"
-        f"{_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted, {p['pct_of_roof']:.0f}% of roof<br>"
+        f"{fmt_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted, {p['pct_of_roof']:.0f}% of roof<br>"
         f"time {fmt_time(p['time_s'])} ({p['share_of_phase']:.1%} of {p['phase']})<br>"
-        f"FLOPs {_si(p['flops'], 'FLOP')}, bytes {_si(p['bytes'], 'B')}<br>{p['bound']}-bound"
+        f"FLOPs {fmt_si(p['flops'], 'FLOP')}, bytes {fmt_si(p['bytes'], 'B')}<br>{p['bound']}-bound"
     )
 
 
@@ -217,8 +200,8 @@ def _measured_hover(p: dict[str, Any], predicted: bool = False) -> str:
     pct = "-" if p["pct_of_roof"] is None else f"{p['pct_of_roof']:.0f}%"
     body = (
         f"AI {p['arithmetic_intensity_flop_per_byte']:,.3g} FLOP/byte<br>"
-        f"measured {fmt_time(p['measured_s'])}: {_si(p['measured_flops_per_s'], 'FLOP/s')}<br>"
-        f"predicted {fmt_time(p['predicted_s'])}: {_si(p['predicted_flops_per_s'], 'FLOP/s')}<br>"
+        f"measured {fmt_time(p['measured_s'])}: {fmt_si(p['measured_flops_per_s'], 'FLOP/s')}<br>"
+        f"predicted {fmt_time(p['predicted_s'])}: {fmt_si(p['predicted_flops_per_s'], 'FLOP/s')}<br>"
         f"{t(p['bound'])}-bound, {pct} of roof"
     )
     if p["above_roof"]:

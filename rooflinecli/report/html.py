@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+from rooflinecli.fmt import fmt_bytes, fmt_si
+
 import html
 import json
 from typing import Any
 
-from .figures import fmt_time
+from rooflinecli.fmt import fmt_time
 
 
 def e(x: Any) -> str:
@@ -33,24 +35,6 @@ def safe_json(obj: Any) -> str:
     return (
         text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     )
-
-
-def _bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for f, u in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
-        if abs(n) >= f:
-            return f"{n / f:.3g} {u}"
-    return f"{n:.3g} B"
-
-
-def _count(n: float | None, unit: str = "") -> str:
-    if n is None:
-        return "-"
-    for f, u in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= f:
-            return f"{n / f:.3g} {u}{unit}"
-    return f"{n:.3g} {unit}".strip()
 
 
 def _pct(x: float | None, signed: bool = False) -> str:
@@ -121,7 +105,7 @@ def _summary(d: dict[str, Any]) -> str:
          + (f"batch {cb:,} for the whole step" if cb else "whole step: never up to batch 65,536")
          + f" (context {a['decode_compute_bound_context']:,})"),
         ("KV read = weight read at", f"context {a['kv_crossover_context']:,.0f}" if a["kv_crossover_context"] else "never"),
-        ("memory per GPU", f"weights {_bytes(mem['weights_bytes'])} + KV {_bytes(mem['kv_cache_bytes'])} + workspace {_bytes(mem['activation_workspace_bytes'])} = {_bytes(mem['total_bytes_per_gpu'])} of {_bytes(mem['capacity_bytes_per_gpu'])}: {'fits' if mem['fits'] else 'DOES NOT FIT'}"),
+        ("memory per GPU", f"weights {fmt_bytes(mem['weights_bytes'])} + KV {fmt_bytes(mem['kv_cache_bytes'])} + workspace {fmt_bytes(mem['activation_workspace_bytes'])} = {fmt_bytes(mem['total_bytes_per_gpu'])} of {fmt_bytes(mem['capacity_bytes_per_gpu'])}: {'fits' if mem['fits'] else 'DOES NOT FIT'}"),
     ]
     if a.get("cost_per_million_output_tokens_usd") is not None:
         pairs.append(("cost", f"USD {a['cost_per_million_output_tokens_usd']:,.3g} per million output tokens"))
@@ -135,8 +119,8 @@ def _ops_table(d: dict[str, Any]) -> str:
     for p in d["ops"]:
         rows.append([
             p["phase"], p["name"], p["category"], p["kind"], Cell(p["layers"], p["layers"]),
-            Cell(_count(p["flops"], "FLOP"), p["flops"]), Cell(_bytes(p["bytes"]), p["bytes"]), Cell(_bytes(p["weights_bytes"]), p["weights_bytes"]),
-            Cell(_bytes(p["kv_bytes"]), p["kv_bytes"]), Cell(_bytes(p["activation_bytes"]), p["activation_bytes"]),
+            Cell(fmt_si(p["flops"], "FLOP"), p["flops"]), Cell(fmt_bytes(p["bytes"]), p["bytes"]), Cell(fmt_bytes(p["weights_bytes"]), p["weights_bytes"]),
+            Cell(fmt_bytes(p["kv_bytes"]), p["kv_bytes"]), Cell(fmt_bytes(p["activation_bytes"]), p["activation_bytes"]),
             Cell(_num(p["arithmetic_intensity_flop_per_byte"]), p["arithmetic_intensity_flop_per_byte"]),
             Cell(fmt_time(p["time_s"]), p["time_s"]), Cell(_pct(p["share_of_phase"]), p["share_of_phase"]),
             Cell(_num(p["pct_of_roof"], ".0f") + ("%" if p["pct_of_roof"] is not None else ""), p["pct_of_roof"]), p["bound"],
@@ -148,7 +132,7 @@ def _variants_table(d: dict[str, Any]) -> str:
     v = d["attention_variants"]
     cols = ["variant", "attention", "KV bytes/token", f"KV cache at {v['context']:,}", "vs configured", "KV = weights at context", "TTFT", "TPOT", "decode tokens/s per GPU", "fits"]
     rows = [[
-        r["variant"], r["attention"], Cell(_bytes(r["kv_bytes_per_token"]), r["kv_bytes_per_token"]), Cell(_bytes(r["kv_cache_bytes"]), r["kv_cache_bytes"]),
+        r["variant"], r["attention"], Cell(fmt_bytes(r["kv_bytes_per_token"]), r["kv_bytes_per_token"]), Cell(fmt_bytes(r["kv_cache_bytes"]), r["kv_cache_bytes"]),
         Cell(_num(r["kv_cache_vs_configured"], ".3g") + "x" if r["kv_cache_vs_configured"] is not None else "-", r["kv_cache_vs_configured"]),
         Cell(f"{r['crossover_context_tokens']:,.0f}" if r["crossover_context_tokens"] else "never", r["crossover_context_tokens"]),
         Cell(fmt_time(r["ttft_s"]), r["ttft_s"]), Cell(fmt_time(r["tpot_s"]), r["tpot_s"]),
@@ -176,7 +160,7 @@ def _gpus_table(d: dict[str, Any]) -> str:
     rows = [[
         g["hw"], g["name"], g["kind"], Cell(fmt_time(g["ttft_s"]), g["ttft_s"]), Cell(fmt_time(g["tpot_s"]), g["tpot_s"]),
         Cell(f"{g['tokens_per_s_per_gpu']:,.0f}", g["tokens_per_s_per_gpu"]), Cell(f"{g['ridge_point_flop_per_byte']:,.0f}", g["ridge_point_flop_per_byte"]),
-        Cell(f"{_bytes(g['total_bytes_per_gpu'])} of {_bytes(g['memory_capacity_bytes'])}", g["total_bytes_per_gpu"]), "yes" if g["fits"] else "no",
+        Cell(f"{fmt_bytes(g['total_bytes_per_gpu'])} of {fmt_bytes(g['memory_capacity_bytes'])}", g["total_bytes_per_gpu"]), "yes" if g["fits"] else "no",
         Cell(f"{g['decode_compute_bound_batch']:,}" if g["decode_compute_bound_batch"] else "never", g["decode_compute_bound_batch"]),
     ] for g in d["gpus"]]
     return table(cols, rows)
@@ -253,7 +237,7 @@ def _inputs(d: dict[str, Any]) -> str:
     pairs = [(k, v) for k, v in d["inputs"].items()]
     pairs += [("model source", m["source"]), ("model type", m["model_type"]),
               ("model shape", f"{m['num_layers']} layers, d={m['hidden_size']}, {m['num_heads']} heads, {m['num_kv_heads']} KV heads x {m['head_dim']}, vocab {m['vocab_size']:,}"),
-              ("KV bytes per token", _bytes(m["kv_bytes_per_token"]))]
+              ("KV bytes per token", fmt_bytes(m["kv_bytes_per_token"]))]
     pairs += [(f"workload.{k}", v) for k, v in a["workload"].items()]
     out = [kv_table(pairs), "<h3>Hardware specs</h3>"]
     specs = list(d["hardware"]) + ([d["measured_hardware"]] if d["measured_hardware"] else [])

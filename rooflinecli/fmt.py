@@ -1,0 +1,60 @@
+"""Human-readable numbers for tables and reports: one definition of each format.
+
+Bytes use decimal units (GB = 1e9), as GPU datasheets print them; times pick s / ms / us.
+"""
+
+from __future__ import annotations
+
+
+def fmt_bytes(n: float | None) -> str:
+    """``1.5e9`` -> ``"1.5 GB"`` (decimal units); None -> ``"-"``."""
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_time(s: float | None) -> str:
+    """Seconds as ``"3.2 s"``, ``"4.52 ms"`` or ``"70.2 us"``; None -> ``"-"``."""
+    if s is None:
+        return "-"
+    s = float(s)
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def fmt_count(n: float) -> str:
+    """A bare count with a T/B/M/k suffix: ``1.1e12`` -> ``"1.1T"``."""
+    n = float(n)
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.4g}{unit}"
+    return f"{n:.4g}"
+
+
+def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
+    """A quantity with an SI prefix and its unit: ``fmt_si(7.9e14, "FLOP/s")`` -> ``"790 TFLOP/s"``."""
+    if x is None:
+        return "-"
+    x = float(x)
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g} {prefix}{unit}"
+    return f"{x:.{digits}g} {unit}".strip()
+
+
+def json_default(x):
+    """``json.dumps(default=...)`` for numpy scalars and arrays (numpy imported only if needed)."""
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serializable: {type(x).__name__}")
