@@ -85,7 +85,7 @@ def bench(
     hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (id or path) for predictions (default: the one on file for the GPU).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each kernel).")] = Path("results.json"),
-    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10).")] = 10,
+    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10; 20 by default, which the regression gate needs to catch a 10% slowdown in >= 95% of runs).")] = 20,
     target_ms: Annotated[float, typer.Option("--target-ms", help="Timing budget per kernel, shape and impl, milliseconds.")] = 250.0,
     time_budget_s: Annotated[float | None, typer.Option("--time-budget-s", help="Start no new case after this many seconds; the rest are recorded as skipped.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
