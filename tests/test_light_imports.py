@@ -1,0 +1,52 @@
+"""The analytical commands must start fast: none of them may import torch, triton, pandas or plotly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("torch", "triton", "pandas", "plotly")
+
+COMMANDS = [
+    "analyze --json",
+    "analyze --model deepseek-v3 --hw h200 --tp 8 --ep 8 --weight-dtype fp8 --batch 64",
+    "kv --model deepseek-v3 --json",
+    "moe --model mixtral-8x7b --json",
+    "attention-io --seq 4096 --head-dim 128 --json",
+    "compare --model llama-3-8b --hw h100-sxm,h200 --json",
+    "rope --model llama-3-8b --target-context 32k --json",
+    "speculative -k 3 --acceptance 0.8 --json",
+    "disagg --model llama-3-8b --prompt 1k --gen 128 --rate 5 --ttft-target 0.5 --tpot-target 0.05 --json",
+    "model show llama-3-70b --json",
+    "model list",
+    "hw show h200 --json",
+    "hw list",
+]
+
+PROBE = """
+import runpy, sys
+sys.argv = ["roofline", *sys.argv[1:]]
+try:
+    runpy.run_module("rooflinecli", run_name="__main__")
+except SystemExit as e:
+    code = e.code or 0
+else:
+    code = 0
+heavy = [m for m in %r if m in sys.modules]
+sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
+sys.exit(code)
+""" % (HEAVY,)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.split(" --")[0].replace(" ", "-"))
+def test_analytical_command_imports_nothing_heavy(command):
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *command.split()], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY=")][-1]
+    assert line == "HEAVY=", f"`roofline {command}` imported {line[6:]}"
