@@ -50,3 +50,25 @@ def test_analytical_command_imports_nothing_heavy(command):
     assert proc.returncode == 0, proc.stderr
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY=")][-1]
     assert line == "HEAVY=", f"`roofline {command}` imported {line[6:]}"
+
+
+def test_every_command_is_mapped_to_the_module_that_registers_it():
+    """`roofline X` builds only X's module (start-up time); the map must name every command."""
+    from rooflinecli.cli import COMMAND_MODULE, MODULES, build_app
+
+    for module in MODULES:
+        sub = build_app((module,))
+        names = [c.name or c.callback.__name__ for c in sub.registered_commands] + [g.name for g in sub.registered_groups]
+        assert names, f"module {module} registers nothing"
+        for name in names:
+            assert COMMAND_MODULE.get(name) == module, f"command '{name}' of module {module} is not in COMMAND_MODULE"
+    full = build_app()
+    total = len(full.registered_commands) + len(full.registered_groups)
+    assert total == len(COMMAND_MODULE)
+
+
+def test_console_script_runs_a_command_and_prints_help():
+    for args, needle in ((["model", "show", "gpt2", "--json"], '"num_layers": 12'), (["--help"], "regress")):
+        proc = subprocess.run([sys.executable, "-m", "rooflinecli", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert needle in proc.stdout

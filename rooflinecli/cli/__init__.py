@@ -13,16 +13,6 @@ import typer
 
 from rooflinecli.errors import RooflineError
 
-app = typer.Typer(
-    name="roofline",
-    help="How fast an LLM should run on a GPU: roofline model of prefill and decode, checked against Triton kernels timed on real hardware.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
 
 def _version_callback(value: bool) -> None:
     if value:
@@ -32,7 +22,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True, callback=_version_callback),
 ) -> None:
@@ -65,17 +54,63 @@ def _wrap_all(t: typer.Typer) -> None:
             _wrap_all(group.typer_instance)
 
 
-def _register() -> None:
-    from rooflinecli.cli import analysis, analyze, hw, measure, model, regress, report, sweep
+#: command modules, in help order; each exposes ``register(app)``
+MODULES: tuple[str, ...] = ("hw", "model", "analyze", "analysis", "sweep", "measure", "report", "regress")
 
-    for module in (hw, model, analyze, analysis, sweep, measure, report, regress):
-        module.register(app)
+#: which module registers each top-level command (a test checks this against the full app), so that
+#: ``roofline model show ...`` builds only the ``model`` commands: Typer inspects every registered
+#: command's signature when it starts, which costs start-up time for nothing.
+COMMAND_MODULE: dict[str, str] = {
+    "hw": "hw",
+    "model": "model",
+    "analyze": "analyze",
+    **{c: "analysis" for c in ("kv", "moe", "attention-io", "compare", "rope", "speculative", "disagg")},
+    "sweep": "sweep",
+    **{c: "measure" for c in ("bench", "calibrate", "validate", "e2e")},
+    "report": "report",
+    **{c: "regress" for c in ("regress", "golden", "baseline")},
+}
+
+
+def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
+    """The ``roofline`` Typer app with the commands of ``modules`` registered and wrapped."""
+    import importlib
+
+    app = typer.Typer(
+        name="roofline",
+        help="How fast an LLM should run on a GPU: roofline model of prefill and decode, checked against Triton kernels timed on real hardware.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(_root)
+    for name in modules:
+        importlib.import_module(f"rooflinecli.cli.{name}").register(app)
     _wrap_all(app)
+    return app
 
 
-_register()
+def _modules_for(argv: list[str]) -> tuple[str, ...]:
+    """Only the module of the command being run; every module for help or an unknown command."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMAND_MODULE and not any(a in ("-h", "--help") for a in argv[: argv.index(first)]):
+        return (COMMAND_MODULE[first],)
+    return MODULES
+
+
+def __getattr__(name: str):
+    """``rooflinecli.cli.app``: the full app (tests and ``CliRunner`` use it), built on first use."""
+    if name == "app":
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point (``roofline``) and ``python -m rooflinecli``."""
-    app()
+    import sys
+
+    build_app(_modules_for(sys.argv[1:]))(prog_name="roofline")
