@@ -244,10 +244,13 @@ def test_tensor_parallel_split_and_allreduce():
     ops = ops_by_name(cfg, Workload(1, 1024, 1, tp=4), "decode", 1, 1024)
     assert close(ops["attn.q"].weights_bytes, 32 * 4096 * 1024 * 2)  # 32 heads / 4
     assert close(ops["attn.core"].kv_read_bytes, 32 * 2 * 2 * 128 * 1024 * 2)  # 8 KV heads / 4 = 2
-    # two ring all-reduces per layer of T*d*2 bytes: 2*(p-1)/p * n / link
-    ar = 2 * 3 / 4 * 4096 * 2 / spec.gpu_link_bytes_per_s
-    assert close(ops["comm.tp_allreduce.attn"].comm_time_s, 32 * ar)
-    assert close(ops["comm.tp_allreduce.mlp"].comm_time_s, 32 * ar)
+    # two ring all-reduces per layer of n = T*d*2 bytes: each GPU sends 2*(p-1)/p * n at the link's
+    # one-way bandwidth (the spec's 900 GB/s NVLink figure counts both directions: 450 GB/s each way)
+    assert spec.gpu_link_bytes_per_s == 900e9
+    sent = 2 * 3 / 4 * 4096 * 2
+    assert close(ops["comm.tp_allreduce.attn"].comm_bytes, 32 * sent)
+    assert close(ops["comm.tp_allreduce.attn"].comm_time_s, 32 * sent / 450e9)
+    assert close(ops["comm.tp_allreduce.mlp"].comm_time_s, 32 * sent / 450e9)
     # tp 16 > 8 KV heads: each GPU keeps one KV head
     ops16 = ops_by_name(cfg, Workload(1, 1024, 1, tp=16), "decode", 1, 1024)
     assert close(ops16["attn.core"].kv_read_bytes, 32 * 2 * 1 * 128 * 1024 * 2)
@@ -262,6 +265,11 @@ def test_expert_parallel_bytes(skew):
     ops = ops_by_name(cfg, Workload(B, 1024, 1, tp=8, ep=8, expert_skew=skew), "decode", B, 1024)
     touched = formulas.expected_experts_touched(256, 8, B, skew)
     assert close(ops["moe.expert_up"].weights_bytes, 58 * touched * 7168 * 2048 * 2 / 8)
+    # dispatch + combine: each GPU holds B/8 tokens x top-8 copies of d = 7168 at 2 bytes and sends
+    # 7/8 of them, twice, at 450 GB/s one way
+    a2a = 64 / 8 * 8 * 7168 * 2
+    assert close(ops["comm.ep_all_to_all"].comm_bytes, 58 * 2 * 7 / 8 * a2a)
+    assert close(ops["comm.ep_all_to_all"].comm_time_s, 58 * 2 * 7 / 8 * a2a / 450e9)
     if skew > 1:
         assert touched < formulas.expected_experts_touched(256, 8, B, 1.0)
 

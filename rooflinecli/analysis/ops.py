@@ -96,6 +96,13 @@ def kv_cache_fraction_per_gpu(cfg: ModelConfig, tp: int) -> float:
     return kv_heads_per_gpu(cfg, tp) / cfg.num_kv_heads
 
 
+def link_bytes_per_s_one_way(spec: HardwareSpec) -> float:
+    """Bandwidth one GPU sends at over its links: half the spec's ``gpu_link_gb_per_s``, which
+    counts both directions (NVLink 4: 900 GB/s = 450 each way). A ring all-reduce or an
+    all-to-all sends and receives at once, so its time is bytes sent / this."""
+    return spec.gpu_link_bytes_per_s / 2.0
+
+
 def weight_bytes(n_params, wl: Workload, quantized: bool = True):
     """Bytes of ``n_params`` weights: ``weight_dtype`` (int4 with one 2-byte scale per group via
     ``formulas.quantized_weight_bytes``) when ``quantized``, else 16-bit (32 for fp32 runs)."""
@@ -326,7 +333,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
     b_a = wl.act_bytes_per_element
     d = cfg.hidden_size
     L = cfg.num_layers
-    link = spec.gpu_link_bytes_per_s
+    link = link_bytes_per_s_one_way(spec)
     G, tp = wl.num_gpus, wl.tp
     seqs = batch / wl.attention_dp  # sequences each GPU attends for
     tokens_total = batch * context if phase == "prefill" else batch  # tokens of the step, whole replica
@@ -460,9 +467,9 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                         kind="comm",
                         group="all" if n == L else "dense",
                         layers=n,
-                        comm_bytes=ar_bytes,
+                        comm_bytes=2.0 * (tp - 1) / tp * ar_bytes,  # what each GPU sends in the ring
                         comm_time_s=F.ring_allreduce_time_s(ar_bytes, tp, link),
-                        note=f"ring all-reduce of T*d over {tp} GPUs",
+                        note=f"ring all-reduce of T*d over {tp} GPUs, {link / 1e9:.0f} GB/s each way",
                     )
                 )
     if wl.ep > 1 and "moe" in groups:
@@ -474,7 +481,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                 kind="comm",
                 group="moe",
                 layers=Lm,
-                comm_bytes=2 * a2a_bytes,
+                comm_bytes=2 * (wl.ep - 1) / wl.ep * a2a_bytes,  # each GPU sends all but its own share, twice
                 comm_time_s=2 * F.all_to_all_time_s(a2a_bytes, wl.ep, link),
                 kernels=2,
                 note=f"dispatch + combine over {wl.ep} GPUs",
