@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflinecli.errors import RooflineError
-from rooflinecli.regress import _gpu_of, gpu_slug
+from rooflinecli.regress import _gpu_of, gpu_slug, writing_output
 from rooflinecli.results import ResultRow, Results, load_results, quantiles_s
 
 DEFAULT_DIR = "reports/baselines"
@@ -159,7 +159,8 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
         measured_spec=newest.get("measured_spec"),
         extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
     )
-    base.save(path)
+    with writing_output("baseline", path):
+        base.save(path)
     return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
 
 

@@ -140,5 +140,8 @@ def write_golden(path: str | Path) -> dict[str, Any]:
     from rooflinecli.atomic import write_json_atomic
 
     data = compute_golden()
-    write_json_atomic(path, data)
+    try:
+        write_json_atomic(path, data)
+    except OSError as e:  # a folder in the way, no permission: one line, exit 2
+        raise RooflineError(f"--path {path}: cannot write: {e.strerror or e}") from None
     return data

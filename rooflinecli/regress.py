@@ -22,6 +22,7 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -490,22 +491,36 @@ def render_junit(rep: RegressReport) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+@contextmanager
+def writing_output(what: str, path: str | Path):
+    """A failed write (a folder in the way, no permission) is a one-line error naming the option,
+    never a traceback: exit 1 must mean a regression and nothing else."""
+    try:
+        yield
+    except OSError as e:
+        raise RooflineError(f"{what} {path}: cannot write: {e.strerror or e}") from None
+
+
 def write_outputs(rep: RegressReport, markdown: str | Path | None = None, junit: str | Path | None = None, json_path: str | Path | None = None, step_summary: bool = True) -> list[Path]:
     """Write the requested outputs atomically; append the Markdown to $GITHUB_STEP_SUMMARY when set."""
     written = []
     md = None
-    if markdown is not None or (step_summary and os.environ.get("GITHUB_STEP_SUMMARY")):
+    summary = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
+    if markdown is not None or summary:
         md = rep.to_markdown()
     if markdown is not None:
-        written.append(write_text_atomic(markdown, md))
+        with writing_output("--markdown", markdown):
+            written.append(write_text_atomic(markdown, md))
     if junit is not None:
-        written.append(write_text_atomic(junit, rep.to_junit_xml()))
+        with writing_output("--junit", junit):
+            written.append(write_text_atomic(junit, rep.to_junit_xml()))
     if json_path is not None:
-        written.append(write_json_atomic(json_path, rep.to_json()))
-    summary = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
+        with writing_output("--json", json_path):
+            written.append(write_json_atomic(json_path, rep.to_json()))
     if summary:
         p = Path(summary)
-        old = p.read_text(encoding="utf-8") if p.exists() else ""
-        sep = "" if not old or old.endswith("\n") else "\n"
-        written.append(write_text_atomic(p, old + sep + md))
+        with writing_output("$GITHUB_STEP_SUMMARY", p):
+            old = p.read_text(encoding="utf-8") if p.exists() else ""
+            sep = "" if not old or old.endswith("\n") else "\n"
+            written.append(write_text_atomic(p, old + sep + md))
     return written

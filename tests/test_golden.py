@@ -73,3 +73,5 @@ def test_a_moved_number_is_reported_with_its_key_and_the_command(tmp_path, reuse
     assert golden.check_golden(tmp_path / "fresh.json") == []
     r = runner.invoke(app, ["golden", "--path", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and r.output.startswith("error: ") and "roofline golden --update" in r.output
+    r = runner.invoke(app, ["golden", "--path", str(tmp_path), "--update"])  # a folder in the way
+    assert r.exit_code == 2 and r.output == f"error: --path {tmp_path}: cannot write: Is a directory\n"

@@ -278,3 +278,24 @@ def test_example_workflow_uses_real_commands_and_options():
         assert r.exit_code == 0, (path, r.output)
         for opt in (w for w in words if w.startswith("--")):
             assert opt in r.output, f"`roofline {' '.join(path)}` has no option {opt}"
+
+
+@pytest.mark.parametrize("option", ["--markdown", "--junit", "--json", "GITHUB_STEP_SUMMARY"])
+def test_an_output_that_cannot_be_written_is_exit_2_not_a_regression(files, tmp_path, monkeypatch, option):
+    """Exit 1 means a regression to CI: a failed write (here a folder where the file should go) must
+    be a one-line error with exit 2, even when the comparison itself found a regression."""
+    in_the_way = tmp_path / "in_the_way"
+    in_the_way.mkdir()
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    args = ["regress", str(files["base"]), str(files["slow"]), "-q"]
+    if option == "GITHUB_STEP_SUMMARY":
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(in_the_way))
+    else:
+        args += [option, str(in_the_way)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("error: ")]
+    shown = "$GITHUB_STEP_SUMMARY" if option == "GITHUB_STEP_SUMMARY" else option
+    assert errors == [f"error: {shown} {in_the_way}: cannot write: Is a directory"]
+    assert in_the_way.is_dir() and not list(tmp_path.glob(".in_the_way*"))  # nothing half-written left behind

@@ -108,3 +108,12 @@ def test_show_path_and_regress_against_baseline(tmp_path):
     slow_down(load_results(new), 1.15, keys=[KEY]).save(tmp_path / "slow.json")
     r = runner.invoke(app, ["regress", str(bdir / "nvidia-h200.json"), str(tmp_path / "slow.json"), "-q"])
     assert r.exit_code == 1 and "1 regression(s)" in r.output
+
+
+def test_unwritable_baseline_folder_is_one_line_exit_2(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    blocker = tmp_path / "file_not_folder"
+    blocker.write_text("x")
+    r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(blocker)])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: baseline {blocker / 'nvidia-h200.json'}: cannot write") and r.output.count("\n") == 1
