@@ -333,8 +333,31 @@ def test_disagg_plan_by_hand():
     assert out["total_gpus"] == out["prefill_gpus"] + out["decode_gpus"]
 
 
+def test_disagg_instances_fit_in_memory():
+    """Long prompts: the prefill batch with the best rate must still hold its prompts' KV cache
+    (Llama-3-8B, 32k prompts: 4 GiB of KV each on an 80 GB H100), and the decode batch its cache at
+    the last token; memory is analysis.memory_totals, as in analyze."""
+    from rooflinecli.analysis import Workload, memory_totals
+    from rooflinecli.model_registry import get_model
+
+    prompt, gen = 32768, 256
+    out = run_json("disagg", "--model", "llama-3-8b", "--hw", "h100-sxm", "--prompt", str(prompt), "--gen", str(gen), "--rate", "10",
+                   "--ttft-target", "60", "--tpot-target", "0.05")
+    assert out["feasible"] is True
+    cfg, spec, wl = get_model("llama-3-8b"), get_spec("h100-sxm"), Workload(1, prompt, gen)
+    bp, bd = out["prefill_batch"], out["decode_batch"]
+    assert memory_totals(cfg, spec, wl, prompt, prompt, bp)["fits"] and not memory_totals(cfg, spec, wl, prompt, prompt, bp + 1)["fits"]
+    assert memory_totals(cfg, spec, wl, 1, prompt + gen, bd)["fits"]
+    # 16 GB of weights + 4.3 GB of KV per 32k prompt: about 14 prompts fit, far fewer than the 76 the
+    # TTFT target alone would allow
+    assert 10 <= bp <= 16
+    one_gpu = run_json("disagg", "--model", "llama-3-70b", "--hw", "h100-sxm", "--prompt", "8192", "--gen", "64", "--rate", "1",
+                       "--ttft-target", "60", "--tpot-target", "0.05")
+    assert one_gpu["feasible"] is False and "memory" in one_gpu["reason"]
+
+
 def test_disagg_infeasible_and_table():
-    out = run_json("disagg", "--model", "llama-3-70b", "--hw", "h100-sxm", "--prompt", "8192", "--gen", "64", "--rate", "1",
+    out = run_json("disagg", "--model", "llama-3-8b", "--hw", "h100-sxm", "--prompt", "8192", "--gen", "64", "--rate", "1",
                    "--ttft-target", "0.01", "--tpot-target", "0.05")
     assert out["feasible"] is False and "TTFT" in out["reason"]
     r = run("disagg", "--model", "llama-3-70b", "--hw", "h200", "--tp", "4", "--prompt", "2048", "--gen", "256", "--rate", "10",

@@ -6,11 +6,15 @@ Model (capacity planning, no queueing):
 
 - a prefill instance (``tp`` GPUs) prefills ``b_p`` prompts at once in t_p(b_p) (``phase_grid``,
   prefill); TTFT is taken as t_p(b_p), so b_p is the batch with the most requests per second
-  among those with t_p(b_p) <= the TTFT target; instances = ceil(rate * t_p(b_p) / b_p);
+  among those with t_p(b_p) <= the TTFT target whose weights + KV cache of the prompts + chunked
+  prefill workspace fit in memory; instances = ceil(rate * t_p(b_p) / b_p);
 - a decode instance runs ``b_d`` sequences; its TPOT is the mean ``phase_grid`` decode step time
   over contexts prompt .. prompt + gen - 1; b_d is the largest batch whose TPOT meets the target
-  and whose weights + KV cache at the last token fit in memory; one instance finishes
-  b_d / (gen * TPOT) requests per second, so instances = ceil(rate * gen * TPOT / b_d).
+  and whose weights + KV cache at the last token + one step's workspace fit in memory; one
+  instance finishes b_d / (gen * TPOT) requests per second, so instances = ceil(rate * gen *
+  TPOT / b_d).
+
+Memory is ``analysis.memory.memory_totals``, as in ``analyze``.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ def plan(
     tpot_target_s: float,
     max_batch: int = 1024,
 ) -> DisaggPlan:
-    from rooflinecli.analysis import Workload, phase_grid
+    from rooflinecli.analysis import Workload, memory_totals, phase_grid
     from rooflinecli.analysis.workload import validate_workload
 
     _check(prompt, gen, rate, ttft_target_s, tpot_target_s, max_batch)
@@ -104,14 +108,16 @@ def plan(
     )
     B = candidate_batches(max_batch)
 
-    # prefill: the batch with the best request rate among those meeting the TTFT target
+    # prefill: the batch with the best request rate among those meeting the TTFT target that fit
+    # (weights + the prompts' KV cache + the chunked prefill workspace)
     p = phase_grid(cfg, spec, wl, "prefill", B, np.asarray([prompt]))
     t_p = np.broadcast_to(np.asarray(p["time_s"], dtype=float), B.shape)
-    ok = t_p <= ttft_target_s
+    p_fits = np.broadcast_to(memory_totals(cfg, spec, wl, prompt, prompt, B)["fits"], B.shape)
+    ok = (t_p <= ttft_target_s) & p_fits
     if not ok.any():
-        return DisaggPlan(**common, feasible=False, reason=(
-            f"prefill of one {prompt:,}-token prompt takes {t_p[0]:.4g} s on {gpus} GPU(s), above the TTFT target "
-            f"{ttft_target_s:g} s; raise --tp or the target"))
+        why = ("does not fit in memory; raise --tp" if not p_fits[0] else
+               f"takes {t_p[0]:.4g} s, above the TTFT target {ttft_target_s:g} s; raise --tp or the target")
+        return DisaggPlan(**common, feasible=False, reason=f"prefill of one {prompt:,}-token prompt on {gpus} GPU(s) {why}")
     rps = np.where(ok, B / t_p, -1.0)
     i = int(np.argmax(rps))
     b_p, tp_time, p_rps = int(B[i]), float(t_p[i]), float(rps[i])
@@ -123,11 +129,7 @@ def plan(
     step = np.broadcast_to(np.asarray(d["time_s"], dtype=float), (B.size, ctx.size))
     tpot = step.mean(axis=1)
     # a decode instance never prefills: weights + KV at the last token + one step's workspace
-    from rooflinecli.analysis.memory import activation_workspace_bytes_per_gpu, kv_cache_bytes_per_gpu, weights_bytes_per_gpu
-
-    held = (weights_bytes_per_gpu(cfg, wl) + kv_cache_bytes_per_gpu(cfg, wl, prompt + gen, B)
-            + activation_workspace_bytes_per_gpu(cfg, wl, 1, B))
-    fits = np.asarray(held <= spec.memory_capacity_bytes)
+    fits = np.broadcast_to(memory_totals(cfg, spec, wl, 1, prompt + gen, B)["fits"], B.shape)
     good = (tpot <= tpot_target_s) & fits
     if not good.any():
         why = "does not fit in memory" if not fits[0] else f"has TPOT {tpot[0]:.4g} s, above the target {tpot_target_s:g} s"
