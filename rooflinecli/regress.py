@@ -65,7 +65,7 @@ def parse_threshold(text: str) -> float:
             value = float(t[:-1]) / 100.0
         else:
             value = float(t)
-            if value >= 1.0:
+            if math.isfinite(value) and value >= 1.0:
                 raise RooflineError(f"--threshold {text}: write a percentage ('{t}%') or a fraction ('{value / 100:g}')")
     except ValueError:
         raise RooflineError(f"--threshold {text!r}: expected a percentage like '5%' or a fraction like '0.05'") from None
@@ -128,6 +128,12 @@ class Comparison:
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.impl, self.shape, self.dtype)
+
+    @property
+    def p_shown(self) -> float:
+        """The corrected p-value the verdict rests on: "candidate slower" for a slower median and for
+        every inconclusive row (inconclusive is about slowdowns), "candidate faster" otherwise."""
+        return self.p_slower_adj if self.rel_change >= 0 or self.verdict == "inconclusive" else self.p_faster_adj
 
 
 @dataclass(frozen=True)
@@ -258,12 +264,12 @@ def _env_diffs(baseline: Results, candidate: Results) -> list[str]:
 
 
 def _reason(c_rel, limit, noise, p_adj_slow, p_adj_fast, abs_s, verdict, params: GateParams) -> str:
-    if c_rel == 0 and abs_s == 0:
-        return f"same median, p={p_adj_slow:.2g}"
     sign = "slower" if c_rel > 0 else "faster"
-    p = p_adj_slow if c_rel > 0 else p_adj_fast
-    practical = abs(c_rel) > limit and abs(abs_s) >= params.min_abs_s
-    size = f"{abs(c_rel):.1%} {sign} ({abs(abs_s) * 1e6:.2f} us)"
+    # inconclusive is about slowdowns: a candidate can be significantly slower in rank (U test)
+    # while its median is not, so its reason quotes the "slower" p-value whatever the median did
+    p = p_adj_slow if c_rel > 0 or verdict == "inconclusive" else p_adj_fast
+    practical = c_rel > limit and abs_s >= params.min_abs_s  # a practical slowdown
+    size = "same median" if c_rel == 0 and abs_s == 0 else f"{abs(c_rel):.1%} {sign} ({abs(abs_s) * 1e6:.2f} us)"
     lim = f"limit {limit:.1%}" + (" = 2 x noise" if 2 * noise > params.threshold else " = threshold")
     if abs(c_rel) > limit and abs(abs_s) < params.min_abs_s:
         lim += f", but under {params.min_abs_s * 1e6:g} us"
@@ -397,7 +403,7 @@ def _md_table(rows: list[Comparison]) -> list[str]:
         "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for c in rows:
-        p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
+        p = c.p_shown
         v = f"**{c.verdict}**" if c.verdict in ("failed", "regression") else c.verdict
         lines.append(
             f"| {v} | {_md_cell(c.op)} | {_md_cell(c.impl)} | {_md_cell(c.shape)} | {_md_cell(c.dtype)} | {_us(c.baseline_median_s)} | "

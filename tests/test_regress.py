@@ -135,7 +135,7 @@ def test_refusals():
 def test_parse_options():
     assert parse_threshold("5%") == pytest.approx(0.05)
     assert parse_threshold("0.1") == pytest.approx(0.1)
-    for bad in ("5", "abc", "-3%"):
+    for bad in ("5", "abc", "-3%", "inf", "nan%"):
         with pytest.raises(RooflineError, match="--threshold"):
             parse_threshold(bad)
     assert parse_impls("triton,torch") == ("triton", "torch")
@@ -299,3 +299,18 @@ def test_an_output_that_cannot_be_written_is_exit_2_not_a_regression(files, tmp_
     shown = "$GITHUB_STEP_SUMMARY" if option == "GITHUB_STEP_SUMMARY" else option
     assert errors == [f"error: {shown} {in_the_way}: cannot write: Is a directory"]
     assert in_the_way.is_dir() and not list(tmp_path.glob(".in_the_way*"))  # nothing half-written left behind
+
+
+def test_inconclusive_when_slower_in_rank_but_not_in_median():
+    """The U test can find the candidate significantly slower while its median is lower (here a
+    bimodal candidate): only the statistical half holds, so inconclusive, and the reason and table
+    quote the "slower" p-value that makes it so."""
+    base = np.linspace(90e-6, 110e-6, 20)
+    cand = np.array([99.9e-6] * 11 + [150e-6] * 10)
+    rep = compare(_results([_row("k", base)]), _results([_row("k", cand)]))
+    c = rep.comparisons[0]
+    assert c.rel_change < 0 and c.p_slower_adj < 0.01
+    assert c.verdict == "inconclusive" and rep.exit_code == 0
+    assert c.p_shown == c.p_slower_adj
+    assert c.reason.endswith(f"p={c.p_slower_adj:.2g} < 0.01: significant only, below the practical limit"), c.reason
+    assert c.reason.startswith("0.1% faster")

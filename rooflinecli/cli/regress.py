@@ -29,7 +29,7 @@ def _render_table(rep) -> None:
     for col in ("base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"):
         t.add_column(col, justify="right", no_wrap=True)
     for c in rep.comparisons:
-        p = c.p_slower_adj if c.rel_change >= 0 else c.p_faster_adj
+        p = c.p_shown
         style = _VERDICT_STYLE[c.verdict]
         t.add_row(c.verdict, Text(f"{c.op} {c.shape} {c.dtype} [{c.impl}]"), _us(c.baseline_median_s), _us(c.candidate_median_s),
                   _pct(c.rel_change, True), _pct(c.noise), _p(p), f"{c.n_baseline}/{c.n_candidate}", style=style or None)
