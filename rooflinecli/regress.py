@@ -70,7 +70,7 @@ def parse_threshold(text: str) -> float:
     except ValueError:
         raise RooflineError(f"--threshold {text!r}: expected a percentage like '5%' or a fraction like '0.05'") from None
     if not math.isfinite(value) or value < 0:
-        raise RooflineError(f"--threshold {text!r}: must be a non-negative percentage")
+        raise RooflineError(f"--threshold {text!r}: must be a finite, non-negative percentage")
     return value
 
 
