@@ -332,6 +332,17 @@ def _round(x: float, digits: int = 4) -> float:
     return round(x, -int(math.floor(math.log10(abs(x)))) + digits - 1)
 
 
+def _base_ref(base: HardwareSpec) -> str:
+    """How a measured spec names its base: the id of a built-in spec, else the base file's absolute
+    path (a spec given as ``--hw-file my-gpu.toml`` has an id no lookup would find)."""
+    from rooflinecli.hardware import builtin_specs
+
+    builtin = builtin_specs().get(base.id)
+    if builtin is not None and Path(builtin.path).resolve() == Path(base.path).resolve():
+        return base.id
+    return str(Path(base.path).resolve())
+
+
 def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[str, Any], spec_id: str | None = None) -> dict[str, Any]:
     """A measured spec document: only the measured figures; the rest is inherited from ``base``."""
     if base.kind != "datasheet":
@@ -340,7 +351,7 @@ def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[st
         "id": spec_id or f"{base.id}-measured",
         "name": f"{environment.get('gpu_name') or base.name} (measured)",
         "kind": "measured",
-        "base": base.id,
+        "base": _base_ref(base),
     }
     if ceilings.matmul_tflops:
         doc["peak_dense_tflops"] = {dt: _round(v) for dt, v in ceilings.matmul_tflops.items()}
@@ -374,9 +385,11 @@ def add_efficiency(doc: dict[str, Any], efficiency: Mapping[str, Mapping[str, fl
 
 
 def default_out_path(base_id: str) -> Path:
+    """``hardware_specs/measured/<base>.toml``; a base given by path contributes its file stem only."""
     from rooflinecli.hardware import specs_dir
 
-    return specs_dir() / "measured" / f"{base_id}.toml"
+    name = Path(base_id).stem if base_id.endswith(".toml") else base_id
+    return specs_dir() / "measured" / f"{name}.toml"
 
 
 SPEC_COMMENT = (

@@ -101,7 +101,7 @@ def speculative_cmd(
     draft_cost_ratio: Annotated[float | None, typer.Option("--draft-cost-ratio", "-c", help="One draft step's time over one target step's (c). Default 0, or from the MTP module with --mtp.")] = None,
     mtp: Annotated[bool, typer.Option("--mtp", help="Multi-token prediction: draft cost from one MTP module of --model (one decoder layer + projection + LM head).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.")] = None,
-    hw: Annotated[str | None, typer.Option("--hw", help="GPU for the model's decode step time.")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
     context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
@@ -393,7 +393,7 @@ def moe_cmd(
 
 def compare_cmd(
     model: ModelOption,
-    hw: Annotated[str, typer.Option("--hw", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW")] = "h100-sxm",
+    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW")] = "h100-sxm",
     variants: Annotated[str | None, typer.Option("--variants", help="Compare attention variants instead: mha,gqa,mqa,mla,compressed.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
     prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens.")] = 2048,

@@ -82,7 +82,7 @@ def _specs_for_gpu(hw: str | None, measured: str | None, gpu_name: str | None):
 def bench(
     kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="Kernels to run, comma-separated (default: all).")] = None,
     suite: Annotated[Suite, typer.Option("--suite", help="quick: a few shapes; full: the whole sweep.")] = Suite.quick,
-    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (id or path) for predictions (default: the one on file for the GPU).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each kernel).")] = Path("results.json"),
     samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10; 20 by default, which the regression gate needs to catch a 10% slowdown in >= 95% of runs).")] = 20,
@@ -176,7 +176,7 @@ def bench(
 
 def calibrate(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Spec file to write (default: hardware_specs/measured/<base>.toml).")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="Datasheet spec the measurement refines (default: matched from the GPU name).")] = None,
+    base: Annotated[str | None, typer.Option("--base", "--hw", "--hw-file", help="Datasheet spec (id or path) the measurement refines (default: matched from the GPU name).")] = None,
     spec_id: Annotated[str | None, typer.Option("--id", help="Id of the measured spec (default: <base>-measured).")] = None,
     from_results: Annotated[Path | None, typer.Option("--from-results", help="Fit the efficiency table from this bench results file and embed it.")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="With --from-results: the measured spec to add the fit to (no GPU needed).")] = None,
@@ -275,7 +275,7 @@ def _show_fit(report) -> None:
 
 def validate(
     results: Annotated[Path, typer.Argument(help="Results file written by `roofline bench`.")],
-    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec (default: the one the results name).")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path (default: the one the results name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one the results name, if any).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the validation as JSON instead of tables.")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the validation JSON to this file.")] = None,
@@ -345,7 +345,7 @@ def _show_validation(v, summary: list[list[str]]) -> None:
 def e2e(
     results: Annotated[Path, typer.Option("--results", "-r", help="Results file to add the check to (extra.end_to_end); created when missing.")] = Path("results.json"),
     model: Annotated[str, typer.Option("--model", "-m", help="Model whose decoder layer is built (preset id or config.json).")] = "llama-3-8b",
-    hw: Annotated[str | None, typer.Option("--hw", help="Datasheet spec (default: matched from the GPU name).")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one on file for the GPU).")] = None,
     prefill_batch: Annotated[int, typer.Option("--prefill-batch", help="Sequences in the prefill.")] = 1,
     prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per sequence in the prefill.")] = 2048,

@@ -16,7 +16,7 @@ PROGRESS_MIN_ROWS = 200_000
 
 def sweep_cmd(
     model: Annotated[str, typer.Option("--model", help="Comma list of model presets or config paths.")],
-    hw: Annotated[str, typer.Option("--hw", help="Comma list of GPUs (ids or spec paths).", envvar="ROOFLINE_HW")],
+    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="Comma list of GPUs (ids or spec paths).", envvar="ROOFLINE_HW")],
     out: Annotated[str, typer.Option("--out", "-o", help="Output file: .parquet or .csv (by extension), written atomically.")],
     batch: Annotated[str, typer.Option("--batch", help="Batch grid: lists and A..B[:STEP|:xF] ranges, k = 1024.")] = "1..256:x2",
     context: Annotated[str, typer.Option("--context", help="Context grid (prefill: prompt tokens; decode: cached tokens).")] = "1k..32k:x2",
