@@ -68,6 +68,33 @@ def test_options_move_the_numbers():
     assert tpot("--prompt", "65536", "--kv-bits", "4") < tpot("--prompt", "65536")
 
 
+def test_memory_and_routing_options_move_the_numbers():
+    def j(*args):
+        r = run("--json", "--gen", "4", *args)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    # workspace: one 8192-token chunk by default, the whole 8 x 32k prefill with --prefill-chunk 0
+    chunked = j("--batch", "8", "--prompt", "32k")["memory"]
+    whole = j("--batch", "8", "--prompt", "32k", "--prefill-chunk", "0")["memory"]
+    small = j("--batch", "8", "--prompt", "32k", "--prefill-chunk", "1k")["memory"]
+    assert small["activation_workspace_bytes"] < chunked["activation_workspace_bytes"] < whole["activation_workspace_bytes"]
+    assert whole["max_batch_at_context"] < chunked["max_batch_at_context"] <= small["max_batch_at_context"]
+    # paging rounds every sequence's cache up to whole blocks: 1000 + 4 tokens -> 4 blocks of 256
+    plain = j("--prompt", "1000")["memory"]["kv_cache_bytes"]
+    paged = j("--prompt", "1000", "--kv-block-size", "256")["memory"]["kv_cache_bytes"]
+    assert math.isclose(paged / plain, 1024 / 1004, rel_tol=1e-12)
+    # skewed routing touches fewer experts at batch 4, so the MoE decode step reads fewer bytes
+    uni = j("--model", "mixtral-8x7b", "--batch", "4")["decode"]["weights_bytes"]
+    skew = j("--model", "mixtral-8x7b", "--batch", "4", "--expert-skew", "2")["decode"]["weights_bytes"]
+    assert skew < 0.8 * uni
+    # MLA: the naive decode is the main result with --mla-decode naive, the absorbed one beside it
+    absorbed = j("--model", "deepseek-v2-lite")
+    naive = j("--model", "deepseek-v2-lite", "--mla-decode", "naive")
+    assert math.isclose(naive["tpot_s"], absorbed["decode_naive_mla"]["time_s"], rel_tol=1e-12)
+    assert math.isclose(absorbed["tpot_s"], naive["decode_naive_mla"]["time_s"], rel_tol=1e-12)
+
+
 def test_moe_mla_model_and_hw_path(tmp_path):
     from rooflinecli.hardware import specs_dir
 
@@ -103,6 +130,14 @@ def test_context_beyond_trained_limit_warns_but_runs():
         (["--efficiency", "gemm=1.5"], "--efficiency"),
         (["--model", "llama-9"], "unknown model"),
         (["--hw", "h10"], "unknown GPU"),
+        (["--gen", "0"], "--gen"),
+        (["--model", "llama-3-70b", "--tp", "5"], "--tp 5"),
+        (["--kv-dtype", "fp9"], "fp9"),
+        (["--kv-block-size", "0"], "--kv-block-size"),
+        (["--prefill-chunk", "-1"], "--prefill-chunk"),
+        (["--expert-skew", "0.5"], "--expert-skew"),
+        (["--mla-decode", "folded"], "absorbed, naive"),
+        (["--weight-group-size", "0"], "--weight-group-size"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, needle):

@@ -308,3 +308,27 @@ def test_attention_variants_keep_the_rest():
         with_attention_variant(base, "gqa", kv_heads=5)
     with pytest.raises(RooflineError, match="unknown attention variant"):
         with_attention_variant(base, "linear")
+
+
+def test_activation_workspace_by_hand_chunked_prefill():
+    """Llama-3-8B workspace per prefill token: the residual stream (2d) plus the widest layer's input
+    and output (gate, up and silu(gate)*up: 3 x 14336) = 8192 + 43008 elements of 2 bytes; plus fp32
+    logits for each sequence's last token. Engines prefill in chunks (default 8192 tokens), so the
+    per-token part stops growing at the chunk; --prefill-chunk 0 sizes it for the whole prefill."""
+    from rooflinecli.analysis import activation_workspace_bytes_per_gpu, memory_totals
+
+    cfg, spec = get_model("llama-3-8b"), get_spec("h100-sxm")
+    per_token = (2 * d + 3 * I) * 2
+    logits = 4 * V * 4  # 4 sequences
+    chunked = Workload(4, 32768, 1)
+    assert chunked.prefill_chunk_tokens == 8192
+    assert close(activation_workspace_bytes_per_gpu(cfg, chunked, 32768, 4), 8192 * per_token + logits)
+    # a short prefill is smaller than one chunk: all its tokens count
+    assert close(activation_workspace_bytes_per_gpu(cfg, chunked, 1000, 4), 4000 * per_token + logits)
+    whole = Workload(4, 32768, 1, prefill_chunk_tokens=None)
+    assert close(activation_workspace_bytes_per_gpu(cfg, whole, 32768, 4), 4 * 32768 * per_token + logits)
+    # memory_totals and analyze add it to weights and KV
+    m = memory_totals(cfg, spec, chunked, 32768, 32769, 4)
+    assert close(m["total_bytes_per_gpu"], m["weights_bytes_per_gpu"] + m["kv_cache_bytes_per_gpu"] + 8192 * per_token + logits)
+    a = analyze(cfg, spec, Workload(4, 32768, 1, prefill_chunk_tokens=2048))
+    assert close(a.memory["activation_workspace_bytes"], 2048 * per_token + logits)

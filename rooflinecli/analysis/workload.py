@@ -99,11 +99,11 @@ def validate_workload(wl: Workload) -> Workload:
     whole(wl.gen_len, "--gen", 1)
     whole(wl.tp, "--tp", 1)
     whole(wl.ep, "--ep", 1)
-    whole(wl.weight_group_size, "weight group size", 1)
+    whole(wl.weight_group_size, "--weight-group-size", 1)
     if wl.kv_block_size is not None:
         whole(wl.kv_block_size, "--kv-block-size", 1)
-    if wl.prefill_chunk_tokens is not None:
-        whole(wl.prefill_chunk_tokens, "--prefill-chunk", 1)
+    if wl.prefill_chunk_tokens is not None and (isinstance(wl.prefill_chunk_tokens, bool) or not isinstance(wl.prefill_chunk_tokens, int) or wl.prefill_chunk_tokens < 1):
+        raise RooflineError(f"--prefill-chunk must be a whole number of tokens >= 1, or 0 for an unchunked prefill; got {wl.prefill_chunk_tokens!r}")
     check_dtype(wl.compute_dtype, COMPUTE_DTYPES, "compute dtype (--dtype)")
     check_dtype(wl.weight_dtype, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
     wl.kv_bytes_per_element  # validates --kv-dtype / --kv-bits
