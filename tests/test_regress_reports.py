@@ -1,5 +1,5 @@
-"""``roofline regress`` on every results file under reports/ (real GPU runs, when committed) and on a
-realistic synthetic run, so this test is never vacuous: a run against itself passes (exit 0); the
+"""``roofline regress`` on every results file under reports/ (the committed CPU-interpreter sample runs,
+and real GPU runs when committed, whatever their file names) and on a realistic synthetic run, so this test is never vacuous: a run against itself passes (exit 0); the
 same run with one kernel's samples slowed by 20% fails (exit 1), with exactly that kernel flagged."""
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ def _is_results_file(p: Path) -> bool:
         return False
 
 
-REAL = sorted(p for p in (REPO / "reports").rglob("*results*.json") if "baselines" not in p.parts and _is_results_file(p))
+#: every committed run under reports/ whatever its name (bench writes results.json; the samples are
+#: reports/sample/*.json), told apart from other JSON by its schema; pooled baselines are not runs
+REAL = sorted(p for p in (REPO / "reports").rglob("*.json") if "baselines" not in p.parts and _is_results_file(p))
 SYNTHETIC = "synthetic-h200"
 
 runner = CliRunner()
@@ -40,11 +42,15 @@ def _source(tmp_path: Path, which: str) -> Path:
 
 
 def _target_row(res):
-    """The row to slow: a Triton row whose 20% slowdown must count (>= 10 samples, >= 10 us,
-    noise under 8% so 2 x noise < 20%); the least noisy of those."""
+    """The row to slow: a Triton row whose 20% slowdown must count: >= 10 samples, >= 10 us, noise
+    under 8% (so 2 x noise < 20%), and no sample 20% above another, so that the slowed samples all
+    lie above the originals (with 10 samples one outlier above them all would cap the U test at
+    p ~ 5e-4, which Holm over this file's rows may lift above 0.01: inconclusive, see
+    docs/regress.md); the least noisy of those."""
     ok = [r for r in res.rows if r.impl == "triton" and r.correct and len(r.samples_s) >= 10 and r.p50_s >= 10e-6
-          and float(stats.relative_iqr(r.samples_s)) < 0.08]
-    assert ok, f"{res.path}: no Triton row with >= 10 samples, >= 10 us and IQR/median < 8%: the gate cannot judge this run"
+          and float(stats.relative_iqr(r.samples_s)) < 0.08 and max(r.samples_s) < 1.2 * min(r.samples_s)]
+    assert ok, (f"{res.path}: no Triton row with >= 10 samples, >= 10 us, IQR/median < 8% and a spread under 20%: "
+                "the gate cannot judge this run")
     return min(ok, key=lambda r: float(stats.relative_iqr(r.samples_s)))
 
 
