@@ -1,6 +1,7 @@
-"""``roofline regress`` on every results file under reports/ (the committed CPU-interpreter sample runs,
-and real GPU runs when committed, whatever their file names) and on a realistic synthetic run, so this test is never vacuous: a run against itself passes (exit 0); the
-same run with one kernel's samples slowed by 20% fails (exit 1), with exactly that kernel flagged."""
+"""``roofline regress`` on every results file under reports/ (the committed CPU-interpreter sample
+runs, and real GPU runs when committed, whatever their file names) and on a realistic synthetic run,
+so this test is never vacuous: a run against itself passes (exit 0); the same run with one kernel's
+samples slowed by 20% fails (exit 1), with exactly that kernel flagged."""
 
 from __future__ import annotations
 
