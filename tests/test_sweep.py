@@ -124,3 +124,29 @@ def test_sweep_failure_leaves_no_partial_file(tmp_path, monkeypatch):
 def test_sweep_beyond_trained_context_warns(tmp_path):
     r = runner.invoke(app, ["sweep", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1", "--context", "16k", "--out", str(tmp_path / "s.csv")])
     assert r.exit_code == 0 and "warning" in r.output and "roofline rope" in r.output
+
+
+def test_sweep_memory_columns_follow_analyze_and_prefill_chunk(tmp_path):
+    """total_bytes_per_gpu / fits are analysis.memory_totals at prompt = cache = context, with the
+    workspace of a chunked prefill (8192 tokens by default, like analyze); --prefill-chunk 0 sizes
+    it for the whole batch x context prefill."""
+    import pandas as pd
+
+    from rooflinecli.analysis import memory_totals
+
+    cfg, spec = get_model("llama-3-8b"), get_spec("h100-sxm")
+    totals = {}
+    for chunk in ("8192", "0", "1k"):
+        out = tmp_path / f"s{chunk}.csv"
+        r = runner.invoke(app, ["sweep", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1,64", "--context", "4k,32k",
+                                "--phase", "decode", "--prefill-chunk", chunk, "--out", str(out), "-q"])
+        assert r.exit_code == 0, r.output
+        df = pd.read_csv(out)
+        wl = Workload(batch=1, prompt_len=1, gen_len=1, prefill_chunk_tokens=int(chunk.replace("k", "")) * (1024 if "k" in chunk else 1) or None)
+        for row in df.itertuples():
+            m = memory_totals(cfg, spec, wl, row.context_tokens, row.context_tokens, row.batch)
+            assert row.total_bytes_per_gpu == pytest.approx(float(m["total_bytes_per_gpu"]), rel=1e-12)
+            assert row.fits == bool(m["fits"])
+        totals[chunk] = df.set_index(["batch", "context_tokens"]).total_bytes_per_gpu
+    assert (totals["1k"] <= totals["8192"]).all() and (totals["8192"] <= totals["0"]).all()
+    assert totals["8192"][(64, 32768)] < totals["0"][(64, 32768)]  # 2M tokens unchunked vs one 8192-token chunk

@@ -19,6 +19,9 @@ from rooflinecli.errors import RooflineError
 #: ("comm") are timed from the link bandwidth alone.
 OP_KINDS: tuple[str, ...] = ("gemm", "attention", "elementwise", "moe")
 
+#: Default prefill chunk (tokens) the activation workspace is sized for (``Workload.prefill_chunk_tokens``).
+DEFAULT_PREFILL_CHUNK_TOKENS = 8192
+
 #: MLA decode forms: "absorbed" attends over the latent cache (W_UK folded into the query, W_UV
 #: applied after attention); "naive" up-projects every cached latent to per-head K and V each step.
 MLA_DECODE_FORMS: tuple[str, ...] = ("absorbed", "naive")
@@ -51,7 +54,7 @@ class Workload:
     #: memory only: engines prefill in chunks of at most this many tokens (vLLM's default token
     #: budget is of this order), so the activation workspace is sized for one chunk; None sizes it
     #: for the whole unchunked prefill. Prefill *time* is modelled unchunked either way.
-    prefill_chunk_tokens: int | None = 8192
+    prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS
 
     # ---- derived -------------------------------------------------------------------------------
     @property

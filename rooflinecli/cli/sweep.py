@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.cli.options import tokens_option
 from rooflinecli.errors import RooflineError
 
 #: grids with more rows than this get a progress bar
@@ -26,6 +27,7 @@ def sweep_cmd(
     phase: Annotated[str, typer.Option("--phase", help="Phases: prefill,decode.")] = "prefill,decode",
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.")] = 1,
     kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
+    prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory (fits column): size the activation workspace for prefill chunks of this many tokens (0 = unchunked), as in analyze.")] = 8192,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
 ) -> None:
     """Vectorized what-if grid: one long row per (model, GPU, dtype, phase, batch, context)."""
@@ -64,7 +66,7 @@ def sweep_cmd(
     rows_per_block = B.size * N.size
     n_blocks = len(combos) * len(phases)
     total_rows = rows_per_block * n_blocks
-    blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size)
+    blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size, prefill_chunk_tokens=prefill_chunk or None)
     if quiet or total_rows < PROGRESS_MIN_ROWS:
         rows = S.write_sweep(out, blocks)
     else:

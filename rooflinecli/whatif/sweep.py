@@ -9,6 +9,9 @@ the combinations. Rows are long-format, one per (combination, phase, batch, cont
 
 ``tokens_per_s`` is per model replica (``tp`` GPUs): prefill batch*context/time_s, decode
 batch/time_s. Memory columns are per GPU; ``kv_cache_bytes`` is the whole replica's cache.
+``total_bytes_per_gpu`` and ``fits`` are ``analysis.memory_totals`` at prompt = cache =
+``context_tokens``: weights + KV cache + the workspace of a prefill run in chunks of
+``prefill_chunk_tokens`` (8192 by default, as in ``analyze``; None: unchunked).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rooflinecli.analysis.workload import DEFAULT_PREFILL_CHUNK_TOKENS
 from rooflinecli.dtypes import WEIGHT_DTYPES, check_dtype
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
@@ -92,7 +96,10 @@ def make_combos(
     return combos
 
 
-def block_columns(combo: Combo, phase: str, batch: np.ndarray, context: np.ndarray, tp: int = 1, kv_block_size: int | None = None) -> dict[str, np.ndarray]:
+def block_columns(
+    combo: Combo, phase: str, batch: np.ndarray, context: np.ndarray, tp: int = 1, kv_block_size: int | None = None,
+    prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS,
+) -> dict[str, np.ndarray]:
     """Numeric columns of one (combination, phase) over the batch x context grid, flattened
     batch-major (row i*len(context) + j is batch[i], context[j])."""
     from rooflinecli.analysis import Workload, phase_grid
@@ -109,6 +116,7 @@ def block_columns(combo: Combo, phase: str, batch: np.ndarray, context: np.ndarr
             kv_dtype=combo.kv_dtype,
             tp=tp,
             kv_block_size=kv_block_size,
+            prefill_chunk_tokens=prefill_chunk_tokens,
         )
     )
     B = np.asarray(batch, dtype=np.int64)[:, None]
@@ -148,7 +156,7 @@ def block_columns(combo: Combo, phase: str, batch: np.ndarray, context: np.ndarr
 
 def iter_blocks(
     combos: list[Combo], batch: np.ndarray, context: np.ndarray, phases: tuple[str, ...] = PHASES, tp: int = 1, kv_block_size: int | None = None,
-    prefetch: bool = True,
+    prefetch: bool = True, prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS,
 ) -> Iterator[Block]:
     """Blocks in (combination, phase) order. With ``prefetch`` the next block is computed on a
     worker thread while the caller writes the current one (numpy and pyarrow release the GIL)."""
@@ -156,7 +164,7 @@ def iter_blocks(
 
     def compute(job):
         combo, phase = job
-        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size))
+        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size, prefill_chunk_tokens))
 
     if not prefetch or len(jobs) < 2:
         for job in jobs:
