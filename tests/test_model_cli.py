@@ -81,6 +81,20 @@ def test_model_show_table():
     assert "131,072 B" in r.output
 
 
+def test_model_show_table_states_published_counts_and_the_convention():
+    from rooflinecli import params
+    from rooflinecli.model_registry import get_model
+
+    cfg = get_model("deepseek-v3")
+    with_, without = params.active_params(cfg), params.active_params(cfg, include_embeddings=False)
+    r = runner.invoke(app, ["model", "show", "deepseek-v3"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert f"37 B active (ours {with_ / 37e9 - 1:+.1%}; without embeddings {without / 37e9 - 1:+.1%})" in text
+    assert "(ours +1.5%; without embeddings -1.0%)" in text  # 37.55B and 36.63B against 37B
+    assert "README_WEIGHTS.md" in text and "36.7B" in text
+
+
 def test_model_show_config_path(tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(GOOD))
@@ -88,6 +102,8 @@ def test_model_show_config_path(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["num_layers"] == 4 and d["kv_bytes_per_token"] == 2 * 4 * 2 * 8 * 2
+    r = invoke("model", "show", str(p))
+    assert r.exit_code == 0 and "published" not in r.output  # a bare config.json states no counts
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,22 @@ def test_deepseek_v3_total_is_main_model_without_mtp():
     assert b["shared_experts"] == 58 * 1 * 3 * 7168 * 2048
 
 
+def test_deepseek_v3_active_is_forced_by_the_total_and_matches_readme_weights_without_embeddings():
+    # With the total at the published 671B, the active count is total minus the idle routed experts:
+    # 248 of 256 per MoE layer, 58 layers, 3 x 7168 x 2048 each. DeepSeek's README_WEIGHTS.md says
+    # 36.7B "including 0.9B for Embedding and 0.9B for the output Head"; that figure matches the
+    # count with only one of the two 0.93B matrices (ours without the embedding table).
+    cfg = get_model("deepseek-v3")
+    total = params.total_params(cfg)
+    idle = (256 - 8) * 3 * 7168 * 2048 * 58
+    assert params.active_params(cfg) == total - idle
+    assert abs(total / 671e9 - 1) < 0.001
+    without = params.active_params(cfg, include_embeddings=False)
+    assert params.active_params(cfg) - without == 129280 * 7168
+    assert abs(without / 36.7e9 - 1) < 0.003
+    assert params.active_params(cfg) / 36.7e9 - 1 > 0.02  # both matrices: 37.55B, not 36.7B
+
+
 def test_breakdown_sums_to_total_and_active_never_exceeds_total():
     for model in preset_ids():
         cfg = get_model(model)

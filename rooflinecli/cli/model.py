@@ -158,13 +158,25 @@ def show_model(
     _render_show(cfg, summary, label)
 
 
+def _published(cfg, s: dict[str, Any]) -> str:
+    """The publisher's counts and how far ours are from them ("671 B total (ours +0.0%), ...")."""
+    text = f"{_human(cfg.published_params)} total (ours {s['total_params'] / cfg.published_params - 1:+.1%})"
+    if cfg.published_active_params:
+        pa = cfg.published_active_params
+        text += (
+            f", {_human(pa)} active (ours {s['active_params'] / pa - 1:+.1%};"
+            f" without embeddings {s['active_params_excluding_embeddings'] / pa - 1:+.1%})"
+        )
+    return text
+
+
 def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     from rich.table import Table
 
     console = _console()
     t = Table(title=f"{cfg.display_name} ({cfg.name})", show_header=False)
     t.add_column("field")
-    t.add_column("value")
+    t.add_column("value", max_width=100)  # long notes wrap instead of widening the table
     t.add_row("source", cfg.source)
     t.add_row("model type", cfg.model_type)
     t.add_row("layers", f"{cfg.num_layers}" + (f" ({s['num_dense_layers']} dense, {s['num_moe_layers']} MoE)" if cfg.moe else ""))
@@ -191,6 +203,10 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
         "active params / token",
         f"{s['active_params']:,.0f} ({_human(s['active_params'])}; {_human(s['active_params_excluding_embeddings'])} without embeddings)",
     )
+    if cfg.published_params:
+        t.add_row("published", _published(cfg, s))
+    for note in cfg.notes:
+        t.add_row("note", note)
     t.add_row(f"KV bytes / token ({kv_label})", _bytes(s["kv_bytes_per_token"]))
     t.add_row(f"KV bytes at {cfg.max_position_embeddings} tokens", _bytes(s["kv_bytes_at_max_context"]))
     console.print(t)
