@@ -18,24 +18,18 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rooflinecli.errors import RooflineError
 from rooflinecli.regress import _gpu_of, gpu_slug, writing_output
-from rooflinecli.results import ResultRow, Results, load_results, quantiles_s
+from rooflinecli.results import ResultRow, Results, _row_json, load_results, quantiles_s
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
 BASELINE_FORMAT = "rooflinecli.baseline/1"
-
-
-def _row_json(r: ResultRow) -> dict[str, Any]:
-    d = asdict(r)
-    d["samples_s"] = list(r.samples_s)
-    return d
 
 
 def run_fingerprint(res: Results) -> str:
