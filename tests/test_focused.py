@@ -170,6 +170,10 @@ def test_speculative_with_model_time_and_mtp():
     assert out["target_step_time_s"] == pytest.approx(step, rel=1e-9)
     tokens = 1 + 0.7 + 0.49
     assert out["tpot_s"] == pytest.approx(step * (1 + 2 * 0.1) / tokens)
+    # --model alone times the step on the default GPU (h100-sxm), like every other command
+    alone = run_json("speculative", "-k", "2", "-a", "0.7", "-c", "0.1", "--model", "llama-3-8b", "--context", "2048")
+    assert alone["target_step_time_s"] == pytest.approx(step, rel=1e-12)
+    assert_one_line_error(run("speculative", "-k", "2", "-a", "0.7", "--hw", "h200"), "--model")
     mtp = run_json("speculative", "-k", "1", "-a", "0.85", "--mtp", "--model", "deepseek-v3")
     # one extra MoE layer + projection + LM head of 61 layers: a few percent of a target step
     assert mtp["draft_cost_source"] == "mtp" and 0.01 < mtp["draft_cost_ratio"] < 0.1
@@ -287,6 +291,13 @@ def test_compare_gpus_memory_bound_decode_scales_with_bandwidth():
     assert h100["tpot_s"] / h200["tpot_s"] == pytest.approx(bw_ratio, rel=0.02)
     # published anchor: batch-1 decode TPOT within 5% of weight bytes / HBM bandwidth
     assert h100["tpot_s"] == pytest.approx(h100["memory_weights_bytes"] / (get_spec("h100-sxm").memory_bandwidth_gb_per_s * 1e9), rel=0.05)
+    assert h100["cost_per_million_output_tokens_usd"] is None
+    # with a price: USD/h x GPUs / 3600 x latency / (batch x gen) x 1e6, on each GPU's own latency
+    priced = run_json("compare", "--model", "llama-3-8b", "--hw", "h100-sxm,h200", "--tp", "2", "--batch", "8", "--gen", "64",
+                      "--price-per-gpu-hour", "2.5")
+    for row in priced["rows"]:
+        assert row["cost_per_million_output_tokens_usd"] == pytest.approx(2.5 * 2 / 3600 * row["e2e_latency_s"] / (8 * 64) * 1e6, rel=1e-12)
+    assert "USD per M output tokens" in run("compare", "--model", "llama-3-8b", "--price-per-gpu-hour", "2.5").output
 
 
 def test_compare_variants():

@@ -101,7 +101,7 @@ def speculative_cmd(
     draft_cost_ratio: Annotated[float | None, typer.Option("--draft-cost-ratio", "-c", help="One draft step's time over one target step's (c). Default 0, or from the MTP module with --mtp.")] = None,
     mtp: Annotated[bool, typer.Option("--mtp", help="Multi-token prediction: draft cost from one MTP module of --model (one decoder layer + projection + LM head).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.")] = None,
-    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time.")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time; h100-sxm when --model is given without it.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
     context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
@@ -116,6 +116,8 @@ def speculative_cmd(
     source = "given"
     step_time = None
     warning = None
+    if model is not None and hw is None:
+        hw = "h100-sxm"  # the default GPU of every other command
     if mtp or (model is not None and hw is not None):
         if model is None:
             raise RooflineError("--mtp needs --model (the MTP module is sized from the model)")
@@ -135,8 +137,8 @@ def speculative_cmd(
 
             warning = context_warning(cfg, context)
             step_time = target_step_time_s(cfg, get_spec(hw), batch, context, dtype, weight_dtype, kv_dtype)
-    elif (model is None) != (hw is None):
-        raise RooflineError("--model and --hw go together (the decode step time needs both)")
+    elif hw is not None:
+        raise RooflineError("--hw needs --model (the decode step time is the model's)")
     res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source)
     table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens))
     _warn(warning)
@@ -404,6 +406,7 @@ def compare_cmd(
     kv_bits: KvBitsOption = None,
     tp: TpOption = 1,
     ep: EpOption = 1,
+    price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour: adds the cost per million output tokens.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The same workload across GPUs (--hw a,b,c) or across attention variants of one model
@@ -419,7 +422,7 @@ def compare_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
-    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep))
+    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, price_per_gpu_hour=price_per_gpu_hour))
     if variants is not None:
         if len(specs) > 1:
             raise RooflineError("--variants compares one GPU; give a single --hw")
@@ -443,9 +446,13 @@ def compare_cmd(
         [r["label"], fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
          f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
          "yes" if r["memory_fits"] else "NO"]
+        + ([f"${r['cost_per_million_output_tokens_usd']:,.3g}"] if price_per_gpu_hour is not None else [])
         for r in rows
     ]
-    _console().print(_table(title, ["", "TTFT", "TPOT (mean)", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"], table,
+    cols = ["", "TTFT", "TPOT (mean)", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
+    if price_per_gpu_hour is not None:
+        cols.append("USD per M output tokens")
+    _console().print(_table(title, cols, table,
                             caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"))
 
 

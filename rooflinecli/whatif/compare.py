@@ -38,7 +38,7 @@ def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl) -> dict:
     tpot = row["tpot_s"]
     row["decode_tokens_per_s"] = wl.batch / tpot if tpot else None
     row["decode_tokens_per_s_per_gpu"] = row["decode_tokens_per_s"] / wl.num_gpus if tpot else None
-    for extra in ("e2e_latency_s", "cost_per_million_tokens_usd", "decode_compute_bound_batch"):
+    for extra in ("e2e_latency_s", "cost_per_million_output_tokens_usd", "decode_compute_bound_batch"):
         if extra in j:
             row[extra] = j[extra]
     return row
