@@ -74,6 +74,8 @@ def test_hw_show_table_marks_estimates_and_lists_sources():
     assert "estimates: cache.l2_bandwidth_gb_per_s" in out
     assert "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet" in out
     assert "228 KB" in out and "50 MB" in out
+    # the optional shared-memory bandwidth is shown, starred as the estimate the file says it is
+    assert "shared memory bandwidth (all SMs)" in out and "33,454 GB/s *" in out
 
 
 def test_hw_show_by_path_with_measured_spec(tmp_path):

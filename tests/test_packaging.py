@@ -74,3 +74,12 @@ def test_wheel_cli_runs_hw_show(unzipped_wheel, tmp_path):
     d = json.loads(proc.stdout)
     assert d["path"].startswith(str(unzipped_wheel.resolve()))
     assert abs(d["derived"]["bf16_ridge_point_flop_per_byte"] - 295) < 3
+
+
+def test_wheel_cli_runs_model_show_on_a_preset(unzipped_wheel, tmp_path):
+    # presets are looked up by id through the wheel's model_registry, not just listed
+    proc = _run_from_outside(unzipped_wheel, tmp_path, "-m", "rooflinecli", "model", "show", "deepseek-v3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["source"] == "preset:deepseek-v3.json" and d["kv_bytes_per_token"] == 61 * (512 + 64) * 2
+    assert abs(d["total_params"] / 671e9 - 1) < 0.01

@@ -113,6 +113,8 @@ def show_cmd(
         ("L2 size (whole GPU)", f"{_num(s.l2_size_mb)} MB", "cache.l2_size_mb"),
         ("L2 bandwidth", f"{_num(s.l2_bandwidth_gb_per_s)} GB/s", "cache.l2_bandwidth_gb_per_s"),
         ("shared memory per SM", f"{_num(s.smem_per_sm_kb)} KB", "cache.smem_per_sm_kb"),
+        *([("shared memory bandwidth (all SMs)", f"{_num(s.smem_bandwidth_gb_per_s)} GB/s", "cache.smem_bandwidth_gb_per_s")]
+          if s.smem_bandwidth_gb_per_s is not None else []),
         ("SMs (CUs)", str(s.sm_count), "compute.sm_count"),
         ("boost clock", f"{_num(s.boost_clock_mhz)} MHz", "compute.boost_clock_mhz"),
         ("GPU link (NVLink/IF)", f"{_num(s.gpu_link_gb_per_s)} GB/s", "interconnect.gpu_link_gb_per_s"),
