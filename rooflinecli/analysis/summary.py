@@ -249,6 +249,11 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     check_parallel(cfg, wl)
     B, S, G = wl.batch, wl.prompt_len, wl.gen_len
     warnings: list[str] = []
+    if wl.use_fitted_efficiency and not spec.efficiency:
+        warnings.append(
+            f"--fitted-efficiency: {spec.id} has no fitted efficiency table, so efficiency stays 1.0 "
+            "(measured specs carry one: `roofline calibrate --from-results`)"
+        )
 
     prefill = _phase_result("prefill", B, str(S), phase_times(cfg, spec, wl, "prefill", float(B), float(S)))
     steps = np.arange(S, S + G, dtype=float)

@@ -123,7 +123,7 @@ def render(a, show_ops: bool = True) -> None:
         f"[bold]{cfg.name}[/] on [bold]{spec.id}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
         f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
     )
-    eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency else "1.0 (pure roofline)")
+    eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
     c.print(
         f"ridge point {a.ridge_point_flop_per_byte:.0f} FLOP/B ({spec.peak_flops_per_s(wl.compute_dtype) / 1e12:.0f} TFLOP/s / "
         f"{spec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
