@@ -15,17 +15,12 @@ from rooflinecli import params as P
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
-from .ops import kv_cache_fraction_per_gpu, linear_split, weight_bytes
+from .ops import kv_cache_fraction_per_gpu, linear_params_per_gpu, linear_split, weight_bytes
 from .workload import Workload
 
 
 def _linears_bytes(cfg: ModelConfig, wl: Workload, linears, quantized=True) -> float:
-    total = 0.0
-    for lin in linears:
-        f_in, f_out = linear_split(cfg, lin, wl.tp)
-        d_in, d_out = lin.d_in * f_in, lin.d_out * f_out
-        total += weight_bytes(lin.count * (d_in * d_out + (d_out if lin.bias else 0)), wl, quantized)
-    return float(total)
+    return float(sum(weight_bytes(linear_params_per_gpu(cfg, lin, wl.tp), wl, quantized) for lin in linears))
 
 
 def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float]:

@@ -134,6 +134,13 @@ def linear_split(cfg: ModelConfig, lin: P.Linear, tp: int) -> tuple[float, float
     return 1.0, 1.0 / tp  # column-parallel
 
 
+def linear_params_per_gpu(cfg: ModelConfig, lin: P.Linear, tp: int) -> float:
+    """Parameters of ``lin`` (all ``count`` copies, with bias) one GPU holds under tensor parallelism."""
+    f_in, f_out = linear_split(cfg, lin, tp)
+    d_in, d_out = lin.d_in * f_in, lin.d_out * f_out
+    return lin.count * (d_in * d_out + (d_out if lin.bias else 0))
+
+
 # ------------------------------------------------------------------------------------------------
 # Layer groups
 # ------------------------------------------------------------------------------------------------
@@ -199,7 +206,7 @@ def kv_layer_bytes(cfg: ModelConfig, wl: Workload, entries, seqs):
 def _linear_op(cfg, wl, lin: P.Linear, tokens, prefix: str, kind: str, group: str, layers: int, quantized=True) -> OpCost:
     f_in, f_out = linear_split(cfg, lin, wl.tp)
     d_in, d_out = lin.d_in * f_in, lin.d_out * f_out
-    n = lin.count * (d_in * d_out + (d_out if lin.bias else 0))
+    n = linear_params_per_gpu(cfg, lin, wl.tp)
     return OpCost(
         name=f"{prefix}.{lin.name}",
         kind=kind,
