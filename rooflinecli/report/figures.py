@@ -70,6 +70,7 @@ def roofline(d: dict[str, Any]):
     peaks = [c["peak_flops_per_s"] for c in ds["compute"]] + ([c["peak_flops_per_s"] for c in ms["compute"]] if ms else [])
     top = max(peaks)
     traces = []
+    labels = []  # ceiling labels: annotations, drawn above every trace (a trace's text hides under later markers)
 
     def ceiling_traces(c: dict[str, Any], measured: bool) -> None:
         dash = "dash" if measured else "solid"
@@ -81,11 +82,14 @@ def roofline(d: dict[str, Any]):
             x0 = max(x_lo, comp["ridge_point_flop_per_byte"])
             traces.append(
                 go.Scatter(
-                    x=[x0, x_hi], y=[p / TFLOP, p / TFLOP], mode="lines+text", name=name, legendgroup="ceilings",
+                    x=[x0, x_hi], y=[p / TFLOP, p / TFLOP], mode="lines", name=name, legendgroup="ceilings",
                     line={"color": "#444" if not measured else "#2CA02C", "width": 1.5, "dash": dash},
-                    text=["", name], textposition="top left", textfont={"size": 10}, hovertemplate=f"{t(name)}<extra></extra>",
+                    hovertemplate=f"{t(name)}<extra></extra>",
                 )
             )
+            # annotation coordinates on a log axis are log10 of the value
+            labels.append({"x": _log10(x_hi), "y": _log10(p / TFLOP), "text": t(name), "showarrow": False, "xanchor": "right", "yanchor": "bottom",
+                           "font": {"size": 10, "color": "#2CA02C" if measured else "#222"}, "bgcolor": "rgba(255,255,255,0.8)", "borderpad": 1})
         for m in c["memory"]:
             bw = m["bandwidth_bytes_per_s"]
             src_m = "measured" if measured else m["source"]
@@ -126,7 +130,7 @@ def roofline(d: dict[str, Any]):
                 y=[p["achieved_flops_per_s"] / TFLOP for p in pts],
                 mode="markers", name=f"{phase} ops (predicted; size = share of {phase} time)",
                 marker={"symbol": symbol, "color": color, "opacity": 0.75, "size": [7 + 38 * (p["share_of_phase"] ** 0.5) for p in pts], "line": {"width": 1, "color": "white"}},
-                text=[_op_hover(p) for p in pts], hovertemplate="%{text}<extra></extra>",
+                text=[_op_hover(p, d["analysis"]["workload"]) for p in pts], hovertemplate="%{text}<extra></extra>",
             )
         )
 
@@ -175,6 +179,7 @@ def roofline(d: dict[str, Any]):
         yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}, "range": [_log10(y_lo), _log10(top / TFLOP * 2.5)], "exponentformat": "power"},
         legend={"font": {"size": 10}, "x": 1.01, "y": 1},
         margin={"l": 70, "r": 20, "t": 60, "b": 60},
+        annotations=labels,
     )
     return _fig(traces, layout)
 
@@ -185,9 +190,18 @@ def _log10(x: float) -> float:
     return math.log10(x)
 
 
-def _op_hover(p: dict[str, Any]) -> str:
+def op_shape(p: dict[str, Any], wl: dict[str, Any]) -> str:
+    """The shape an op runs at: batch and prompt (prefill) or context range (decode), and its
+    per-layer dimensions (``d_in->d_out``) as the analysis notes them."""
+    b, s, g = wl["batch"], wl["prompt_len"], wl["gen_len"]
+    step = f"B={b:,} x S={s:,}" if p["phase"] == "prefill" else f"B={b:,}, context {s:,}..{s + max(g - 1, 0):,} (mean of the steps)"
+    return step + (f"; {p['note']}" if p.get("note") else "")
+
+
+def _op_hover(p: dict[str, Any], wl: dict[str, Any]) -> str:
     return (
         f"<b>{t(p['name'])}</b> ({p['phase']}, {p['kind']}, {p['layers']} layer(s))<br>"
+        f"shape {t(op_shape(p, wl))}<br>"
         f"AI {p['arithmetic_intensity_flop_per_byte']:,.3g} FLOP/byte<br>"
         f"{fmt_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted, {p['pct_of_roof']:.0f}% of roof<br>"
         f"time {fmt_time(p['time_s'])} ({p['share_of_phase']:.1%} of {p['phase']})<br>"
@@ -297,7 +311,7 @@ def memory_vs_batch(d: dict[str, Any]):
         traces.append(go.Scatter(x=[mb, mb], y=[0, top], mode="lines", name=f"largest batch that fits: {mb:,}", line={"color": "#888", "dash": "dot"}))
     layout = _layout(
         f"Memory per GPU vs batch (context {m['context']:,}): " + (f"up to batch {mb:,} fits" if mb else "batch 1 does not fit"),
-        xaxis={"type": "log", "title": {"text": "batch (sequences)"}},
+        xaxis={"type": "log", "title": {"text": "batch (sequences)"}, "range": [_log10(x[0]), _log10(x[-1])]},
         yaxis={"title": {"text": "memory per GPU (GB)"}, "range": [0, top]},
     )
     return _fig(traces, layout)
@@ -336,13 +350,21 @@ def batch_sweep(d: dict[str, Any]):
     fig.update_xaxes(type="log", row=1, col=1)
     fig.update_yaxes(type="log", title_text="TPOT (ms per step)", row=1, col=1)
     fig.update_yaxes(type="log", title_text="decode tokens/s per GPU", row=2, col=1)
-    fig.update_layout(**_layout(f"Decode batch sweep at context {s['context']:,}: " + "; ".join(notes) + " (open markers: does not fit in memory)", height=640))
+    title = f"Decode batch sweep at context {s['context']:,}<br><sup>" + "; ".join(notes) + "; open markers: the batch does not fit in memory</sup>"
+    fig.update_layout(**_layout(title, height=640, margin={"l": 70, "r": 30, "t": 80, "b": 60}))
     return fig
 
 
 # ------------------------------------------------------------------------------------------------
 # Variants, MoE, GPUs, validation
 # ------------------------------------------------------------------------------------------------
+
+
+def _bar_label(v: float | None) -> str:
+    """Three significant figures, never in exponent notation (``4,000``, ``0.0899``)."""
+    if v is None:
+        return ""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def attention_variants(d: dict[str, Any]):
@@ -358,7 +380,8 @@ def attention_variants(d: dict[str, Any]):
     for col, key, scale in ((1, "kv_cache_bytes", 1 / GB), (2, "kv_bytes_per_token", 1e-3), (3, "tpot_s", 1e3), (4, "ttft_s", 1e3)):
         fig.add_trace(
             go.Bar(x=labels, y=[(r[key] * scale if r[key] is not None else None) for r in rows], marker={"color": colors}, showlegend=False,
-                   text=hover, hovertemplate="%{text}<br>%{y:.4g}<extra></extra>", texttemplate="%{y:.3g}", textposition="outside"),
+                   text=hover, customdata=[_bar_label(r[key] * scale if r[key] is not None else None) for r in rows],
+                   hovertemplate="%{text}<br>%{y:.4g}<extra></extra>", texttemplate="%{customdata}", textposition="outside"),
             row=1, col=col,
         )
     fig.update_layout(**_layout(f"Attention variants of {t(d['model']['name'])} (* = as configured), batch {v['batch']}", height=440))
@@ -397,7 +420,8 @@ def gpus(d: dict[str, Any]):
     fig = make_subplots(rows=1, cols=4, subplot_titles=("TTFT (ms)", "TPOT (ms)", "decode tokens/s per GPU", "ridge point (FLOP/byte)"))
     for col, key, scale in ((1, "ttft_s", 1e3), (2, "tpot_s", 1e3), (3, "tokens_per_s_per_gpu", 1.0), (4, "ridge_point_flop_per_byte", 1.0)):
         fig.add_trace(go.Bar(x=names, y=[x[key] * scale for x in g], marker={"color": [PALETTE[i % len(PALETTE)] for i in range(len(g))]}, showlegend=False,
-                             text=[t(x["name"]) for x in g], hovertemplate="%{text}: %{y:.4g}<extra></extra>", texttemplate="%{y:.3g}", textposition="outside"), row=1, col=col)
+                             text=[t(x["name"]) for x in g], customdata=[_bar_label(x[key] * scale) for x in g],
+                             hovertemplate="%{text}: %{y:.4g}<extra></extra>", texttemplate="%{customdata}", textposition="outside"), row=1, col=col)
     fig.update_layout(**_layout("GPUs side by side (same model and workload)", height=420))
     return fig
 

@@ -148,7 +148,7 @@ def _moe_table(d: dict[str, Any]) -> str:
     rows.append(["total", Cell(f"{m['total_params'] / 1e9:.4g}", m["total_params"]), Cell(f"{m['active_params'] / 1e9:.4g}", m["active_params"])])
     pub = []
     if m["published_total_params"]:
-        pub.append(f"published total {m['published_total_params'] / 1e9:.4g} B")
+        pub.append(f"Published total {m['published_total_params'] / 1e9:.4g} B")
     if m["published_active_params"]:
         pub.append(f"published active {m['published_active_params'] / 1e9:.4g} B")
     note = f'<p class="note">Active counts top-k of the routed experts and includes embeddings; without them: {m["active_params_without_embeddings"] / 1e9:.4g} B. {e("; ".join(pub))}</p>'
@@ -167,7 +167,12 @@ def _gpus_table(d: dict[str, Any]) -> str:
 
 
 def _us(s: float | None) -> str:
-    return "-" if s is None else f"{s * 1e6:.4g}"
+    """Seconds as microseconds, 4 significant figures, never in exponent notation: ``304,300``,
+    ``812.3``, ``0.0419`` (the column header carries the unit)."""
+    if s is None:
+        return "-"
+    us = float(f"{s * 1e6:.4g}")
+    return f"{us:,.0f}" if abs(us) >= 1000 else f"{us:.4g}"
 
 
 def _validation(d: dict[str, Any]) -> str:
@@ -188,7 +193,7 @@ def _validation(d: dict[str, Any]) -> str:
         rows.append([
             r["op"], r["impl"], r["shape"], r["dtype"], r["bound"],
             Cell(f"{_us(r['measured_s'])} ({_us(r['p20_s'])}-{_us(r['p80_s'])})", r["measured_s"]),
-            Cell(_num(r["achieved_tflops"], ".4g"), r["achieved_tflops"]), Cell(_num(r["achieved_gb_per_s"], ",.0f"), r["achieved_gb_per_s"]),
+            Cell(_num(r["achieved_tflops"], ".4g"), r["achieved_tflops"]), Cell(_num(r["achieved_gb_per_s"], ",.4g"), r["achieved_gb_per_s"]),
             Cell(_us(r["predicted_datasheet_s"]), r["predicted_datasheet_s"]), Cell(_pct(r["error_datasheet"], True), r["error_datasheet"]),
             Cell(_us(r["predicted_measured_s"]), r["predicted_measured_s"]), Cell(_pct(r["error_measured"], True), r["error_measured"]),
             Cell(_num(p.get("pct_of_roof"), ".3g"), p.get("pct_of_roof")), Cell(flag, 1 if flag else 0, "flag" if flag else ""),
