@@ -421,3 +421,55 @@ def test_report_takes_every_workload_option_of_analyze():
     r = runner.invoke(app, ["report", "--help"])
     for opt in ("--prompt", "--prefill-chunk", "--results", "--baseline", "--measured-hw", "--out"):
         assert opt in r.output
+
+
+def _figure(page: str, fid: str) -> dict:
+    return json.loads(re.search(rf'id="figdata-{fid}">(.*?)</script>', page, re.S).group(1))
+
+
+def test_roofline_hover_has_shape_and_ceiling_labels_sit_above_the_markers(default_report):
+    page, data, _ = default_report
+    fig = _figure(page, "roofline")
+    wl = data["analysis"]["workload"]
+    s, g = wl["prompt_len"], wl["gen_len"]
+    for phase, step in (("prefill", f"shape B=1 x S={s:,}"), ("decode", f"shape B=1, context {s:,}..{s + g - 1:,}")):
+        tr = next(t for t in fig["data"] if t.get("name", "").startswith(f"{phase} ops"))
+        want = [p for p in data["ops"] if p["placed"] and p["phase"] == phase]
+        for p, hover in zip(want, tr["text"]):
+            assert step in hover, hover
+            for part in ("FLOP/byte", "FLOP/s predicted", "% of roof", "time ", "-bound"):
+                assert part in hover, (part, hover)
+            if p["kind"] == "gemm":
+                assert re.search(r"\d+-&gt;\d+", hover), hover  # d_in->d_out, escaped for plotly's renderer
+    # compute-ceiling labels are layout annotations (drawn above every trace, unlike a trace's text),
+    # placed in log10 units on the log axes, one per compute ceiling line
+    peaks = [t for t in fig["data"] if " peak " in t.get("name", "")]
+    notes = {a["text"]: a for a in fig["layout"]["annotations"]}
+    assert len(peaks) >= 3
+    for tr in peaks:
+        a = notes[html.escape(tr["name"], quote=False)]
+        assert a["y"] == pytest.approx(np.log10(tr["y"][-1])) and a["x"] == pytest.approx(np.log10(tr["x"][-1]))
+        assert a["showarrow"] is False and a["bgcolor"]
+
+
+def test_figure_labels_and_tables_avoid_exponent_notation(full_report):
+    """Bar labels and the validation / regress tables print 4,000 or 304,300, never 4.00e+3."""
+    page, _, _ = full_report
+    for fid in ("attention-variants", "gpus"):
+        labels = [c for tr in _figure(page, fid)["data"] for c in tr["customdata"]]
+        assert labels and all(re.fullmatch(r"[\d,]+(\.\d+)?", c) for c in labels), labels
+        assert all(tr["texttemplate"] == "%{customdata}" for tr in _figure(page, fid)["data"])
+    for tid in ("validation-table", "regress-table"):  # the time columns (p-values keep their exponent)
+        table_html = re.search(rf'id="{tid}">(.*?)</table>', page, re.S).group(1)
+        head = re.findall(r"<th[^>]*>([^<]*)</th>", table_html)
+        cols = [i for i, h in enumerate(head) if h.endswith(" us") or " us " in h]
+        rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table_html.split("<tbody>")[1])]
+        cells = [r[i] for r in rows for i in cols]
+        assert len(cols) >= 2 and cells and not [c for c in cells if re.search(r"\de[+-]\d", c)], (tid, cells)
+    # the batch sweep's notes go on a second title line (one long line ran off the figure)
+    title = _figure(page, "batch-sweep")["layout"]["title"]["text"]
+    head, _, notes = title.partition("<br>")
+    assert len(head) < 60 and "compute-bound" in notes and "does not fit" in notes
+    from rooflinecli.report.html import _us
+
+    assert [_us(x) for x in (0.3043, 8.123e-4, 4.19e-8, None)] == ["304,300", "812.3", "0.0419", "-"]

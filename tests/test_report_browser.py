@@ -323,7 +323,11 @@ def open_report(browser: Browser, path: Path) -> tuple[Page, dict]:
     info = page.evaluate(
         "JSON.stringify({figs: Array.from(document.querySelectorAll('div.figure[data-fig]')).map(function(d){var r=d.getBoundingClientRect();"
         "return {id: d.id, svg: d.querySelectorAll('.main-svg').length, traces: d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length,"
-        "x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};}), errors: window.reportFigureErrors, hostile: window.__hostileRan})"
+        "x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};}), "
+        # each subplot's plot area (plotly's drag rectangle covers exactly the area inside the axes)
+        "areas: Array.from(document.querySelectorAll('div.figure[data-fig] .nsewdrag')).map(function(a){var r=a.getBoundingClientRect();"
+        "return {id: a.closest('div.figure').id, x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};}), "
+        "errors: window.reportFigureErrors, hostile: window.__hostileRan})"
     )
     return page, json.loads(info)
 
@@ -373,6 +377,14 @@ def test_report_renders_in_chromium(browser, reports, which):
                              clip={"x": f["x"], "y": f["y"], "width": f["w"], "height": f["h"], "scale": 0.25})
             frac = non_white_fraction(base64.b64decode(shot["data"]))
             assert frac > 0.02, f"{f['id']}: screenshot is blank ({frac:.1%} non-white pixels)"
+        # axes, titles and legend alone pass the check above: each plot area (gridlines are lighter
+        # than the threshold) must hold drawn data. Thinnest real case: one line, about 1.4%.
+        assert {a["id"] for a in info["areas"]} == {f["id"] for f in figs}
+        for a in info["areas"]:
+            shot = page.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                             clip={"x": a["x"], "y": a["y"], "width": a["w"], "height": a["h"], "scale": 0.5})
+            frac = non_white_fraction(base64.b64decode(shot["data"]))
+            assert frac > 0.003, f"{a['id']}: a plot area is empty ({frac:.2%} non-white pixels)"
         if which == "hostile":
             from test_report import HOSTILE
 
