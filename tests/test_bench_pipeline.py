@@ -115,10 +115,10 @@ def test_run_bench_times_good_ops_beside_a_broken_one(monkeypatch):
     state = run_bench(
         BenchOptions(kernels=("copy", "broken"), suite="test", device="cpu", min_samples=10),
         on_case=lambda op, case, i, n: seen.append((op, case, i, n)),
-        on_op_done=lambda s: checkpoints.append(len(s.rows)),
+        on_checkpoint=lambda s: checkpoints.append(len(s.rows)),
     )
     assert [(s[0], s[2], s[3]) for s in seen] == [("copy", 0, 2), ("broken", 1, 2)]
-    assert checkpoints == [2, 3]  # after each op: copy's two rows, then the broken row
+    assert checkpoints == [2, 3, 3]  # after each case (copy: two rows, broken: one), then at the end
     by = {(r.op, r.impl): r for r in state.rows}
     assert by[("copy", "triton")].correct and len(by[("copy", "triton")].samples_s) == 10
     assert by[("copy", "torch")].correct
@@ -166,10 +166,36 @@ def test_large_outputs_compare_on_device_like_the_cpu_report():
     assert fast.ok and slow.ok and fast.rel_error == pytest.approx(slow.rel_error, rel=1e-9)
     out[7] = float("nan")
     c = compare_output(out, ref, 1e-2)
-    assert not c.ok and "1 NaN" in c.message
-    bad = ref * 1.5
-    c = compare_output(bad, ref, 1e-2)
-    assert not c.ok and c.rel_error == pytest.approx(0.5) and "elements differ" in c.message
+    assert not c.ok and "1 NaN and 0 inf" in c.message and "flat index 7" in c.message
+    bad = ref.clone()
+    bad[DEVICE_COMPARE_MIN_ELEMENTS - 5 :] *= 1e4  # the last elements only, past the first chunk's start
+    c, slow = compare_output(bad, ref, 1e-2), compare(bad, ref, 1e-2)
+    assert not c.ok and not slow.ok and c.rel_error == pytest.approx(slow.rel_error, rel=1e-9)
+    n_slow = int(slow.message.split("; ")[1].split(" of ")[0])  # the CPU report's count
+    assert f"; {n_slow} of {bad.numel()} elements differ" in c.message and n_slow >= 1
+    first = int((bad - ref).abs().gt(1e-2 * ref.abs().max()).nonzero()[0])
+    assert f"flat index {first};" in c.message and first >= DEVICE_COMPARE_MIN_ELEMENTS - 5
+
+
+def test_a_time_budget_interleaves_the_kernels_and_rows_come_back_in_suite_order(monkeypatch):
+    """Under a budget the cases run round-robin (every kernel gets its first shapes timed before
+    any gets its last), and the rows are stored in suite order."""
+    import kernels.registry as registry
+    from rooflinecli.bench.runner import plan_cases
+
+    cases = {"test": tuple(Case(f"N{n}", {"n": n}, "fp32") for n in (63, 64, 65))}
+    a = replace(load_op("copy"), name="a", cases=cases)
+    b = replace(load_op("copy"), name="b", cases={"test": cases["test"][:1]})
+    assert [(op.name, c.shape) for op, c in plan_cases([a, b], "test")] == [("a", "N63"), ("a", "N64"), ("a", "N65"), ("b", "N63")]
+    assert [(op.name, c.shape) for op, c in plan_cases([a, b], "test", interleave=True)] == [("a", "N63"), ("b", "N63"), ("a", "N64"), ("a", "N65")]
+    monkeypatch.setattr(registry, "load_op", lambda name: {"a": a, "b": b}[name])
+    seen = []
+    state = run_bench(
+        BenchOptions(kernels=("a", "b"), suite="test", device="cpu", time_budget_s=600.0, baseline=False),
+        on_case=lambda op, case, i, n: seen.append((op, case)),
+    )
+    assert seen == [("a", "N63-fp32"), ("b", "N63-fp32"), ("a", "N64-fp32"), ("a", "N65-fp32")]
+    assert [(r.op, r.shape) for r in state.rows] == [("a", "N63"), ("a", "N64"), ("a", "N65"), ("b", "N63")]
 
 
 def test_a_lost_cuda_context_skips_the_remaining_cases(monkeypatch):

@@ -92,35 +92,63 @@ def _as_tuple(x: Any) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-#: outputs larger than this are compared on their device first (the CPU comparison of a multi-GB
-#: output in float64 takes seconds); the CPU report runs only to describe a failure
+#: outputs this large are compared on their device, failures included (a float64 copy of a
+#: multi-GB output on the host, and the element-wise report over it, take tens of seconds)
 DEVICE_COMPARE_MIN_ELEMENTS = 1 << 22
+_CHUNK = 1 << 24
 
 
 def _device_rel_error(o, r) -> float | None:
     """||o - r|| / ||r|| computed in float64 chunks on the tensors' device; None when ``o`` has a
-    NaN or inf (the full report then says where)."""
+    NaN or inf."""
     import torch
 
     if not bool(torch.isfinite(o).all()):
         return None
     num = torch.zeros((), dtype=torch.float64, device=o.device)
     den = torch.zeros((), dtype=torch.float64, device=o.device)
-    for oc, rc in zip(o.reshape(-1).split(1 << 24), r.reshape(-1).split(1 << 24)):
+    for oc, rc in zip(o.reshape(-1).split(_CHUNK), r.reshape(-1).split(_CHUNK)):
         rd = rc.to(torch.float64)
         num += (oc.to(torch.float64) - rd).square().sum()
         den += rd.square().sum()
     return float(num.sqrt()) / max(float(den.sqrt()), 1e-6)
 
 
+def _device_failure(o, r, rel: float | None, tol: float, abs_floor: float = 1e-6) -> str:
+    """The mismatch report of ``kernels.testing.compare`` (counts, first flat index), computed on
+    the device chunk by chunk."""
+    import torch
+
+    flat_o, flat_r = o.reshape(-1), r.reshape(-1)
+    if rel is None:
+        n_nan = int(torch.isnan(flat_o).sum())
+        n_inf = int(torch.isinf(flat_o).sum())
+        first = int(torch.argmax((~torch.isfinite(flat_o)).to(torch.uint8)))
+        return f"{n_nan} NaN and {n_inf} inf of {o.numel()} elements (first at flat index {first}; compared on the device)"
+    elem_tol = tol * max(float(flat_r.abs().max()), abs_floor)
+    n_bad, first = 0, None
+    for k, (oc, rc) in enumerate(zip(flat_o.split(_CHUNK), flat_r.split(_CHUNK))):
+        bad = (oc.to(torch.float64) - rc.to(torch.float64)).abs() > elem_tol
+        c = int(bad.sum())
+        if c and first is None:
+            first = k * _CHUNK + int(torch.argmax(bad.to(torch.uint8)))
+        n_bad += c
+    return (
+        f"rel error {rel:.3e} > {tol:.1e}; {n_bad} of {o.numel()} elements differ by more than {elem_tol:.2e} "
+        f"(first at flat index {first}; compared on the device)"
+    )
+
+
 def compare_output(o, r, tol: float):
-    """``kernels.testing.compare``, with a device-side fast path for large outputs that pass."""
+    """``kernels.testing.compare``; outputs of ``DEVICE_COMPARE_MIN_ELEMENTS`` or more are compared
+    (and a failure described) on their device, without a host copy."""
     from kernels.testing import Comparison, compare
 
     if getattr(o, "shape", None) == getattr(r, "shape", None) and o.numel() >= DEVICE_COMPARE_MIN_ELEMENTS and o.device == r.device:
         rel = _device_rel_error(o, r)
         if rel is not None and rel <= tol:
             return Comparison(rel, True, f"rel error {rel:.3e} <= {tol:.1e}")
+        return Comparison(float("inf") if rel is None else rel, False, _device_failure(o, r, rel, tol))
     return compare(o, r, tol)
 
 
@@ -335,33 +363,45 @@ def select_cases(op, suite: str) -> tuple:
     return tuple(op.cases.get(suite, ()))
 
 
+def plan_cases(ops, suite: str, interleave: bool = False) -> list[tuple[Any, Any]]:
+    """(op, case) pairs in suite order: every case of the first op, then the next op. With
+    ``interleave`` (a time budget), round-robin over the ops instead (first case of each op, then
+    the second, ...), so that a budget that runs out leaves every kernel measured on some shapes
+    rather than the last kernels on none."""
+    per_op = [[(op, case) for case in select_cases(op, suite)] for op in ops]
+    if not interleave:
+        return [pc for cases in per_op for pc in cases]
+    out = []
+    for i in range(max((len(c) for c in per_op), default=0)):
+        out.extend(cases[i] for cases in per_op if i < len(cases))
+    return out
+
+
 def run_bench(
     opts: BenchOptions,
     *,
     on_case: Callable[[str, str, int, int], None] | None = None,
-    on_op_done: Callable[[BenchState], None] | None = None,
+    on_checkpoint: Callable[[BenchState], None] | None = None,
     state: BenchState | None = None,
 ) -> BenchState:
-    """Check and time every case of ``opts.kernels``; callbacks drive a progress bar and the
-    checkpoint writes."""
+    """Check and time every case of ``opts.kernels``; ``on_case`` drives a progress bar and
+    ``on_checkpoint`` (the CLI writes the results file) runs after every case, so a run killed by
+    a timeout keeps all it finished. With ``opts.time_budget_s`` the cases run round-robin over the
+    kernels (``plan_cases``); the rows are put back in suite order at the end."""
     from kernels.registry import load_op
 
     state = state or BenchState()
     ops = [load_op(n) for n in opts.kernels]
-    plan = [(op, case) for op in ops for case in select_cases(op, opts.suite)]
+    plan = plan_cases(ops, opts.suite, interleave=opts.time_budget_s is not None)
     if not plan:
         raise RooflineError(f"no cases in suite '{opts.suite}' for kernels {', '.join(opts.kernels)}")
     bencher = Bencher(opts)
     t0 = time.monotonic()
-    last_op = None
     lost: str | None = None  # the CUDA context died (a sticky error): nothing after it can run
     for i, (op, case) in enumerate(plan):
         if lost is not None:
             state.skipped.append({"op": op.name, "case": case.id, "reason": lost})
             continue
-        if last_op is not None and op.name != last_op and on_op_done is not None:
-            on_op_done(state)
-        last_op = op.name
         if on_case is not None:
             on_case(op.name, case.id, i, len(plan))
         if opts.time_budget_s is not None and time.monotonic() - t0 > opts.time_budget_s:
@@ -373,10 +413,15 @@ def run_bench(
             continue
         rows = bencher.bench_case(op, case)
         state.rows.extend(rows)
+        if on_checkpoint is not None:
+            on_checkpoint(state)
         if bencher.cuda and any(not r.correct and "CUDA" in r.note for r in rows) and not bencher.context_alive():
             lost = f"skipped: the CUDA context was lost at {op.name} {case.id} (a sticky CUDA error)"
-    if on_op_done is not None:
-        on_op_done(state)
+    order = {(op.name, case.id): k for k, (op, case) in enumerate(plan_cases(ops, opts.suite))}
+    state.rows.sort(key=lambda r: order.get((r.op, f"{r.shape}-{r.dtype}"), len(order)))  # stable: ours, then torch
+    state.skipped.sort(key=lambda s: order.get((s["op"], s["case"]), len(order)))
+    if on_checkpoint is not None:
+        on_checkpoint(state)
     return state
 
 

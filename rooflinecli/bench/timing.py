@@ -226,7 +226,10 @@ def time_cuda(
         n_graph = sample_count(median * 50, target_total_s, min_samples, 50)
         graph_samples, launches = time_cuda_graph(fns, flusher, estimate_s=median, samples=n_graph)
     except Exception as e:  # noqa: BLE001 - any capture failure falls back to the event samples
-        torch.cuda.synchronize()
+        try:
+            torch.cuda.synchronize()  # an invalidated capture may report its error once more here
+        except Exception:  # noqa: BLE001 - a dead context is caught by the runner's next check
+            pass
         reason = " ".join(str(e).split())[:160]
         return Timing(
             tuple(samples),

@@ -84,7 +84,7 @@ def bench(
     suite: Annotated[Suite, typer.Option("--suite", help="quick: a few shapes; full: the whole sweep.")] = Suite.quick,
     hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (id or path) for predictions (default: the one on file for the GPU).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each kernel).")] = Path("results.json"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each case).")] = Path("results.json"),
     samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10; 20 by default, which the regression gate needs to catch a 10% slowdown in >= 95% of runs).")] = 20,
     target_ms: Annotated[float, typer.Option("--target-ms", help="Timing budget per kernel, shape and impl, milliseconds.")] = 250.0,
     time_budget_s: Annotated[float | None, typer.Option("--time-budget-s", help="Start no new case after this many seconds; the rest are recorded as skipped.")] = None,
@@ -149,7 +149,7 @@ def bench(
         def on_case(op: str, case_id: str, i: int, n: int) -> None:
             progress.update(task, description=f"{op} {case_id}", completed=i, total=n)
 
-        state = run_bench(opts, on_case=on_case, on_op_done=checkpoint)
+        state = run_bench(opts, on_case=on_case, on_checkpoint=checkpoint)
     if not cpu:  # clocks and temperature after the run, beside those before it
         from rooflinecli.bench.environment import nvidia_smi_query
 
