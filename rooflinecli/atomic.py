@@ -9,6 +9,18 @@ from pathlib import Path
 from typing import Any
 
 
+def _publish_mode(tmp: str | os.PathLike[str], target: Path) -> None:
+    """Give the temporary file the mode a plain ``open(path, "w")`` would: the existing file's
+    mode when replacing one, else 0666 less the umask (mkstemp creates files 0600)."""
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(tmp, mode)
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
     path = Path(path)
@@ -19,6 +31,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        _publish_mode(tmp, path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -62,6 +75,7 @@ class atomic_output:
         if exc_type is None:
             with open(self.tmp, "rb") as f:
                 os.fsync(f.fileno())
+            _publish_mode(self.tmp, self.path)
             os.replace(self.tmp, self.path)
         else:
             try:

@@ -34,16 +34,11 @@ def render_report(data: dict[str, Any]) -> str:
 
 def write_report(page: str, out: str | Path) -> Path:
     """Write the page atomically (a reader sees the old file or the whole new one)."""
-    import os
-
     from rooflinecli.atomic import atomic_output
 
     out = Path(out)
     with atomic_output(out) as tmp:
         tmp.write_text(page, encoding="utf-8")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a report is meant to be shared: not mkstemp's 0600
     return out
 
 
