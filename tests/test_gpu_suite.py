@@ -59,7 +59,7 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     out = tmp_path / "out"
     assert p.returncode == 0, p.stdout + p.stderr
     stages = [line.split("\t") for line in (out / "stages.tsv").read_text().splitlines()[1:]]
-    assert [s[0] for s in stages] == ["tests", "calibrate", "bench", "fit", "e2e", "validate"]
+    assert [s[0] for s in stages] == ["calibrate", "bench", "fit", "e2e", "validate", "tests"]
     assert all(s[1].startswith("ok") for s in stages), stages
     # the summary table comes last
     tail = p.stdout.strip().splitlines()
@@ -78,3 +78,10 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     assert len(v["end_to_end"]) == 2
     assert (out / "validation.md").read_text().startswith("# Validation")
     assert (out / "summary.txt").is_file() and (out / "logs" / "bench.log").is_file()
+    # the GPU's test stage (last) collects its -k subset from every kernel's test file
+    tests_log = (out / "logs" / "tests.log").read_text()
+    assert "deselected" in tests_log, tests_log[-2000:]
+    from kernels.registry import KERNEL_NAMES
+
+    for k in KERNEL_NAMES:
+        assert f"tests/test_{k}.py::" in tests_log and "matches_reference" in tests_log, k
