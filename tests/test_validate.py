@@ -53,7 +53,8 @@ def synthetic_results(tmp_path) -> tuple[Results, dict]:
     ]
     failed = ResultRow(op="moe", impl="triton", shape="T1", dtype="bf16", samples_s=(), p20_s=float("nan"), p50_s=float("nan"),
                        p80_s=float("nan"), flops=1.0, bytes=1.0, correct=False, method="untimed", note="rel error 1e0 > 1.6e-02")
-    e2e = {"phases": [{"phase": "decode", "measured_s": 100e-6, "predicted_s_datasheet": 80e-6, "predicted_s_measured": 90e-6}]}
+    e2e = {"phases": [{"phase": "decode", "measured_s": 100e-6, "predicted_s_datasheet": 80e-6, "predicted_s_measured": 90e-6,
+                       "predicted_s_fitted": 103e-6}]}
     res = Results(rows=tuple(rows) + (failed,), environment={"gpu_name": "NVIDIA H200"}, created_utc="2026-11-29T00:00:00Z",
                   tool_version="0.1.0", hardware_spec="h200", extra={"end_to_end": e2e})
     res.save(tmp_path / "results.json")
@@ -109,6 +110,7 @@ def test_end_to_end_errors(tmp_path, measured_spec):
     res, _ = synthetic_results(tmp_path)
     (p,) = validate(res, measured=measured_spec.path).end_to_end
     assert p["error_datasheet"] == pytest.approx(-0.2) and p["error_measured"] == pytest.approx(-0.1)
+    assert p["error_fitted"] == pytest.approx(0.03)  # the error after the efficiency fit, beside the two before
 
 
 def test_validate_cli_json_markdown_and_tables(tmp_path, measured_spec):
@@ -123,6 +125,7 @@ def test_validate_cli_json_markdown_and_tables(tmp_path, measured_spec):
     assert len(data["flags"]) == 1 and len(data["failed"]) == 1
     md = (tmp_path / "v.md").read_text()
     assert "**above roof**" in md and "| copy_bandwidth |" in md and "End to end" in md
+    assert "| decode | 100 | 80 | -20.0% | 90 | -10.0% | 103 | +3.0% |" in md, md  # before and after the fit
     r = runner.invoke(app, ["validate", str(res), "--measured", measured_spec.path])
     assert r.exit_code == 0 and "kernel targets" in r.output and "flag: rmsnorm" in r.output
 

@@ -441,11 +441,11 @@ def to_markdown(v: Validation) -> str:
     lines += ["", "| prediction from | points | median abs error | p90 abs error | median error |", "|---|---:|---:|---:|---:|"]
     lines += ["| " + " | ".join(r) + " |" for r in summary_table(v)]
     if v.end_to_end:
-        lines += ["", "## End to end (one decoder layer)", "", "| phase | measured us | datasheet us | error | measured-ceiling us | error |", "|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "## End to end (one decoder layer)", "", "| phase | measured us | datasheet us | error | measured-ceiling us | error | fitted us | error |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for p in v.end_to_end:
             lines.append(
                 f"| {p.get('phase')} | {_us(p.get('measured_s'))} | {_us(p.get('predicted_s_datasheet'))} | {_pct(p.get('error_datasheet'))} | "
-                f"{_us(p.get('predicted_s_measured'))} | {_pct(p.get('error_measured'))} |"
+                f"{_us(p.get('predicted_s_measured'))} | {_pct(p.get('error_measured'))} | {_us(p.get('predicted_s_fitted'))} | {_pct(p.get('error_fitted'))} |"
             )
     lines += ["", "## Kernel targets", "", "| target | goal | value | status | detail |", "|---|---|---:|---|---|"]
     for t in v.targets:

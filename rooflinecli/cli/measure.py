@@ -323,10 +323,11 @@ def _show_validation(v, summary: list[list[str]]) -> None:
     if v.end_to_end:
         _echo_table(
             "end to end: one decoder layer",
-            ["phase", "measured us", "datasheet us", "err", "meas.-ceil. us", "err"],
+            ["phase", "measured us", "datasheet us", "err", "meas.-ceil. us", "err", "fitted us", "err"],
             [[str(p.get("phase")), _us(p.get("measured_s")), _us(p.get("predicted_s_datasheet")), _pct(p.get("error_datasheet")),
-              _us(p.get("predicted_s_measured")), _pct(p.get("error_measured"))] for p in v.end_to_end],
-            right={1, 2, 3, 4, 5},
+              _us(p.get("predicted_s_measured")), _pct(p.get("error_measured")), _us(p.get("predicted_s_fitted")),
+              _pct(p.get("error_fitted"))] for p in v.end_to_end],
+            right={1, 2, 3, 4, 5, 6, 7},
         )
     _echo_table("kernel targets", ["target", "goal", "value", "status", "detail"],
                 [[t.name, t.goal, "-" if t.value is None else f"{t.value:.2f}", t.status, t.detail] for t in v.targets], right={2})
