@@ -34,6 +34,14 @@ def test_default_run_is_useful():
         assert word in out
 
 
+def test_sliding_window_model_fits_any_context():
+    r = run("--model", "mistral-7b", "--prompt", "32k", "--gen", "16", "--no-ops")
+    assert r.exit_code == 0, r.output
+    assert "at context 32,784; any context (the KV cache stops growing) at batch 1" in r.stdout
+    j = json.loads(run("--model", "mistral-7b", "--prompt", "32k", "--gen", "16", "--json").stdout)
+    assert j["memory"]["max_context_at_batch"] is None and j["kv_crossover_context"] is None
+
+
 def test_json_keys_and_consistency():
     r = run("--model", "llama-3-8b", "--batch", "4", "--prompt", "512", "--gen", "32", "--json", "--price-per-gpu-hour", "2")
     assert r.exit_code == 0, r.output

@@ -154,7 +154,8 @@ def render(a, show_ops: bool = True) -> None:
         )
     )
     mc = m["max_context_at_batch"]
-    lines.append(("largest batch / context", f"batch {m['max_batch_at_context']:,} at context {m['kv_cache_context']:,}; context {mc:,} at batch {wl.batch}" if mc is not None else f"batch {m['max_batch_at_context']:,}; context unbounded"))
+    ctx = f"context {mc:,}" if mc is not None else "any context (the KV cache stops growing)"
+    lines.append(("largest batch / context", f"batch {m['max_batch_at_context']:,} at context {m['kv_cache_context']:,}; {ctx} at batch {wl.batch}"))
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         c.print(f"  {k:<{width}}  {v}")
