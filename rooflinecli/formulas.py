@@ -41,11 +41,6 @@ def memory_time_s(bytes_, bandwidth_bytes_per_s, efficiency=1.0):
     return bytes_ / (bandwidth_bytes_per_s * efficiency)
 
 
-def roofline_time_s(flops, bytes_, peak_flops_per_s, bandwidth_bytes_per_s):
-    """Op time on the roofline: max(FLOPs / peak, bytes / BW)."""
-    return np.maximum(flops / peak_flops_per_s, bytes_ / bandwidth_bytes_per_s)
-
-
 # --------------------------------------------------------------------------------------------
 # Dense algebra
 # --------------------------------------------------------------------------------------------

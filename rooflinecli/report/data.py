@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from rooflinecli import formulas as F
 from rooflinecli import params as P
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
@@ -143,7 +144,7 @@ def op_points(analysis) -> list[dict[str, Any]]:
             ai = r.arithmetic_intensity_flop_per_byte
             placed = bool(r.flops > 0 and r.bytes > 0 and r.time_s > 0)
             achieved = r.flops / r.time_s if r.time_s > 0 else None
-            roof = min(peak, ai * bw) if ai else None
+            roof = float(F.attainable_flops_per_s(ai, peak, bw)) if ai else None
             rows.append(
                 {
                     "phase": phase.phase,
