@@ -112,13 +112,7 @@ def max_batch_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prom
         lo, hi = hi, hi * 2
         if hi > 1 << 40:
             return lo
-    while hi - lo > 1:  # fits(lo), not fits(hi)
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _last_fitting(fits, lo, hi)
 
 
 def max_context_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, batch: int, limit: int = 1 << 40) -> int | None:
@@ -132,7 +126,12 @@ def max_context_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, ba
         return 0
     if fits(limit):
         return None
-    lo, hi = 1, limit  # fits(lo), not fits(hi)
+    return _last_fitting(fits, 1, limit)
+
+
+def _last_fitting(fits, lo: int, hi: int) -> int:
+    """Bisection on a monotone predicate: the largest n in [lo, hi) with fits(n), given fits(lo)
+    and not fits(hi)."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
