@@ -171,3 +171,30 @@ def run_without_interpreter(code: str, timeout_s: float = 300.0) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"subprocess exited {proc.returncode}: {proc.stderr[-3000:]}")
     return proc.stdout
+
+
+def seeded_generator(tag: str) -> torch.Generator:
+    """A CPU generator seeded from a test id: fresh inputs per case, reproducible per case."""
+    import zlib
+
+    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+
+
+def cubin_stack_bytes(compiled) -> int:
+    """Per-thread stack frame (register spills show up here) of a kernel compiled with
+    ``compile_for_gpu``, read with the cuobjdump that Triton's NVIDIA backend ships."""
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(compiled.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    try:
+        out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    return int(re.search(r"STACK:(\d+)", out).group(1))

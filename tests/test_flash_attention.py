@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import math
-import zlib
 
 import pytest
 import torch
 
 from kernels import flash_attention as fa
 from kernels.registry import load_op
-from kernels.testing import compare, poisoned
+from kernels.testing import compare, poisoned, seeded_generator
 
 OP = fa.OP
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gen(tag: str) -> torch.Generator:
-    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+gen = seeded_generator
 
 
 @pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
@@ -127,13 +125,7 @@ import json, os, re, subprocess, tempfile, torch, triton
 from kernels import flash_attention as fa
 from kernels.testing import compile_for_gpu
 
-def stack_bytes(k):
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(k.asm["cubin"])
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    out = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-    os.unlink(f.name)
-    return int(re.search(r"STACK:(\\d+)", out).group(1))
+from kernels.testing import cubin_stack_bytes as stack_bytes
 
 rows = []
 variants = [(128, True, c) for c in fa._GPU_CONFIGS] + [(64, False, fa._GPU_CONFIGS[0])]

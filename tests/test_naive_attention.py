@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import zlib
 
 import pytest
 import torch
@@ -12,15 +11,14 @@ from kernels import naive_attention as na
 from kernels.flash_attention import OP as FLASH
 from kernels.flash_attention import _case as flash_case
 from kernels.registry import load_op
-from kernels.testing import compare, poisoned
+from kernels.testing import compare, poisoned, seeded_generator
 from rooflinecli import formulas
 
 OP = na.OP
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gen(tag: str) -> torch.Generator:
-    return torch.Generator().manual_seed(zlib.crc32(tag.encode()))
+gen = seeded_generator
 
 
 @pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
