@@ -332,21 +332,35 @@ def make_inputs(case: Case, device, generator) -> dict:
     inputs = {"q": device_randn((B, H, D), dt, device, generator)}
     page_size = p.get("page_size")
     if page_size:
-        max_blocks = triton.cdiv(N, page_size)
-        shape = (B * max_blocks, page_size, H_kv, D)
-        perm = torch.randperm(B * max_blocks, generator=generator)
-        inputs["block_table"] = perm.view(B, max_blocks).to(torch.int32).to(device)
+        inputs["block_table"] = random_block_table(B, N, page_size, device, generator)
+        shape = (inputs["block_table"].numel(), page_size, H_kv, D)
     else:
         shape = (B, H_kv, N, D)
     inputs["k_cache"] = device_randn(shape, dt, device, generator)
     inputs["v_cache"] = device_randn(shape, dt, device, generator)
+    return inputs | decode_options(p, device, generator)
+
+
+def random_block_table(B: int, N: int, page_size: int, device, generator) -> torch.Tensor:
+    """Block table [B, ceil(N / page_size)] (int32): every sequence's pages, shuffled through a
+    pool of B * ceil(N / page_size) pages. Shared by the decode kernels' inputs."""
+    max_blocks = triton.cdiv(N, page_size)
+    perm = torch.randperm(B * max_blocks, generator=generator)
+    return perm.view(B, max_blocks).to(torch.int32).to(device)
+
+
+def decode_options(p, device, generator) -> dict:
+    """Inputs a decode case's flags ask for: ``varlen`` -> random ``seq_lens`` in [1, N] with the
+    first sequence full; ``splits`` -> ``num_splits``."""
+    B, N = p["B"], p["N"]
+    out = {}
     if p.get("varlen"):
         lens = torch.randint(1, N + 1, (B,), generator=generator, dtype=torch.int32)
         lens[0] = N
-        inputs["seq_lens"] = lens.to(device)
+        out["seq_lens"] = lens.to(device)
     if p.get("splits"):
-        inputs["num_splits"] = p["splits"]
-    return inputs
+        out["num_splits"] = p["splits"]
+    return out
 
 
 def cost(case: Case) -> tuple[float, float]:
@@ -360,8 +374,12 @@ def cost(case: Case) -> tuple[float, float]:
 
 
 def _case(B, H, H_kv, N, D, dtype, page_size=None, varlen=False, splits=None) -> Case:
-    params = {"B": B, "H": H, "H_kv": H_kv, "N": N, "D": D}
-    shape = f"B{B}-H{H}-Hkv{H_kv}-N{N}-D{D}"
+    return decode_case({"B": B, "H": H, "H_kv": H_kv, "N": N, "D": D}, f"B{B}-H{H}-Hkv{H_kv}-N{N}-D{D}", dtype, page_size, varlen, splits)
+
+
+def decode_case(params: dict, shape: str, dtype: str, page_size=None, varlen=False, splits=None) -> Case:
+    """A decode Case with the optional flags added to its params and its readable id."""
+    params = dict(params)
     if page_size:
         params["page_size"] = page_size
         shape += f"-page{page_size}"

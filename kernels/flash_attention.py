@@ -179,6 +179,25 @@ _flash_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["S", "GR
 _INTERPRET_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32}
 
 
+def check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int]:
+    """Check q [B, H, S, D] and k, v [B, H_kv, S, D] (H_kv divides H; all bf16 or all fp16; one
+    device); return (B, H, H_kv, S, D). Shared by the attention launchers."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"q, k, v must be [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    B, H, S, D = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
+    Bk, H_kv, Sk, Dk = k.shape
+    if Bk != B or Sk != S or Dk != D:
+        raise ValueError(f"k/v {tuple(k.shape)} do not match q {tuple(q.shape)} in B, S or D")
+    if H_kv < 1 or H % H_kv:
+        raise ValueError(f"H_kv = {H_kv} must divide H = {H}")
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k, v must all be bf16 or all fp16, got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_device(q, k, v)
+    return B, H, H_kv, S, D
+
+
 def flash_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -190,20 +209,9 @@ def flash_attention(
     """Attention forward. q [B, H, S, D]; k, v [B, H_kv, S, D] with H_kv dividing H; bf16 or fp16;
     D in (64, 128); last dim contiguous. ``causal``: query i sees keys 0..i. ``sm_scale`` defaults to
     1/sqrt(D). Returns o [B, H, S, D] in q's dtype (written into ``out`` when given)."""
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, H, S, D = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
-    Bk, H_kv, Sk, Dk = k.shape
-    if Bk != B or Sk != S or Dk != D:
-        raise ValueError(f"k/v {tuple(k.shape)} do not match q {tuple(q.shape)} in B, S or D")
-    if H_kv < 1 or H % H_kv:
-        raise ValueError(f"H_kv = {H_kv} must divide H = {H}")
+    B, H, H_kv, S, D = check_qkv(q, k, v)
     if D not in HEAD_DIMS:
         raise ValueError(f"head dim D = {D} not supported; supported: {HEAD_DIMS}")
-    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must all be bf16 or all fp16, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
         raise ValueError("q, k, v must be contiguous in the last (head) dimension")
     check_device(q, k, v)

@@ -24,7 +24,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.decode_attention import MAX_SPLITS, choose_splits, reduce_splits, sm_count, split_plan
+from kernels.decode_attention import (
+    MAX_SPLITS,
+    choose_splits,
+    decode_case,
+    decode_options,
+    random_block_table,
+    reduce_splits,
+    sm_count,
+    split_plan,
+)
 from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, upcast_dots
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
@@ -262,19 +271,11 @@ def make_inputs(case: Case, device, generator) -> dict:
     }
     page_size = p.get("page_size")
     if page_size:
-        max_blocks = triton.cdiv(N, page_size)
-        perm = torch.randperm(B * max_blocks, generator=generator)
-        inputs["block_table"] = perm.view(B, max_blocks).to(torch.int32).to(device)
-        inputs["cache"] = device_randn((B * max_blocks, page_size, R + P), dt, device, generator)
+        inputs["block_table"] = random_block_table(B, N, page_size, device, generator)
+        inputs["cache"] = device_randn((inputs["block_table"].numel(), page_size, R + P), dt, device, generator)
     else:
         inputs["cache"] = device_randn((B, N, R + P), dt, device, generator)
-    if p.get("varlen"):
-        lens = torch.randint(1, N + 1, (B,), generator=generator, dtype=torch.int32)
-        lens[0] = N
-        inputs["seq_lens"] = lens.to(device)
-    if p.get("splits"):
-        inputs["num_splits"] = p["splits"]
-    return inputs
+    return inputs | decode_options(p, device, generator)
 
 
 def cost(case: Case) -> tuple[float, float]:
@@ -289,17 +290,7 @@ def cost(case: Case) -> tuple[float, float]:
 
 def _case(B, H, N, R, P, dtype, page_size=None, varlen=False, splits=None) -> Case:
     params = {"B": B, "H": H, "N": N, "R": R, "P": P, "qk_head_dim": 192}
-    shape = f"B{B}-H{H}-N{N}-R{R}-P{P}"
-    if page_size:
-        params["page_size"] = page_size
-        shape += f"-page{page_size}"
-    if varlen:
-        params["varlen"] = True
-        shape += "-varlen"
-    if splits:
-        params["splits"] = splits
-        shape += f"-split{splits}"
-    return Case(shape, params, dtype)
+    return decode_case(params, f"B{B}-H{H}-N{N}-R{R}-P{P}", dtype, page_size, varlen, splits)
 
 
 # "test": small latent widths for the interpreter, one case at DeepSeek-V3's R = 512, P = 64; head

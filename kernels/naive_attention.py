@@ -18,9 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash_attention import attention_reference, check_device, dot_acc, interpreting, upcast_dots
+from kernels.flash_attention import attention_reference, check_qkv, dot_acc, interpreting, make_inputs, upcast_dots
 from kernels.registry import Case, KernelOp
-from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
@@ -112,19 +111,7 @@ def naive_attention(
     """Attention through HBM. q [B, H, S, D]; k, v [B, H_kv, S, D] (H_kv divides H); bf16 or fp16.
     ``scores`` and ``probs`` ([B, H, S, S], q's dtype) may be passed to reuse buffers; they hold
     S and P afterwards. Returns o [B, H, S, D] (into ``out`` when given)."""
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        raise ValueError(f"q, k, v must be [B, H, S, D], got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    B, H, S, D = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
-    Bk, H_kv, Sk, Dk = k.shape
-    if Bk != B or Sk != S or Dk != D:
-        raise ValueError(f"k/v {tuple(k.shape)} do not match q {tuple(q.shape)} in B, S or D")
-    if H_kv < 1 or H % H_kv:
-        raise ValueError(f"H_kv = {H_kv} must divide H = {H}")
-    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must all be bf16 or all fp16, got {q.dtype}, {k.dtype}, {v.dtype}")
-    check_device(q, k, v)
+    B, H, H_kv, S, D = check_qkv(q, k, v)
     square = (B, H, S, S)
     for name, buf in (("scores", scores), ("probs", probs)):
         if buf is not None and (tuple(buf.shape) != square or buf.dtype != q.dtype or not buf.is_contiguous()):
@@ -170,18 +157,6 @@ def math_baseline(q, k, v, causal=False, sm_scale=None, **_):
     if causal:
         s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     return torch.matmul(torch.softmax(s, dim=-1), v)
-
-
-def make_inputs(case: Case, device, generator) -> dict:
-    p = case.params
-    dt = torch_dtype(case.dtype)
-    B, H, H_kv, S, D = p["B"], p["H"], p["H_kv"], p["S"], p["D"]
-    return {
-        "q": device_randn((B, H, S, D), dt, device, generator),
-        "k": device_randn((B, H_kv, S, D), dt, device, generator),
-        "v": device_randn((B, H_kv, S, D), dt, device, generator),
-        "causal": bool(p["causal"]),
-    }
 
 
 def cost(case: Case) -> tuple[float, float]:
