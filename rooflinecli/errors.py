@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class RooflineError(Exception):
@@ -26,3 +27,17 @@ def unknown_name_error(what: str, name: str, valid: Iterable[str]) -> RooflineEr
     hint = closest(name, valid)
     tail = f" (did you mean '{hint}'?)" if hint else ""
     return RooflineError(f"unknown {what} '{name}'{tail}; known: {', '.join(valid)}")
+
+
+def read_user_file(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a file the user named (a spec file, a model config): a missing file, a
+    folder or an unreadable file is one RooflineError line naming the path and ``what`` it is."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RooflineError(f"{path}: no such {what}") from None
+    except IsADirectoryError:
+        raise RooflineError(f"{path}: is a folder, not a {what}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RooflineError(f"{path}: cannot read {what}: {e}") from None

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from rooflinecli.errors import RooflineError, unknown_name_error
+from rooflinecli.errors import RooflineError, read_user_file, unknown_name_error
 
 GB = 1e9
 TB = 1e12
@@ -202,14 +202,7 @@ def specs_dir() -> Path:
 def read_spec_toml(path: str | Path) -> dict:
     """The parsed TOML of a spec file, or a one-line RooflineError naming the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such spec file") from None
-    except IsADirectoryError:
-        raise RooflineError(f"{path}: is a folder, not a spec file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RooflineError(f"{path}: cannot read spec file: {e}") from None
+    text = read_user_file(path, "spec file")
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

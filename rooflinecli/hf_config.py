@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.errors import RooflineError, unknown_name_error
+from rooflinecli.errors import RooflineError, read_user_file, unknown_name_error
 from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig
 
 MODEL_TYPES: tuple[str, ...] = (
@@ -112,14 +112,7 @@ class _Fields:
 def read_config_json(path: str | Path) -> dict[str, Any]:
     """The JSON object in ``path``; missing file, unreadable file or non-object is one line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such model config file") from None
-    except IsADirectoryError:
-        raise RooflineError(f"{path}: is a folder, not a config.json file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RooflineError(f"{path}: cannot read model config: {e}") from None
+    text = read_user_file(path, "model config file")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
