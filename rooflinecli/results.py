@@ -52,8 +52,22 @@ class ResultRow:
     pct_of_roof: float | None = None  # roofline time (best available ceilings) / measured time * 100
     correct: bool = True
     max_rel_error: float | None = None
-    method: str = "cuda_events"  # or "cuda_graph"
+    #: how the samples were taken: "cuda_graph" (graph replay over rotating inputs, GPU time),
+    #: "cuda_events_host_ahead" (events with the host kept ahead of the GPU), "cuda_events" (plain
+    #: events: may include host time; old files), "wall_clock" (CPU interpreter, tests only)
+    method: str = "cuda_events"
     note: str = ""
+    #: host microseconds per call of the launcher (eager loop, GPU work included only where the
+    #: host waits for it); None in files written before the field existed
+    host_us_per_call: float | None = None
+    #: the config every autotuned kernel of the case ran with: {autotuner name: {"kwargs": {...},
+    #: "num_warps": w, "num_stages": s}}; {} when the launcher has no autotuner
+    config: dict[str, Any] = field(default_factory=dict)
+    #: where that config came from: "committed" (kernels/tuned/<gpu>-triton<ver>.json),
+    #: "autotuned" (tuned at run time: the row ran untuned), "fixed" (no autotuner), "" (unknown)
+    tuning: str = ""
+    #: for a torch row, which path ran ("sdpa:cudnn", "cublas", ...); "" when there is one path
+    backend: str = ""
     #: op kind in the analytical model ("copy", "gemm", "attention", "elementwise", "moe")
     model_kind: str = ""
     #: the peak the row is held to ("bf16"; "tf32" for an fp32 matrix kernel)
