@@ -58,6 +58,13 @@ class KernelOp:
     tolerance: Mapping[str, float]
     #: the PyTorch/cuBLAS equivalent timed beside ours in the same run, run(**inputs); None if none
     baseline: Callable[..., Any] | None = None
+    #: candidate torch paths for the fair baseline, by backend name ("sdpa:cudnn", "sdpa:flash",
+    #: "cublas", ...): each is a factory called as factory(**inputs) that does any untimed setup
+    #: (say, expanding GQA K/V for a backend without GQA) and returns a zero-argument callable to
+    #: check and time, or None when that backend cannot run these inputs. The runner checks and
+    #: times every candidate and keeps the fastest as the row's baseline (``ResultRow.backend``).
+    #: Empty: ``baseline`` alone is the baseline.
+    baselines: Mapping[str, Callable[..., Callable[[], Any] | None]] = field(default_factory=dict)
     #: op kind in the analytical model: "copy", "gemm", "attention", "elementwise", "moe"
     model_kind: str = "gemm"
     #: dtypes the kernel supports
