@@ -154,7 +154,7 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
         extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
     )
     with writing_output("baseline", path):
-        base.save(path)
+        base.save(path, make_parents=True)  # the baselines folder is the tool's own
     return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
 
 

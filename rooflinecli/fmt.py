@@ -49,6 +49,29 @@ def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
     return f"{x:.{digits}g} {unit}".strip()
 
 
+def json_safe(x):
+    """``x`` with every float that JSON cannot hold (NaN, +-Infinity) replaced by None, through
+    dicts, lists and tuples; numpy scalars and arrays become Python values. A value that is
+    legitimately undefined (a ratio of zero, an untimed row) is null in JSON, never ``NaN``."""
+    if isinstance(x, float):
+        return x if x == x and x not in (float("inf"), float("-inf")) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if type(x).__module__ == "numpy":
+        return json_safe(json_default(x))
+    return x
+
+
+def json_dumps(obj, indent: int | None = 2, **kwargs) -> str:
+    """The one JSON serializer of command output: strict JSON (``allow_nan=False``) after
+    ``json_safe``, so no output ever holds ``NaN`` or ``Infinity``."""
+    import json
+
+    return json.dumps(json_safe(obj), indent=indent, allow_nan=False, default=json_default, **kwargs)
+
+
 def json_default(x):
     """``json.dumps(default=...)`` for numpy scalars and arrays (numpy imported only if needed)."""
     import numpy as np

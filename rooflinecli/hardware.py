@@ -42,16 +42,17 @@ File layout (every number carries its unit in its key)::
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from rooflinecli.errors import RooflineError, read_user_file, unknown_name_error
+from rooflinecli.errors import RooflineError, parse_toml_text, read_user_file, unknown_name_error
 
 GB = 1e9
 TB = 1e12
+#: a spec file is a page of TOML; anything over 1 MB is not one
+MAX_SPEC_FILE_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -202,11 +203,7 @@ def specs_dir() -> Path:
 def read_spec_toml(path: str | Path) -> dict:
     """The parsed TOML of a spec file, or a one-line RooflineError naming the file."""
     path = Path(path)
-    text = read_user_file(path, "spec file")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RooflineError(f"{path}: not valid TOML: {' '.join(str(e).split())}") from None
+    return parse_toml_text(read_user_file(path, "spec file", MAX_SPEC_FILE_BYTES), str(path))
 
 
 def load_spec_file(path: str | Path, expect_kind: str | None = None) -> HardwareSpec:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.errors import RooflineError, read_user_file, unknown_name_error
+from rooflinecli.errors import RooflineError, parse_json_text, read_user_file, unknown_name_error
 from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig
 
 MODEL_TYPES: tuple[str, ...] = (
@@ -39,6 +39,23 @@ MODEL_TYPES: tuple[str, ...] = (
 _GATED_TYPES = frozenset(MODEL_TYPES) - {"gpt2"}
 
 _MISSING = object()
+
+#: a model config is a few KB of JSON; over 4 MB is not one
+MAX_CONFIG_FILE_BYTES = 4_000_000
+
+#: upper bounds on config integers, checked before any work: a layer or expert count of 1e9 would
+#: make every per-layer loop and table hang. Generous beside the largest real models (DeepSeek-V3:
+#: 61 layers, 256 experts, 129,280 vocab; Llama-3.1-405B: 126 layers, 16,384 hidden).
+INT_MAX: dict[str, int] = {
+    "num_hidden_layers": 10_000, "n_layer": 10_000, "max_window_layers": 10_000, "first_k_dense_replace": 10_000,
+    "num_attention_heads": 100_000, "n_head": 100_000, "num_key_value_heads": 100_000,
+    "num_local_experts": 100_000, "num_experts": 100_000, "n_routed_experts": 100_000, "n_shared_experts": 100_000,
+    "num_experts_per_tok": 100_000, "decoder_sparse_step": 10_000, "moe_layer_freq": 10_000,
+}
+#: every other config integer (widths, vocab, context): below 2**40 (about 1.1e12)
+INT_MAX_DEFAULT = 2**40
+#: every config float (rope_theta): finite and at most 1e30
+FLOAT_MAX = 1e30
 
 
 class _Fields:
@@ -69,6 +86,9 @@ class _Fields:
             raise self.fail(key, f"must be positive, got {value}")
         if not positive and value < 0:
             raise self.fail(key, f"must not be negative, got {value}")
+        limit = INT_MAX.get(key, INT_MAX_DEFAULT)
+        if value > limit:
+            raise self.fail(key, f"is absurd: {value} is above the limit of {limit:,}")
         return value
 
     def float_(self, key: str, default: Any = _MISSING) -> Any:
@@ -77,8 +97,10 @@ class _Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(key, f"must be a number, got {json.dumps(value)}")
-        if value <= 0:
+        if not value > 0:
             raise self.fail(key, f"must be positive, got {value}")
+        if not value <= FLOAT_MAX:
+            raise self.fail(key, f"is absurd: {value:g} is above the limit of {FLOAT_MAX:g}")
         return float(value)
 
     def bool_(self, key: str, default: Any = _MISSING) -> bool:
@@ -112,11 +134,7 @@ class _Fields:
 def read_config_json(path: str | Path) -> dict[str, Any]:
     """The JSON object in ``path``; missing file, unreadable file or non-object is one line."""
     path = Path(path)
-    text = read_user_file(path, "model config file")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RooflineError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    raw = parse_json_text(read_user_file(path, "model config file", MAX_CONFIG_FILE_BYTES), str(path))
     if not isinstance(raw, dict):
         raise RooflineError(f"{path}: a model config must be a JSON object, got {type(raw).__name__}")
     return raw

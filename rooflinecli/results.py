@@ -111,8 +111,8 @@ class Results:
             "extra": self.extra,
         }
 
-    def save(self, path: str | Path) -> Path:
-        return write_json_atomic(path, self.to_json())
+    def save(self, path: str | Path, *, make_parents: bool = False) -> Path:
+        return write_json_atomic(path, self.to_json(), make_parents=make_parents)
 
 
 def _row_json(r: ResultRow) -> dict[str, Any]:

@@ -8,10 +8,56 @@ that a ``RooflineError`` (bad input) prints one line, ``error: ...``, and exits 
 from __future__ import annotations
 
 import functools
+import sys
 
 import typer
+from typer.core import TyperGroup
 
-from rooflinecli.errors import RooflineError
+from rooflinecli.errors import RooflineError, one_line
+
+
+def _click_exception_types() -> tuple[type, type]:
+    """(ClickException, Abort) of whichever click this typer uses: typer >= 0.29 vendors click as
+    ``typer._click``, older typer uses the ``click`` package; ``typer.BadParameter`` subclasses both."""
+    click_exc = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return click_exc, typer.Abort
+
+
+def current_click_context():
+    """The running Click context (of whichever click typer uses), or None."""
+    module = sys.modules[typer.BadParameter.__mro__[1].__module__.rsplit(".", 1)[0]]
+    return module.get_current_context(silent=True)
+
+
+class OneLineErrorGroup(TyperGroup):
+    """The root command group: Click's parse errors (bad option value, missing argument, unknown
+    option) become ``error: <what>`` and exit 2, instead of the usage box; ``-h`` still prints usage.
+
+    Overriding ``main`` covers both ``roofline ...`` and ``CliRunner.invoke(app, ...)``.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        click_exc, abort = _click_exception_types()
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except click_exc as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # `roofline` or `roofline hw` alone: usage
+                typer.echo(e.ctx.get_help() if e.ctx is not None else e.format_message())
+                code = 0
+            else:
+                typer.echo(f"error: {one_line(e.format_message())}", err=True)
+                code = 2
+            if not standalone_mode:
+                return code
+            sys.exit(code)
+        except abort:
+            typer.echo("error: aborted", err=True)
+            if not standalone_mode:
+                return 1
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _version_callback(value: bool) -> None:
@@ -34,9 +80,12 @@ def one_line_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            from rooflinecli.cli.options import check_option_values
+
+            check_option_values(kwargs)
             return fn(*args, **kwargs)
         except RooflineError as e:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo(f"error: {one_line(str(e))}", err=True)
             raise typer.Exit(2) from None
         except BrokenPipeError:
             raise typer.Exit(0) from None
@@ -78,6 +127,7 @@ def build_app(modules: tuple[str, ...] = MODULES) -> typer.Typer:
 
     app = typer.Typer(
         name="roofline",
+        cls=OneLineErrorGroup,
         help="How fast an LLM should run on a GPU: roofline model of prefill and decode, checked against Triton kernels timed on real hardware.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,

@@ -25,7 +25,9 @@ from rooflinecli.errors import RooflineError
 
 
 def _echo_json(obj) -> None:
-    typer.echo(json.dumps(obj, indent=2, default=_json_default))
+    from rooflinecli.fmt import json_dumps
+
+    typer.echo(json_dumps(obj))
 
 
 def _console():

@@ -79,7 +79,9 @@ def analyze_cmd(
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
     if as_json:
-        typer.echo(json.dumps(a.to_json(), indent=2, default=json_default))
+        from rooflinecli.fmt import json_dumps
+
+        typer.echo(json_dumps(a.to_json()))
         return
     render(a, show_ops=ops)
 

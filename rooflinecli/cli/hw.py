@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
+
+from rooflinecli.fmt import json_dumps
 
 from rooflinecli.cli.options import JsonOption
 from rooflinecli.errors import RooflineError
@@ -44,7 +45,7 @@ def list_cmd(json_out: JsonOption = False) -> None:
 
     specs = list(all_specs().values())
     if json_out:
-        typer.echo(json.dumps([s.to_dict() for s in specs], indent=2))
+        typer.echo(json_dumps([s.to_dict() for s in specs]))
         return
     from rich.table import Table
 
@@ -82,7 +83,7 @@ def show_cmd(
 
     s = get_spec(gpu)
     if json_out:
-        typer.echo(json.dumps(s.to_dict(), indent=2))
+        typer.echo(json_dumps(s.to_dict()))
         return
     from rich.table import Table
 

@@ -180,9 +180,13 @@ def calibrate(
     spec_id: Annotated[str | None, typer.Option("--id", help="Id of the measured spec (default: <base>-measured).")] = None,
     from_results: Annotated[Path | None, typer.Option("--from-results", help="Fit the efficiency table from this bench results file and embed it.")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="With --from-results: the measured spec to add the fit to (no GPU needed).")] = None,
+    ops: Annotated[bool, typer.Option("--ops/--no-ops", help="Also time the calibration grid (cuBLAS GEMMs, SDPA, elementwise ops, copies, launch floor) into a calibration file the spec names.")] = True,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="GPU seconds for the whole calibration; the op grid starts no new shape past it.")] = 90.0,
+    sustained_s: Annotated[float, typer.Option("--sustained-s", help="Seconds of back-to-back matmul and copy for the sustained ceilings (>= 2 on a GPU).")] = 2.0,
+    calibration_out: Annotated[Path | None, typer.Option("--calibration-out", help="Calibration file to write (default: <spec stem>.calibration.json beside the spec).")] = None,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
 ) -> None:
-    """Measure copy bandwidth, L2 bandwidth and matmul peaks; write a measured spec file."""
+    """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec
     from rooflinecli.hardware_validate import parse_spec
@@ -198,9 +202,16 @@ def calibrate(
         elif out is not None and out.is_file():
             doc = read_spec_doc(out)
     if doc is None:
-        doc = _measure_doc(base, spec_id, device)
+        if not budget_s > 0:
+            raise RooflineError(f"--budget-s must be > 0, got {budget_s}")
+        if not sustained_s > 0:
+            raise RooflineError(f"--sustained-s must be > 0, got {sustained_s}")
+        t0 = time.monotonic()
+        doc, ceilings, env = _measure_doc(base, spec_id, device, sustained_s)
         out = out or default_out_path(doc["base"])
         _show_ceilings(doc)
+        if ops:
+            doc = _measure_ops(doc, ceilings, env, out, calibration_out, budget_s - (time.monotonic() - t0), device)
     assert out is not None
     if from_results is not None:
         from rooflinecli.bench.environment import utc_now
@@ -230,8 +241,36 @@ def calibrate(
     typer.echo(f"wrote {out} (id {written.id}, base {written.base})")
 
 
-def _measure_doc(base: str | None, spec_id: str | None, device: str):
-    from rooflinecli.bench.calibrate import measure_ceilings, measured_doc
+def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out: Path | None, budget_s: float, device: str) -> dict:
+    """Time the calibration grid within ``budget_s``, write the calibration file, name it in ``doc``."""
+    import os as _os
+
+    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.bench.calibrate import _l2_bytes, set_calibration
+    from rooflinecli.bench.opgrid import build_grid, calibration_doc, run_grid
+
+    cpu = device == "cpu"
+    l2 = _l2_bytes("cpu" if cpu else "cuda")
+    grid = build_grid(tiny=cpu)
+    n_cases = sum(len(v) for v in grid.values())
+    typer.echo(f"op grid: {n_cases} shapes, {max(budget_s, 0):.0f} s of budget left", err=True)
+    result = run_grid(grid, "cpu" if cpu else "cuda", l2, max(budget_s, 0.0))
+    cal = calibration_doc(result, env, l2, ceilings.sustained, ceilings.sustained_rows, budget_s)
+    path = calibration_out or spec_out.with_name(f"{spec_out.stem}.calibration.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, cal)
+    rel = _os.path.relpath(path.resolve(), spec_out.resolve().parent)
+    typer.echo(f"wrote {path} ({len(result.rows)} rows, {len(result.failed)} failed, {result.skipped} skipped for the budget, {result.elapsed_s:.1f} s)")
+    for f in result.failed[:20]:
+        typer.echo(f"failed: {f['op']} {f['shape']}: {f['error']}", err=True)
+    return set_calibration(doc, rel)
+
+
+def _measure_doc(base: str | None, spec_id: str | None, device: str, sustained_s: float = 2.0):
+    """(spec document, ceilings, environment) measured on the GPU (or the CPU, for tests)."""
+    from dataclasses import replace as _replace
+
+    from rooflinecli.bench.calibrate import CPU_SIZES, CalibrationSizes, measure_ceilings, measured_doc
     from rooflinecli.bench.environment import collect_environment, match_spec_id
     from rooflinecli.hardware import get_spec
 
@@ -242,8 +281,13 @@ def _measure_doc(base: str | None, spec_id: str | None, device: str):
         if base is None:
             raise RooflineError(f"cannot match GPU '{env.get('gpu_name')}' to a datasheet spec; pass --base (e.g. --base h100-sxm)")
     base_spec = get_spec(base)
-    ceilings = measure_ceilings("cpu" if cpu else "cuda")
-    return measured_doc(base_spec, ceilings, env, spec_id)
+    sizes = CPU_SIZES if cpu else _replace(CalibrationSizes(), sustained_s=sustained_s)
+    ceilings = measure_ceilings("cpu" if cpu else "cuda", sizes)
+    for key, why in ceilings.skipped.items():
+        typer.echo(f"skipped {key}: {why}", err=True)
+    if ceilings.sustained:
+        typer.echo("ceilings: sustained (" + ", ".join(f"{k} {v:.4g} vs burst {ceilings.burst.get(k, 0):.4g}" for k, v in ceilings.sustained.items()) + "); predictions use the sustained figures")
+    return measured_doc(base_spec, ceilings, env, spec_id), ceilings, env
 
 
 def _show_ceilings(doc: dict) -> None:
@@ -296,7 +340,9 @@ def validate(
     if markdown is not None:
         write_text_atomic(markdown, to_markdown(v))
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        from rooflinecli.fmt import json_dumps
+
+        typer.echo(json_dumps(data))
         return
     _show_validation(v, summary_table(v))
     for path in (out, markdown):

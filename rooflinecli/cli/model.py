@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
+
+from rooflinecli.fmt import json_dumps
 
 from rooflinecli.cli.options import JsonOption
 from rooflinecli.errors import RooflineError
@@ -109,7 +110,7 @@ def list_models(json_out: JsonOption = False) -> None:
             }
         )
     if json_out:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json_dumps(rows))
         return
     from rich import box
     from rich.table import Table
@@ -153,7 +154,7 @@ def show_model(
         out["kv_dtype"] = label if bits is None else None
         out["kv_bits"] = bits if bits is not None else b * 8
         out.update(summary)
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json_dumps(out))
         return
     _render_show(cfg, summary, label)
 

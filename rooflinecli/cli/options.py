@@ -33,17 +33,42 @@ HwListOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
 
 
-def parse_tokens(value) -> int:
-    """A token count: ``4096``, ``4k`` (k = 1024) or ``1.5k``; used by --prompt/--gen/--context/--seq."""
-    if isinstance(value, int):
-        return value
-    text = str(value).strip().lower()
-    scale = 1024 if text.endswith("k") else 1
-    number = text[:-1] if scale > 1 else text
-    try:
-        tokens = float(number) * scale
-    except ValueError:
-        raise typer.BadParameter(f"'{value}' is not a token count (e.g. 4096 or 32k, k = 1024)") from None
+#: the largest token count any option takes (prompt, context, sequence): 2**30 = 1,073,741,824
+MAX_TOKENS = 1 << 30
+#: the largest --gen: every generated token is one decode step the analysis computes (4,194,304
+#: steps take about 1.5 s and 0.6 GB; 1e8 took 31 s and 14 GB before this limit)
+MAX_GEN_TOKENS = 1 << 22
+#: options whose token limit is not MAX_TOKENS
+TOKEN_LIMITS: dict[str, int] = {"--gen": MAX_GEN_TOKENS}
+
+#: every integer option: at most 2**53 in size (exact as a float64, far inside int64)
+MAX_OPTION_INT = 1 << 53
+#: per-parameter maxima, checked before any work (parameter name -> (limit, what it is))
+PARAM_MAXIMA: dict[str, tuple[float, str]] = {
+    "draft_tokens": (1024, "draft tokens per step"),
+    "batch": (1 << 24, "sequences per batch"),
+}
+
+
+def parse_tokens(value, limit: int = MAX_TOKENS) -> int:
+    """A token count: ``4096``, ``4k`` (k = 1024) or ``1.5k``; used by --prompt/--gen/--context/--seq.
+    Not a number, not whole, infinite, negative or above ``limit`` is a BadParameter (one line)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        tokens: float = value
+    else:
+        text = str(value).strip().lower()
+        scale = 1024 if text.endswith("k") else 1
+        number = text[:-1] if scale > 1 else text
+        try:
+            tokens = float(number) * scale
+        except (ValueError, OverflowError):
+            raise typer.BadParameter(f"'{value}' is not a token count (e.g. 4096 or 32k, k = 1024)") from None
+    if tokens != tokens or tokens in (float("inf"), float("-inf")):
+        raise typer.BadParameter(f"'{value}' is not a finite token count")
+    if tokens < 0:
+        raise typer.BadParameter(f"'{value}' is negative; a token count is >= 0")
+    if tokens > limit:
+        raise typer.BadParameter(f"'{value}' is above the limit of {limit:,} tokens")
     if tokens != int(tokens):
         raise typer.BadParameter(f"'{value}' is not a whole number of tokens")
     return int(tokens)
@@ -51,4 +76,47 @@ def parse_tokens(value) -> int:
 
 def tokens_option(*names: str, help: str) -> typer.models.OptionInfo:  # noqa: A002 - typer's own word
     """A Typer option for a token count that accepts a ``k`` suffix (``--prompt 32k``)."""
-    return typer.Option(*names, help=help + " Accepts a k suffix (32k = 32768).", parser=parse_tokens, metavar="TOKENS")
+    limit = min((TOKEN_LIMITS.get(n, MAX_TOKENS) for n in names), default=MAX_TOKENS)
+    return typer.Option(
+        *names,
+        help=help + f" Accepts a k suffix (32k = 32768); at most {limit:,}.",
+        parser=lambda v: parse_tokens(v, limit),
+        metavar="TOKENS",
+    )
+
+
+def _option_name(param: str) -> str:
+    """The command-line spelling of a callback parameter (``draft_tokens`` -> ``--draft-tokens``),
+    taken from the running Click command when there is one."""
+    try:
+        from rooflinecli.cli import current_click_context
+
+        ctx = current_click_context()
+        for p in ctx.command.params if ctx is not None else ():
+            if p.name == param:
+                return max(p.opts, key=len) if getattr(p, "opts", None) else param
+    except Exception:  # noqa: BLE001 - only for the message; the fallback is just as clear
+        pass
+    return "--" + param.replace("_", "-")
+
+
+def check_option_values(kwargs: dict) -> None:
+    """Every number the user gave an option is finite and within range, before any work: floats
+    finite (``inf``, ``nan``, ``1e400`` refused), integers at most 2**53 in size, and the
+    per-parameter maxima of ``PARAM_MAXIMA``. Raises a one-line RooflineError naming the option."""
+    import math
+
+    from rooflinecli.errors import RooflineError
+
+    for name, value in kwargs.items():
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if isinstance(v, float) and not math.isfinite(v):
+                raise RooflineError(f"{_option_name(name)}: must be a finite number, got {v}")
+            if isinstance(v, int) and abs(v) > MAX_OPTION_INT:
+                raise RooflineError(f"{_option_name(name)}: {v} is out of range (at most 2**53 = {MAX_OPTION_INT:,})")
+            if name in PARAM_MAXIMA and v > PARAM_MAXIMA[name][0]:
+                limit, what = PARAM_MAXIMA[name]
+                raise RooflineError(f"{_option_name(name)}: {v:g} {what} is above the limit of {limit:,g}")

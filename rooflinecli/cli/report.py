@@ -83,7 +83,7 @@ def report_cmd(
         typer.echo(f"warning: {w}", err=True)
     path = out if out is not None else default_out_path(model, [s.id for s in specs])
     try:
-        written = write_report(render_report(data), path)
+        written = write_report(render_report(data), path, make_parents=out is None)
     except OSError as e:
         raise RooflineError(f"--out {path}: cannot write: {e.strerror or e}") from None
     size = written.stat().st_size

@@ -32,12 +32,12 @@ def render_report(data: dict[str, Any]) -> str:
     return render_page(data, figs, bundle)
 
 
-def write_report(page: str, out: str | Path) -> Path:
+def write_report(page: str, out: str | Path, make_parents: bool = False) -> Path:
     """Write the page atomically (a reader sees the old file or the whole new one)."""
     from rooflinecli.atomic import atomic_output
 
     out = Path(out)
-    with atomic_output(out) as tmp:
+    with atomic_output(out, make_parents=make_parents) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return out
 
