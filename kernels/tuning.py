@@ -1,0 +1,332 @@
+"""Reproducible tuning: find every Triton autotuner of the kernels, apply committed configs, and
+record which config each autotuned kernel ran with.
+
+* ``discover_autotuners()``: every module-level ``triton.runtime.autotuner.Autotuner`` in
+  ``kernels/*.py`` (also inside dicts, lists and tuples, as gemm's ``{BLOCK_M: autotuner}``), named
+  ``"<module>.<attr>[.<dict key or index>]"``. Generic: a kernel rewritten with other autotuners
+  needs no change here.
+* Committed configs live in ``kernels/tuned/<gpu-slug>-triton<version>.json`` (``gpu_slug`` of
+  ``torch.cuda.get_device_name()``, e.g. ``nvidia-h200-triton3.6.0.json``)::
+
+      {"schema": "rooflinecli.tuned/1", "gpu": "NVIDIA H200", "triton": "3.6.0", "created_utc": "...",
+       "autotuners": {"gemm._skinny.16": [{"key": [1, 8192, 8192, 2, "torch.bfloat16", ...],
+                                           "config": {"kwargs": {...}, "num_warps": 4, "num_stages": 4},
+                                           "median_us": 39.7, "case": "gemm M1-N8192-K8192-bf16"}]}}
+
+  ``key`` is the autotuner's cache key: the values of its ``key`` arguments, then ``str(dtype)`` of
+  every tensor argument in argument order (``Autotuner.run`` in Triton 3.6 and 3.9 alike).
+  ``apply_committed`` pre-fills ``Autotuner.cache`` with them, so a committed key is never tuned.
+  A file of another GPU or Triton version, malformed JSON, an unknown field, an unknown autotuner
+  name or a config that is not among the autotuner's configs: one warning line, nothing applied,
+  run-time autotuning as before (rows say ``tuning = "autotuned"``).
+* ``Recorder``: while active, every autotuner call records (name, key, config, source); the runner
+  turns that into ``ResultRow.config`` and ``ResultRow.tuning``.
+
+triton is imported inside the functions; ``gpu_slug`` and the file checks need neither torch nor
+triton.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TUNED_DIR = Path(__file__).resolve().parent / "tuned"
+TUNED_SCHEMA = "rooflinecli.tuned/1"
+#: kernels/ modules that hold no kernels
+NOT_KERNEL_MODULES = frozenset({"registry", "testing", "tuning"})
+_ENTRY_FIELDS = {"key", "config", "median_us", "case"}
+_CONFIG_FIELDS = {"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"}
+_TOP_FIELDS = {"schema", "gpu", "triton", "torch", "created_utc", "autotuners", "note"}
+
+
+class TunedFileError(ValueError):
+    """A tuned-config file that cannot be applied (the message is one line)."""
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """``"NVIDIA H200"`` -> ``"nvidia-h200"``: lower case, runs of other characters to one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-") or "unknown-gpu"
+
+
+def tuned_path(gpu_name: str, triton_version: str, folder: Path = TUNED_DIR) -> Path:
+    return folder / f"{gpu_slug(gpu_name)}-triton{triton_version}.json"
+
+
+# ------------------------------------------------------------------------------------------------
+# discovery
+# ------------------------------------------------------------------------------------------------
+
+
+def kernel_modules() -> list[str]:
+    """Names of the kernel modules in ``kernels/`` (``copy``, ``gemm``, ...), sorted."""
+    import kernels
+
+    return sorted(m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.ispkg and m.name not in NOT_KERNEL_MODULES and not m.name.startswith("_"))
+
+
+def autotuners_in(module_name: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The autotuners among ``namespace``'s values (one level into dicts, lists and tuples)."""
+    from triton.runtime.autotuner import Autotuner
+
+    found: dict[str, Any] = {}
+    for attr, value in namespace.items():
+        if attr.startswith("__"):
+            continue
+        if isinstance(value, Autotuner):
+            found[f"{module_name}.{attr}"] = value
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                if isinstance(v, Autotuner):
+                    found[f"{module_name}.{attr}.{k}"] = v
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                if isinstance(v, Autotuner):
+                    found[f"{module_name}.{attr}.{i}"] = v
+    return found
+
+
+def discover_autotuners(modules: Iterable[str] | None = None) -> dict[str, Any]:
+    """Every autotuner of the kernel modules, by name; an object reachable under two names keeps
+    the first in sorted order. A module that fails to import is left out (``bench`` reports its
+    failure on its own cases)."""
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for mod in modules if modules is not None else kernel_modules():
+        try:
+            module = importlib.import_module(f"kernels.{mod}")
+        except Exception:  # noqa: BLE001 - a broken kernel module must not stop the others
+            continue
+        for name, at in sorted(autotuners_in(mod, vars(module)).items()):
+            if id(at) not in seen:
+                seen.add(id(at))
+                found[name] = at
+    return found
+
+
+# ------------------------------------------------------------------------------------------------
+# keys and configs as JSON
+# ------------------------------------------------------------------------------------------------
+
+
+def call_key(autotuner, args: tuple, kwargs: Mapping[str, Any]) -> tuple:
+    """The cache key ``Autotuner.run`` computes for this call (Triton 3.6 and 3.9): the values of
+    the ``key`` arguments present, then ``str(dtype)`` of every argument that has a dtype."""
+    all_args = {**dict(zip(autotuner.arg_names, args)), **kwargs}
+    named = {k: v for k, v in all_args.items() if k in autotuner.arg_names}
+    key = [named[k] for k in autotuner.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key)
+
+
+def key_json(key: tuple) -> list:
+    return [v if isinstance(v, (bool, int, float, str)) or v is None else str(v) for v in key]
+
+
+def config_json(cfg) -> dict[str, Any]:
+    """A ``triton.Config`` as JSON: kwargs, num_warps, num_stages (num_ctas/maxnreg when set)."""
+    out: dict[str, Any] = {"kwargs": dict(cfg.kwargs), "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if getattr(cfg, "num_ctas", 1) not in (None, 1):
+        out["num_ctas"] = cfg.num_ctas
+    if getattr(cfg, "maxnreg", None) is not None:
+        out["maxnreg"] = cfg.maxnreg
+    return out
+
+
+def find_config(autotuner, cfg: Mapping[str, Any]):
+    """The autotuner's own ``Config`` equal to ``cfg`` (JSON form), or None."""
+    for c in autotuner.configs:
+        if config_json(c) == dict(cfg):
+            return c
+    return None
+
+
+def simplicity(cfg: Mapping[str, Any]) -> tuple:
+    """Sort key of "simpler" (smaller is simpler): num_warps x num_stages first (fewer threads and
+    pipeline buffers), then the product of the ``BLOCK*`` tile sizes (smaller tiles), then the sum
+    of the other integer kwargs, then the text (a total order)."""
+    kwargs = dict(cfg.get("kwargs", {}))
+    blocks = 1
+    others = 0
+    for k, v in kwargs.items():
+        if isinstance(v, bool) or not isinstance(v, int):
+            continue
+        if k.upper().startswith("BLOCK"):
+            blocks *= v
+        else:
+            others += v
+    return (int(cfg.get("num_warps", 4)) * int(cfg.get("num_stages", 3)), blocks, others, json.dumps(cfg, sort_keys=True))
+
+
+def pick_config(medians_s: Mapping[str, float], configs: Mapping[str, Mapping[str, Any]], tie: float = 0.02) -> str:
+    """The fastest median of ``medians_s`` (by config id); every config within ``tie`` (2%) of it
+    is a near-tie, and the simplest near-tie (``simplicity``) wins."""
+    finite = {k: v for k, v in medians_s.items() if v == v and v != float("inf")}
+    if not finite:
+        raise ValueError("no config ran")
+    best = min(finite.values())
+    near = [k for k, v in finite.items() if v <= best * (1 + tie)]
+    return min(near, key=lambda k: simplicity(configs[k]))
+
+
+# ------------------------------------------------------------------------------------------------
+# the committed file
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Committed:
+    """Configs applied from a tuned file: ``{autotuner name: {key: Config}}``, and what happened."""
+
+    path: str = ""
+    entries: dict[str, dict[tuple, Any]] = field(default_factory=dict)
+    status: str = "none"  # "applied" | "missing" | "rejected" | "none"
+    message: str = ""
+
+    def is_committed(self, name: str, key: tuple, cfg) -> bool:
+        return self.entries.get(name, {}).get(key) is cfg
+
+
+def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_version: str) -> dict[str, dict[tuple, Any]]:
+    """Check a tuned file's JSON against this GPU, this Triton and these autotuners; returns
+    ``{name: {key: Config}}`` or raises ``TunedFileError`` (one line)."""
+    if not isinstance(raw, dict) or raw.get("schema") != TUNED_SCHEMA:
+        raise TunedFileError(f"not a tuned-config file (schema must be '{TUNED_SCHEMA}')")
+    unknown = set(raw) - _TOP_FIELDS
+    if unknown:
+        raise TunedFileError(f"unknown field '{sorted(unknown)[0]}'")
+    if raw.get("gpu") != gpu_name:
+        raise TunedFileError(f"tuned on GPU '{raw.get('gpu')}', this is '{gpu_name}'")
+    if str(raw.get("triton")) != triton_version:
+        raise TunedFileError(f"tuned with Triton {raw.get('triton')}, this is Triton {triton_version}")
+    table = raw.get("autotuners")
+    if not isinstance(table, dict):
+        raise TunedFileError("'autotuners' must be an object")
+    out: dict[str, dict[tuple, Any]] = {}
+    for name, entries in table.items():
+        if name not in autotuners:
+            raise TunedFileError(f"unknown autotuner '{name}' (the kernels have {', '.join(sorted(autotuners)) or 'none'})")
+        if not isinstance(entries, list):
+            raise TunedFileError(f"autotuners['{name}'] must be a list")
+        at = autotuners[name]
+        out[name] = {}
+        for i, e in enumerate(entries):
+            where = f"autotuners['{name}'][{i}]"
+            if not isinstance(e, dict) or "key" not in e or "config" not in e:
+                raise TunedFileError(f"{where} needs 'key' and 'config'")
+            bad = set(e) - _ENTRY_FIELDS
+            if bad:
+                raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
+            if not isinstance(e["key"], list) or not isinstance(e["config"], dict):
+                raise TunedFileError(f"{where}: 'key' must be a list and 'config' an object")
+            bad = set(e["config"]) - _CONFIG_FIELDS
+            if bad:
+                raise TunedFileError(f"{where}.config has unknown field '{sorted(bad)[0]}'")
+            n_key = len(at.keys)
+            if len(e["key"]) < n_key:
+                raise TunedFileError(f"{where}: key {e['key']} is shorter than the autotuner's key arguments {list(at.keys)}")
+            cfg = find_config(at, e["config"])
+            if cfg is None:
+                raise TunedFileError(f"{where}: config {json.dumps(e['config'], sort_keys=True)} is not one of {name}'s configs")
+            out[name][tuple(e["key"])] = cfg
+    return out
+
+
+def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: str, triton_version: str) -> Committed:
+    """Read ``path`` and check it (``parse_tuned``); a missing file is ``status = "missing"``, a
+    bad one ``"rejected"`` with the one-line reason in ``message``. Applies nothing."""
+    path = Path(path)
+    if not path.is_file():
+        return Committed(str(path), {}, "missing", f"no committed tuned configs at {path}: autotuning at run time")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        entries = parse_tuned(raw, autotuners, gpu_name, triton_version)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TunedFileError) as e:
+        msg = " ".join(str(e).split())
+        return Committed(str(path), {}, "rejected", f"warning: {path}: {msg}; ignoring it and autotuning at run time")
+    return Committed(str(path), entries, "applied", f"{sum(map(len, entries.values()))} committed configs from {path}")
+
+
+def apply_committed(committed: Committed, autotuners: Mapping[str, Any]) -> None:
+    """Pre-fill each autotuner's cache with the committed configs (those keys are never tuned)."""
+    for name, table in committed.entries.items():
+        autotuners[name].cache.update(table)
+
+
+# ------------------------------------------------------------------------------------------------
+# which config ran
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    key: tuple
+    config: Any
+    source: str  # "committed" | "autotuned" | "fixed"
+
+
+class Recorder:
+    """While active (``with Recorder(autotuners, committed):``), each autotuner call records a
+    ``Call``. ``pin_missing``: a key not yet in the cache gets the autotuner's first config instead
+    of being tuned (``roofline tune`` finds the keys a case hits this way, without tuning)."""
+
+    def __init__(self, autotuners: Mapping[str, Any], committed: Committed | None = None, pin_missing: bool = False) -> None:
+        self.autotuners = dict(autotuners)
+        self.committed = committed or Committed()
+        self.pin_missing = pin_missing
+        self.calls: list[Call] = []
+
+    def _wrap(self, name: str, at):
+        original = at.run
+
+        def run(*args, **kwargs):
+            if len(at.configs) <= 1:
+                out = original(*args, **kwargs)
+                self.calls.append(Call(name, (), at.configs[0] if at.configs else None, "fixed"))
+                return out
+            key = call_key(at, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")})
+            if self.pin_missing and key not in at.cache:
+                at.cache[key] = at.configs[0]
+            cfg_before = at.cache.get(key)
+            out = original(*args, **kwargs)
+            cfg = at.cache.get(key, getattr(at, "best_config", None))
+            committed = cfg_before is not None and cfg is cfg_before and self.committed.is_committed(name, key, cfg)
+            self.calls.append(Call(name, key, cfg, "committed" if committed else "autotuned"))
+            return out
+
+        return run
+
+    def __enter__(self) -> Recorder:
+        for name, at in self.autotuners.items():
+            at.run = self._wrap(name, at)  # an instance attribute: kernel[grid](...) calls self.run
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for at in self.autotuners.values():
+            at.__dict__.pop("run", None)
+
+
+def summarize_calls(calls: Iterable[Call]) -> tuple[dict[str, Any], str]:
+    """(``ResultRow.config``, ``ResultRow.tuning``) from the calls of one case: config per
+    autotuner name (``"<name> key=[...]"`` when one case calls it with several keys); tuning
+    ``"autotuned"`` if any call ran a run-time-tuned config, else ``"committed"`` if any ran a
+    committed one, else ``"fixed"`` (no autotuner, or single-config ones only)."""
+    calls = list(calls)
+    by_name: dict[str, dict[tuple, Call]] = {}
+    for c in calls:
+        by_name.setdefault(c.name, {})[c.key] = c
+    config: dict[str, Any] = {}
+    for name, keyed in by_name.items():
+        for key, c in keyed.items():
+            label = name if len(keyed) == 1 else f"{name} key={json.dumps(key_json(key))}"
+            config[label] = config_json(c.config) if c.config is not None else {}
+    sources = {c.source for c in calls}
+    tuning = "autotuned" if "autotuned" in sources else "committed" if "committed" in sources else "fixed"
+    return config, tuning

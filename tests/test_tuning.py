@@ -1,0 +1,211 @@
+"""Reproducible tuning (kernels/tuning.py): autotuner discovery, the committed-config file (bad
+files warn once and fall back, never crash), pre-filled caches (a committed key is never tuned),
+the record of which config ran, and the near-tie rule. Runs a real ``triton.autotune`` kernel
+under the Triton interpreter."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels import tuning
+from kernels.tuning import (
+    Committed,
+    Recorder,
+    TunedFileError,
+    apply_committed,
+    call_key,
+    config_json,
+    discover_autotuners,
+    gpu_slug,
+    load_committed,
+    parse_tuned,
+    pick_config,
+    simplicity,
+    summarize_calls,
+    tuned_path,
+)
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+
+
+_CONFIGS = [triton.Config({"BLOCK": 32}, num_warps=4, num_stages=2), triton.Config({"BLOCK": 64}, num_warps=4, num_stages=3)]
+
+
+def _toy_autotuner(bench_calls: list | None = None):
+    """A real Autotuner; its benchmark (when it tunes) is a stub that records being called and
+    prefers BLOCK 64."""
+
+    def do_bench(fn, quantiles=None, **kw):
+        bench_calls.append(fn) if bench_calls is not None else None
+        return [1.0, 1.0, 1.0]
+
+    at = triton.autotune(configs=list(_CONFIGS), key=["n"], do_bench=do_bench)(_scale_kernel)
+    return at
+
+
+def _launch(at, x):
+    out = torch.full_like(x, float("nan"))
+    n = x.numel()
+    at[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    return out
+
+
+def _file(at_name: str, key: list, config: dict, **top) -> dict:
+    doc = {"schema": tuning.TUNED_SCHEMA, "gpu": "NVIDIA H200", "triton": "3.6.0", "autotuners": {at_name: [{"key": key, "config": config}]}}
+    doc.update(top)
+    return doc
+
+
+def test_gpu_slug_and_file_name():
+    assert gpu_slug("NVIDIA H200") == "nvidia-h200"
+    assert gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert tuned_path("NVIDIA H200", "3.6.0").name == "nvidia-h200-triton3.6.0.json"
+    assert tuned_path("NVIDIA H200", "3.6.0").parent.name == "tuned"
+
+
+def test_discovery_finds_module_level_autotuners_and_those_inside_dicts():
+    fake = {"_one": _toy_autotuner(), "_by_block": {16: _toy_autotuner(), 32: _toy_autotuner()}, "_list": [_toy_autotuner()], "_other": 3}
+    names = tuning.autotuners_in("fake", fake)
+    assert set(names) == {"fake._one", "fake._by_block.16", "fake._by_block.32", "fake._list.0"}
+    assert names["fake._by_block.32"] is fake["_by_block"][32]
+
+
+def test_discovery_over_the_real_kernels_is_generic():
+    from triton.runtime.autotuner import Autotuner
+
+    found = discover_autotuners()
+    assert found, "the kernels have autotuners"
+    for name, at in found.items():
+        assert isinstance(at, Autotuner)
+        module = name.split(".")[0]
+        assert module in tuning.kernel_modules()
+    assert len({id(a) for a in found.values()}) == len(found)  # one name per object
+    assert not {"registry", "testing", "tuning"} & set(tuning.kernel_modules())
+
+
+def test_call_key_matches_the_autotuners_own_cache_key():
+    """The key we compute for a call is the one Triton stores in ``Autotuner.cache`` (values of
+    the key arguments, then str(dtype) of every tensor argument)."""
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+    x = torch.randn(100, generator=torch.Generator().manual_seed(1))
+    out = _launch(at, x)
+    assert torch.equal(out, x * 2)
+    assert len(at.cache) == 1 and bench_calls  # it tuned (with the stub benchmark)
+    (key,) = at.cache
+    assert key == call_key(at, (x, out, 100), {}) == (100, "torch.float32", "torch.float32")
+
+
+def test_a_committed_key_is_never_tuned_and_the_row_says_committed():
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+    ats = {"toy._at": at}
+    x = torch.randn(77, generator=torch.Generator().manual_seed(2))
+    raw = _file("toy._at", [77, "torch.float32", "torch.float32"], {"kwargs": {"BLOCK": 32}, "num_warps": 4, "num_stages": 2})
+    committed = Committed("f.json", parse_tuned(raw, ats, "NVIDIA H200", "3.6.0"), "applied")
+    apply_committed(committed, ats)
+    with Recorder(ats, committed) as rec:
+        out = _launch(at, x)
+    assert torch.equal(out, x * 2)
+    assert bench_calls == []  # no benchmarking: the committed config ran
+    config, how = summarize_calls(rec.calls)
+    assert how == "committed"
+    assert config == {"toy._at": {"kwargs": {"BLOCK": 32}, "num_warps": 4, "num_stages": 2}}
+    assert "run" not in at.__dict__  # the recorder unwrapped itself
+
+    # another size is not committed: tuned at run time, and the row says so
+    with Recorder(ats, committed) as rec:
+        _launch(at, torch.randn(300))
+    assert bench_calls and summarize_calls(rec.calls)[1] == "autotuned"
+
+
+def test_pinning_finds_keys_without_tuning():
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+    with Recorder({"toy": at}, pin_missing=True) as rec:
+        _launch(at, torch.randn(50))
+    assert bench_calls == [] and rec.calls[0].key == (50, "torch.float32", "torch.float32")
+    assert rec.calls[0].config is at.configs[0]
+
+
+def test_no_autotuner_is_fixed_and_several_keys_are_labelled():
+    assert summarize_calls([]) == ({}, "fixed")
+    at = _toy_autotuner()
+    calls = [tuning.Call("a", (1, "f"), at.configs[0], "committed"), tuning.Call("a", (2, "f"), at.configs[1], "committed")]
+    config, how = summarize_calls(calls)
+    assert how == "committed" and set(config) == {'a key=[1, "f"]', 'a key=[2, "f"]'}
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d.update(gpu="NVIDIA H100 80GB HBM3"), "tuned on GPU 'NVIDIA H100 80GB HBM3'"),
+        (lambda d: d.update(triton="3.5.0"), "tuned with Triton 3.5.0"),
+        (lambda d: d.update(colour="red"), "unknown field 'colour'"),
+        (lambda d: d.update(schema="x"), "not a tuned-config file"),
+        (lambda d: d.update(autotuners={"gone._kernel": []}), "unknown autotuner 'gone._kernel'"),
+        (lambda d: d["autotuners"]["toy._at"][0]["config"].update(kwargs={"BLOCK": 128}), "is not one of toy._at's configs"),
+        (lambda d: d["autotuners"]["toy._at"][0].update(speed="fast"), "unknown field 'speed'"),
+        (lambda d: d["autotuners"]["toy._at"][0].update(key=[]), "shorter than the autotuner's key"),
+    ],
+)
+def test_bad_tuned_files_are_rejected_in_one_line(mutate, needle):
+    ats = {"toy._at": _toy_autotuner()}
+    raw = _file("toy._at", [77, "torch.float32", "torch.float32"], {"kwargs": {"BLOCK": 32}, "num_warps": 4, "num_stages": 2})
+    parse_tuned(json.loads(json.dumps(raw)), ats, "NVIDIA H200", "3.6.0")  # the unmutated file is fine
+    mutate(raw)
+    with pytest.raises(TunedFileError, match=needle.replace("[", r"\[").replace("(", r"\(")):
+        parse_tuned(raw, ats, "NVIDIA H200", "3.6.0")
+
+
+def test_load_committed_never_raises(tmp_path):
+    ats = {"toy._at": _toy_autotuner()}
+    missing = load_committed(tmp_path / "none.json", ats, "NVIDIA H200", "3.6.0")
+    assert missing.status == "missing" and missing.entries == {}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    c = load_committed(bad, ats, "NVIDIA H200", "3.6.0")
+    assert c.status == "rejected" and c.entries == {} and c.message.startswith("warning: ") and "\n" not in c.message
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_file("toy._at", [77], {"kwargs": {"BLOCK": 32}, "num_warps": 4, "num_stages": 2}, gpu="NVIDIA A100")))
+    c = load_committed(other, ats, "NVIDIA H200", "3.6.0")
+    assert c.status == "rejected" and "autotuning at run time" in c.message
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_file("toy._at", [77, "torch.float32", "torch.float32"], {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3})))
+    c = load_committed(good, ats, "NVIDIA H200", "3.6.0")
+    assert c.status == "applied" and c.entries["toy._at"][(77, "torch.float32", "torch.float32")] is ats["toy._at"].configs[1]
+
+
+def test_near_ties_go_to_the_simpler_config():
+    configs = {
+        "big": {"kwargs": {"BLOCK_M": 128, "BLOCK_N": 128}, "num_warps": 8, "num_stages": 4},
+        "small": {"kwargs": {"BLOCK_M": 64, "BLOCK_N": 64}, "num_warps": 4, "num_stages": 3},
+        "slow": {"kwargs": {"BLOCK_M": 16, "BLOCK_N": 16}, "num_warps": 1, "num_stages": 1},
+    }
+    assert simplicity(configs["small"]) < simplicity(configs["big"])
+    # small is 1.5% slower than big: a near-tie, and simpler
+    assert pick_config({"big": 100e-6, "small": 101.5e-6, "slow": 300e-6}, configs) == "small"
+    # 3% slower: not a tie
+    assert pick_config({"big": 100e-6, "small": 103e-6, "slow": 300e-6}, configs) == "big"
+    # a config that failed to compile (inf) never wins
+    assert pick_config({"big": float("inf"), "small": 2e-6}, configs) == "small"
+    with pytest.raises(ValueError):
+        pick_config({"big": float("inf")}, configs)
+
+
+def test_config_json_round_trips_through_find_config():
+    at = _toy_autotuner()
+    for c in at.configs:
+        assert tuning.find_config(at, json.loads(json.dumps(config_json(c)))) is c
+    assert tuning.find_config(at, {"kwargs": {"BLOCK": 16}, "num_warps": 4, "num_stages": 2}) is None
