@@ -36,6 +36,11 @@ def clean_text(text: object) -> str:
     return _CONTROL.sub("", _ANSI.sub("", str(text)))
 
 
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a control character or escape sequence (refused in names)."""
+    return bool(_CONTROL.search(text) or "\x1b" in text or "\t" in text or "\n" in text)
+
+
 def one_line(text: object) -> str:
     """``text`` cleaned of control characters and folded onto one line."""
     return " ".join(clean_text(text).split())

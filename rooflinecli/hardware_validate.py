@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rooflinecli.dtypes import COMPUTE_DTYPES
-from rooflinecli.errors import RooflineError, closest
+from rooflinecli.errors import RooflineError, closest, has_control
 
 KINDS = ("datasheet", "measured")
+#: the longest string value (a name, a source note)
+MAX_STRING_CHARS = 1000
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 URL_PATTERN = re.compile(r"^https?://\S+$")
 
@@ -119,6 +121,10 @@ class _Checker:
             raise self.fail(key, f"must be a string, got {_type_name(value)} {value!r}")
         if not value.strip():
             raise self.fail(key, "must not be empty")
+        if has_control(value):
+            raise self.fail(key, "must not hold control characters or terminal escape codes")
+        if len(value) > MAX_STRING_CHARS:
+            raise self.fail(key, f"is {len(value):,} characters long; the limit is {MAX_STRING_CHARS:,}")
         return value
 
     def number(self, value: Any, key: str, f: Field) -> float | int:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.errors import RooflineError, parse_json_text, read_user_file, unknown_name_error
+from rooflinecli.errors import RooflineError, has_control, one_line, parse_json_text, read_user_file, unknown_name_error
 from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig
 
 MODEL_TYPES: tuple[str, ...] = (
@@ -54,6 +54,8 @@ INT_MAX: dict[str, int] = {
 }
 #: every other config integer (widths, vocab, context): below 2**40 (about 1.1e12)
 INT_MAX_DEFAULT = 2**40
+#: the longest string field (an id, a display name, a note)
+MAX_STRING_CHARS = 1000
 #: every config float (rope_theta): finite and at most 1e30
 FLOAT_MAX = 1e30
 
@@ -115,6 +117,10 @@ class _Fields:
             return None
         if not isinstance(value, str):
             raise self.fail(key, f"must be a string, got {json.dumps(value)}")
+        if has_control(value):
+            raise self.fail(key, "must not hold control characters or terminal escape codes")
+        if len(value) > MAX_STRING_CHARS:
+            raise self.fail(key, f"is {len(value):,} characters long; the limit is {MAX_STRING_CHARS:,}")
         return value
 
     def int_list(self, key: str, default: Any = _MISSING) -> tuple[int, ...]:
@@ -153,6 +159,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
         name = p.parent.name if p.stem == "config" and p.parent.name else p.stem
         if isinstance(raw.get("_name_or_path"), str) and raw["_name_or_path"]:
             name = raw["_name_or_path"].rstrip("/").split("/")[-1]
+        name = one_line(name)[:MAX_STRING_CHARS] or "model"  # a folder or path name is data: no control codes
     return parse_hf_config(raw, where=str(path), name=name, source=str(path))
 
 

@@ -497,7 +497,9 @@ def disagg_cmd(
     c.print(f"{cfg.name} on {spec.id} (instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "
             f"TTFT <= {fmt_time(ttft_target)}, TPOT <= {fmt_time(tpot_target)}")
     if not p.feasible:
-        c.print(f"[bold red]infeasible[/]: {p.reason}")
+        from rooflinecli.errors import markup_safe
+
+        c.print(f"[bold red]infeasible[/]: {markup_safe(p.reason)}", markup=True)
         return
     rows = [
         ["prefill", str(p.prefill_batch), f"TTFT {fmt_time(p.prefill_time_s)}", f"{p.prefill_requests_per_s_per_instance:,.3g} req/s",

@@ -118,11 +118,13 @@ def render(a, show_ops: bool = True) -> None:
     from rooflinecli.cli.console import make_console
 
     fmt_bytes, fmt_time, fmt_count = _fmt()
-    c = make_console(soft_wrap=True)
+    from rooflinecli.errors import markup_safe
+
+    c = make_console(soft_wrap=True, markup=True)
     wl, cfg, spec = a.workload, a.model, a.spec
     par = f", TP {wl.tp}" + (f" x EP {wl.ep}" if wl.ep > 1 else "") + f" = {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
     c.print(
-        f"[bold]{cfg.name}[/] on [bold]{spec.id}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
+        f"[bold]{markup_safe(cfg.name)}[/] on [bold]{markup_safe(spec.id)}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
         f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
     )
     eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")

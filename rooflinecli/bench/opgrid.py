@@ -1,0 +1,500 @@
+"""The calibration grid of ``roofline calibrate``: vendor kernels through torch, timed on cold data,
+written as a calibration file (schema ``rooflinecli.calibration/1``) that a measured spec names.
+
+Per shape (``measure_case``):
+
+* ``t_graph``: a CUDA graph of ``n`` launches cycling over ``sets`` input sets (together at least
+  3x the L2, or 64 sets when one set is that small), replayed ``REPLAYS`` times (>= 7); per-launch
+  time = median replay / ``n``. Launch gaps vanish, every launch reads data the previous ones evicted;
+* ``t_eager``: the CUDA-event median of single launches (host gaps included).
+
+Ops and shape keys (the same as the 2026-11-30 H200 fixture): ``gemm`` {M, N, K} with a ``name``
+such as ``llama8b.qkv``; ``rmsnorm_copy`` and ``rmsnorm`` {T, D}; ``add_`` {T, D}; ``silu_mul``
+{T, F}; ``rope`` {T, H, D}; ``copy`` {bytes}; ``sdpa_prefill_causal`` and ``sdpa_decode`` {B, H,
+KVH, S, D} with the fastest SDPA ``backend``; ``launch_floor`` {}; ``gemm_sustained`` and
+``copy_sustained`` with ``t_series`` (added by ``calibrate`` from its ceiling runs). ``flops`` and
+``bytes``: each input read once, each output written once.
+
+Robust by construction: each shape runs under ``try``; a failure is recorded in ``failed`` and the
+grid goes on. Under a time budget (GPU seconds): the categories are visited round-robin, small
+shapes first, and no new shape starts once the budget is spent (``skipped`` counts the rest).
+torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA = "rooflinecli.calibration/1"
+REPLAYS = 7
+MAX_SETS = 64
+MAX_LAUNCHES = 128
+#: a replay lasts about this long (enough launches that event resolution does not matter)
+REPLAY_TARGET_S = 2e-3
+#: L2 multiple the input sets of one shape span together
+COLD_FACTOR = 3
+#: no single input set above this (bytes): the largest grid shapes stay well inside 141 GB
+MAX_SET_BYTES = 12 * 2**30
+
+M_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+#: (name prefix, preset id) whose projection shapes the GEMM grid covers
+GEMM_PRESETS = (("llama8b", "llama-3-8b"), ("llama70b", "llama-3-70b"), ("qwen7b", "qwen2.5-7b"))
+SQUARE = (1024, 2048, 4096, 8192)
+ELEMENTWISE_T = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)
+#: (H, KVH, D) of the attention grid: Llama-3-8B, Llama-3-70B, Qwen2.5-7B, MHA, head dim 64
+ATTN_HEADS = ((32, 8, 128), (64, 8, 128), (28, 4, 128), (32, 32, 128), (32, 8, 64))
+PREFILL_S = (256, 512, 1024, 2048, 4096, 8192)
+PREFILL_TOKENS = 16384  # the batched prefill point: B = tokens / S
+DECODE_B = (1, 8, 32, 64, 128)
+DECODE_S = (512, 1024, 2048, 4096, 8192, 16384)
+COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
+
+METHOD = (
+    "graph: per-launch time = median over {replays} replays of a CUDA graph of n launches cycling over "
+    "`sets` input sets that together exceed {cold}x L2 (at most {max_sets} sets; tiny ops stay L2-resident), "
+    "divided by n; eager: median of CUDA-event-timed single launches (host gaps included). Random bf16 "
+    "inputs (never zeros). SDPA: fastest of the cuDNN, flash, efficient and default-dispatch backends "
+    "(GQA through enable_gqa, else K/V expanded to H heads outside the timed region), recorded per row"
+)
+
+
+@dataclass
+class Case:
+    """One shape: ``make(set_index)`` returns the call on that input set (allocated on first use)."""
+
+    op: str
+    shape: dict[str, int]
+    flops: float
+    bytes: float
+    set_bytes: float
+    make: Callable[[Any, Any], Callable[[], Any]]  # (device, generator) -> fn on fresh inputs
+    name: str | None = None
+    note: str | None = None
+    cost_s: float = 0.0  # a rough size for ordering (bytes / 3 TB/s + flops / 500 TFLOP/s)
+    backends: tuple[str, ...] = ()  # SDPA: candidate backends; make gets the chosen one via Case.backend
+    backend: str | None = None
+
+    def __post_init__(self) -> None:
+        self.cost_s = self.bytes / 3e12 + self.flops / 5e14
+
+
+@dataclass
+class GridResult:
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+    elapsed_s: float = 0.0
+
+
+# ------------------------------------------------------------------------------------------------
+# The grid
+# ------------------------------------------------------------------------------------------------
+
+
+def projection_shapes(cfg) -> list[tuple[str, int, int]]:
+    """(projection, N, K) of a dense model's linears: fused qkv, o, fused gate_up, down, lm_head."""
+    d, H, Hkv, D, F = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    return [("qkv", (H + 2 * Hkv) * D, d), ("o", d, H * D), ("gate_up", 2 * F if cfg.gated_mlp else F, d), ("down", d, F), ("lm_head", cfg.vocab_size, d)]
+
+
+def _randn(shape, device, gen, dtype=None):
+    import torch
+
+    from kernels.testing import device_randn
+
+    return device_randn(tuple(shape), dtype or torch.bfloat16, device, gen)
+
+
+def gemm_case(M: int, N: int, K: int, name: str) -> Case:
+    def make(device, gen):
+        import torch.nn.functional as F
+
+        a, w = _randn((M, K), device, gen), _randn((N, K), device, gen, None)
+        return lambda: F.linear(a, w)
+
+    b = 2 * (M * K + N * K + M * N)
+    return Case("gemm", {"M": M, "N": N, "K": K}, 2.0 * M * N * K, b, b, make, name=name, note="F.linear bf16 (cuBLAS)")
+
+
+def elementwise_cases(T: int, D: int, F_: int) -> list[Case]:
+    def rms_copy(device, gen):
+        import torch
+        import torch.nn.functional as F
+
+        x, w, out = _randn((T, D), device, gen), 1 + 0.1 * _randn((D,), device, gen), torch.empty((T, D), dtype=torch.bfloat16, device=device)
+        return lambda: out.copy_(F.rms_norm(x, (D,), w, 1e-6))
+
+    def rms(device, gen):
+        import torch.nn.functional as F
+
+        x, w = _randn((T, D), device, gen), 1 + 0.1 * _randn((D,), device, gen)
+        return lambda: F.rms_norm(x, (D,), w, 1e-6)
+
+    def add(device, gen):
+        x, y = _randn((T, D), device, gen), _randn((T, D), device, gen)
+        return lambda: x.add_(y)
+
+    def silu_mul(device, gen):
+        import torch.nn.functional as F
+
+        g, u = _randn((T, F_), device, gen), _randn((T, F_), device, gen)
+        return lambda: F.silu(g) * u
+
+    n, nf = T * D * 2, T * F_ * 2
+    return [
+        Case("rmsnorm_copy", {"T": T, "D": D}, 4.0 * T * D, 4 * n, 2 * n, rms_copy, note="F.rms_norm then copy_ into a preallocated output (two kernels' traffic counted)"),
+        Case("rmsnorm", {"T": T, "D": D}, 4.0 * T * D, 2 * n + 2 * D, n, rms, note="F.rms_norm alone (read x and the weight, write y)"),
+        Case("add_", {"T": T, "D": D}, float(T * D), 3 * n, 2 * n, add, note="x.add_(y) in place"),
+        Case("silu_mul", {"T": T, "F": F_}, 5.0 * T * F_, 5 * nf, 2 * nf, silu_mul, note="silu (read g, write tmp) then mul (read tmp, u; write out): 5 passes of T x F"),
+    ]
+
+
+def rope_case(T: int, H: int, D: int) -> Case:
+    def make(device, gen):
+        import torch
+
+        x = _randn((T, H, D), device, gen)
+        ang = torch.rand((T, D // 2), device=device, dtype=torch.float32) * 6.283
+        cos, sin = torch.cos(ang).to(torch.bfloat16), torch.sin(ang).to(torch.bfloat16)
+        c, s = torch.cat((cos, cos), -1)[:, None, :], torch.cat((sin, sin), -1)[:, None, :]
+        half = D // 2
+
+        def rope():
+            rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+            return x * c + rot * s
+
+        return rope
+
+    n = T * H * D * 2
+    return Case("rope", {"T": T, "H": H, "D": D}, 3.0 * T * H * D, 2 * n + 2 * T * D * 2, n, make,
+                note="rotate-half RoPE as torch ops (neg, cat, 2 mul, add: several kernels); x read once, cos/sin read once, out written once")
+
+
+def copy_case(nbytes: int) -> Case:
+    def make(device, gen):
+        import torch
+
+        src = _randn((nbytes // 2,), device, gen)
+        dst = torch.empty_like(src)
+        return lambda: dst.copy_(src)
+
+    return Case("copy", {"bytes": nbytes}, 0.0, 2.0 * nbytes, 2.0 * nbytes, make, note="dst.copy_(src) bf16")
+
+
+def launch_floor_case() -> Case:
+    def make(device, gen):
+        import torch
+
+        x = torch.ones(1, dtype=torch.float32, device=device)
+        return lambda: x.add_(1)
+
+    return Case("launch_floor", {}, 1.0, 8.0, 4.0, make, note="x.add_(1) on one float")
+
+
+def _sdpa_fn(q, k, v, causal: bool, backend: str):
+    """The SDPA call on ``backend`` (K/V already at H heads when the backend lacks GQA)."""
+    import torch.nn.functional as F
+
+    gqa = k.shape[-3] != q.shape[-3]
+    kw = {"enable_gqa": True} if gqa else {}
+    if backend == "default":
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    b = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
+
+    def fn():
+        with sdpa_kernel([b]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
+
+    return fn
+
+
+def attention_case(op: str, B: int, H: int, KVH: int, S: int, D: int) -> Case:
+    causal = op == "sdpa_prefill_causal"
+    Sq = S if causal else 1
+
+    def make(device, gen, backend="default", expand=False):
+        q = _randn((B, H, Sq, D), device, gen)
+        k, v = _randn((B, KVH, S, D), device, gen), _randn((B, KVH, S, D), device, gen)
+        if expand and KVH != H:  # expansion outside the timed region
+            k, v = k.repeat_interleave(H // KVH, 1), v.repeat_interleave(H // KVH, 1)
+        return _sdpa_fn(q, k, v, causal, backend)
+
+    if causal:
+        flops = 2.0 * B * H * S * S * D  # QK^T and PV, causal half of 4 B H S^2 D
+    else:
+        flops = 4.0 * B * H * S * D
+    b = 2.0 * (2 * B * H * Sq * D + 2 * B * KVH * S * D)
+    return Case(op, {"B": B, "H": H, "KVH": KVH, "S": S, "D": D}, flops, b, b, make, backends=SDPA_BACKENDS)
+
+
+def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_PRESETS) -> dict[str, list[Case]]:
+    """The grid by category, each sorted small to large. ``tiny``: a few small shapes (CPU tests)."""
+    from rooflinecli.model_registry import get_model
+
+    if tiny:
+        return {
+            "floor": [launch_floor_case()],
+            "gemm": [gemm_case(M, 96, 64, "tiny.qkv") for M in (1, 8, 32)] + [gemm_case(64, 64, 64, "square")],
+            "elementwise": [c for T in (1, 16) for c in elementwise_cases(T, 64, 96)] + [rope_case(4, 3, 64)],
+            "copy": [copy_case(b) for b in (4096, 65536)],
+            "decode": [attention_case("sdpa_decode", 2, 4, 2, 64, 64)],
+            "prefill": [attention_case("sdpa_prefill_causal", 1, 4, 2, 32, 64)],
+        }
+    gemm = []
+    for prefix, preset in presets:
+        cfg = get_model(preset)
+        for proj, N, K in projection_shapes(cfg):
+            gemm += [gemm_case(M, N, K, f"{prefix}.{proj}") for M in M_GRID]
+    gemm += [gemm_case(n, n, n, "square") for n in SQUARE]
+    elem = [c for T in ELEMENTWISE_T for D, F_ in ((4096, 14336), (8192, 28672)) for c in elementwise_cases(T, D, F_)]
+    elem += [rope_case(T, 48, 128) for T in ELEMENTWISE_T]  # q + k heads of Llama-3-8B (32 + 8), rounded
+    decode = [attention_case("sdpa_decode", B, H, KVH, S, D) for H, KVH, D in ATTN_HEADS for B in DECODE_B for S in DECODE_S
+              if 4 * B * KVH * S * D <= MAX_SET_BYTES]
+    prefill = []
+    for H, KVH, D in ATTN_HEADS:
+        for S in PREFILL_S:
+            for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
+                prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
+    grid = {"floor": [launch_floor_case()], "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
+    return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
+
+
+def round_robin(grid: dict[str, list[Case]]) -> Iterator[Case]:
+    """One case of each category in turn (small first), so a budget cut leaves every category some."""
+    queues = [list(v) for v in grid.values()]
+    while any(queues):
+        for q in queues:
+            if q:
+                yield q.pop(0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing one case
+# ------------------------------------------------------------------------------------------------
+
+
+def sets_for(set_bytes: float, l2_bytes: int) -> int:
+    """Input sets so that together they span ``COLD_FACTOR`` x L2 (1 .. ``MAX_SETS``)."""
+    if set_bytes <= 0:
+        return 1
+    return int(min(MAX_SETS, max(1, math.ceil(COLD_FACTOR * l2_bytes / set_bytes))))
+
+
+def launches_for(estimate_s: float, sets: int) -> int:
+    """Launches per graph: a replay of about ``REPLAY_TARGET_S``, at least one pass over the sets."""
+    want = math.ceil(REPLAY_TARGET_S / max(estimate_s, 1e-7))
+    return int(min(MAX_LAUNCHES, max(sets, want, 1)))
+
+
+def _median(xs) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+class Timer:
+    """Graph and eager timing on ``device`` ("cuda"; "cpu": the wall clock, for dry runs only)."""
+
+    def __init__(self, device: str, l2_bytes: int, replays: int = REPLAYS, eager_samples: int = 10) -> None:
+        self.device, self.l2_bytes, self.replays, self.eager_samples = device, l2_bytes, replays, eager_samples
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def eager(self, fns: list[Callable[[], Any]], samples: int) -> float:
+        """Median seconds of single launches, cycling over ``fns``."""
+        if self.device != "cuda":
+            out = []
+            for i in range(samples):
+                t0 = time.perf_counter()
+                fns[i % len(fns)]()
+                out.append(time.perf_counter() - t0)
+            return _median(out)
+        import torch
+
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
+        for i in range(samples):
+            starts[i].record()
+            fns[i % len(fns)]()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return _median([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)])
+
+    def graph(self, fns: list[Callable[[], Any]], n: int) -> float:
+        """Median per-launch seconds over ``replays`` replays of a graph of ``n`` launches."""
+        if self.device != "cuda":
+            out = []
+            for _ in range(self.replays):
+                t0 = time.perf_counter()
+                for i in range(n):
+                    fns[i % len(fns)]()
+                out.append((time.perf_counter() - t0) / n)
+            return _median(out)
+        import torch
+
+        from rooflinecli.bench.timing import capture_graph
+
+        g = capture_graph(fns, n)
+        g.replay()
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.replays)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.replays)]
+        for i in range(self.replays):
+            starts[i].record()
+            g.replay()
+            ends[i].record()
+        torch.cuda.synchronize()
+        del g
+        return _median([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]) / n
+
+
+def _fns(case: Case, sets: int, device: str, gen, **kw) -> list[Callable[[], Any]]:
+    fns = [case.make(device, gen, **kw) for _ in range(sets)]
+    for f in fns:
+        f()
+    return fns
+
+
+def _rank_backends(case: Case, timer: Timer, gen) -> tuple[list[tuple[str, bool]], str]:
+    """SDPA paths that ran ``case``, fastest first (eager-timed on one set), and a note of the times."""
+    tried: dict[tuple[str, bool], float] = {}
+    errors: list[str] = []
+    for b in case.backends:
+        for expand in (False, True):
+            if expand and case.shape["KVH"] == case.shape["H"]:
+                continue
+            label = f"{b}{'+expanded_kv' if expand else ''}"
+            try:
+                fns = _fns(case, 1, timer.device, gen, backend=b, expand=expand)
+                timer.sync()
+                tried[(b, expand)] = timer.eager(fns, 3)
+                del fns
+                break  # GQA worked natively on this backend: no need to expand
+            except Exception as e:  # noqa: BLE001 - a backend that cannot run this shape is skipped
+                errors.append(f"{label}: {type(e).__name__}")
+                _recover(timer)
+    if not tried:
+        raise RuntimeError("no SDPA backend ran this shape (" + "; ".join(errors)[:300] + ")")
+    ranked = sorted(tried, key=tried.get)
+    note = "eager ms per backend: " + ", ".join(f"{b}{'+expanded_kv' if x else ''} {tried[(b, x)] * 1e3:.3g}" for b, x in ranked)
+    if errors:
+        note += "; not runnable: " + ", ".join(errors)
+    return ranked, note
+
+
+def _recover(timer: Timer) -> None:
+    try:
+        timer.sync()
+    except Exception:  # noqa: BLE001 - a sticky error surfaces at the next case, which records it
+        pass
+
+
+def _time_sets(case: Case, timer: Timer, gen, **kw) -> tuple[float, float, int, int]:
+    """(t_graph, t_eager, n, sets) of ``case`` on cold input sets."""
+    sets = sets_for(case.set_bytes, timer.l2_bytes)
+    fns = _fns(case, sets, timer.device, gen, **kw)
+    timer.sync()
+    t_eager = timer.eager(fns, timer.eager_samples if case.cost_s < 1e-3 else 5)
+    n = launches_for(t_eager, sets)  # the eager time bounds the launch from above
+    if timer.device != "cuda":
+        n = min(n, 4)
+    return timer.graph(fns, n), t_eager, n, sets
+
+
+def measure_case(case: Case, timer: Timer, gen) -> dict[str, Any]:
+    """One calibration row (raises on failure; ``run_grid`` records it). SDPA: the fastest backend
+    whose graph capture works (a backend that fails capture gives way to the next)."""
+    notes = [case.note] if case.note else []
+    if case.backends:
+        ranked, how = _rank_backends(case, timer, gen)
+        notes.append(how)
+        last: Exception | None = None
+        for backend, expand in ranked:
+            try:
+                t_graph, t_eager, n, sets = _time_sets(case, timer, gen, backend=backend, expand=expand)
+                break
+            except Exception as e:  # noqa: BLE001 - e.g. a capture this backend does not support
+                last = e
+                notes.append(f"{backend}: graph timing failed ({type(e).__name__})")
+                _recover(timer)
+        else:
+            raise RuntimeError(f"graph timing failed on every backend: {type(last).__name__}: {last}")
+        case.backend = backend + (" (K/V expanded to H heads, not timed)" if expand else "")
+    else:
+        t_graph, t_eager, n, sets = _time_sets(case, timer, gen)
+    row: dict[str, Any] = {"op": case.op}
+    if case.name:
+        row["name"] = case.name
+    row.update(shape=dict(case.shape), flops=case.flops, bytes=case.bytes, t_graph=t_graph, t_eager=t_eager, n=n, sets=sets)
+    if notes:
+        row["note"] = "; ".join(notes)
+    if case.backend:
+        row["backend"] = case.backend
+    return row
+
+
+def run_grid(
+    grid: dict[str, list[Case]],
+    device: str,
+    l2_bytes: int,
+    budget_s: float,
+    on_case: Callable[[int, int, Case], None] | None = None,
+    seed: int = 1234,
+) -> GridResult:
+    """Every case of ``grid`` in round-robin order until ``budget_s`` (wall seconds) is spent."""
+    import torch
+
+    out = GridResult()
+    timer = Timer(device, l2_bytes)
+    gen = torch.Generator().manual_seed(seed)
+    cases = list(round_robin(grid))
+    t0 = time.monotonic()
+    for i, case in enumerate(cases):
+        if time.monotonic() - t0 >= budget_s:
+            out.skipped = len(cases) - i
+            break
+        if on_case is not None:
+            on_case(i, len(cases), case)
+        try:
+            out.rows.append(measure_case(case, timer, gen))
+        except Exception as e:  # noqa: BLE001 - one failing shape never stops the grid
+            _recover(timer)
+            out.failed.append({"op": case.op, "shape": dict(case.shape), "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"})
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    out.elapsed_s = time.monotonic() - t0
+    return out
+
+
+def calibration_doc(result: GridResult, environment: dict[str, Any], l2_bytes: int, sustained: dict[str, float], extra_rows: list[dict[str, Any]] = (), budget_s: float | None = None) -> dict[str, Any]:
+    """The calibration file's JSON document."""
+    from rooflinecli.bench.environment import utc_now
+
+    method = METHOD.format(replays=REPLAYS, cold=COLD_FACTOR, max_sets=MAX_SETS)
+    if environment.get("device") == "cpu":
+        method = "CPU wall clock (dry run, not a GPU measurement); " + method
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created_utc": utc_now(),
+        "gpu": environment.get("gpu_name"),
+        "environment": dict(environment),
+        "method": method,
+        "l2_bytes": int(l2_bytes),
+        "rows": list(result.rows) + list(extra_rows),
+        "sustained": dict(sustained),
+    }
+    doc["failed"] = list(result.failed)
+    doc["grid"] = {"elapsed_s": result.elapsed_s, "budget_s": budget_s, "skipped_for_budget": result.skipped}
+    return doc
