@@ -136,6 +136,10 @@ def compile_for_gpu(kernel, args: dict, num_warps: int = 4, num_stages: int = 3,
         if p.is_constexpr or (isinstance(value, int) and not isinstance(value, bool) and value == 1):
             signature[p.name] = "constexpr"
             constexprs[(i,)] = value
+        elif type(value).__name__ == "TensorDescriptor":  # host-side TMA descriptor
+            from triton.runtime.jit import mangle_type
+
+            signature[p.name] = mangle_type(value)
         elif isinstance(value, torch.Tensor):
             signature[p.name] = "*" + _TRITON_TYPES[value.dtype]
             attrs[(i,)] = [["tt.divisibility", 16]]

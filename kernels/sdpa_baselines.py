@@ -1,0 +1,95 @@
+"""Fair torch baselines for the attention kernels: every SDPA backend the installed torch offers.
+
+``KernelOp.baselines`` maps a backend name to a factory ``factory(**inputs)`` that does the untimed
+set-up and returns a zero-argument callable, or None when that backend cannot run these inputs; the
+runner checks and times each and keeps the fastest. ``sdpa_factories`` builds one factory per SDPA
+backend ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient", and "sdpa:default", torch's own dispatch).
+
+GQA: through ``enable_gqa=True`` where the backend takes it; where it raises, through K/V expanded
+to all query heads inside the factory (not timed). A torch without ``enable_gqa``, without
+``torch.nn.attention`` or without a backend (cuDNN appeared in torch 2.5) just offers fewer
+factories. Each factory probes its call once: a backend that raises for the inputs gives None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: SDPA backends tried, by the name recorded in a result row (None: torch's default dispatch)
+SDPA_BACKENDS = {
+    "sdpa:default": None,
+    "sdpa:cudnn": "CUDNN_ATTENTION",
+    "sdpa:flash": "FLASH_ATTENTION",
+    "sdpa:efficient": "EFFICIENT_ATTENTION",
+}
+
+
+def _backend(name: str | None):
+    """(found, SDPBackend member or None for the default dispatch)."""
+    if name is None:
+        return True, None
+    try:
+        from torch.nn.attention import SDPBackend
+    except ImportError:
+        return False, None
+    member = getattr(SDPBackend, name, None)
+    return member is not None, member
+
+
+def sdpa_call(q, k, v, backend_name: str | None, post=None, **kw) -> Callable[[], Any] | None:
+    """A probed zero-argument SDPA call on q [B, H, Sq, D], k [B, H_kv, S, D], v [B, H_kv, S, Dv]
+    pinned to one backend (None: default dispatch), GQA by ``enable_gqa`` or else by K/V expanded
+    here; None if the backend cannot run them (or this torch lacks it). ``post`` maps SDPA's output
+    to the op's (a view, say), inside the call."""
+    import torch.nn.functional as F
+
+    found, member = _backend(backend_name)
+    if not found:
+        return None
+    group = q.shape[1] // k.shape[1]
+
+    def pinned(fn):
+        if member is None:
+            return fn if post is None else (lambda: post(fn()))
+        from torch.nn.attention import sdpa_kernel
+
+        def call():
+            with sdpa_kernel(member):
+                o = fn()
+            return o if post is None else post(o)
+
+        return call
+
+    tries = [lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)] if group > 1 else []
+    if group > 1:
+        ke, ve = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        tries.append(lambda: F.scaled_dot_product_attention(q, ke, ve, **kw))
+    else:
+        tries.append(lambda: F.scaled_dot_product_attention(q, k, v, **kw))
+    for fn in tries:
+        call = pinned(fn)
+        try:
+            call()
+        except (RuntimeError, TypeError, ValueError, NotImplementedError):
+            continue  # this backend (or enable_gqa on this torch) cannot take these inputs
+        return call
+    return None
+
+
+def sdpa_factories(prepare: Callable[..., tuple[Any, ...] | None], post=None) -> dict[str, Callable[..., Callable[[], Any] | None]]:
+    """One factory per SDPA backend. ``prepare(**inputs)`` maps an op's inputs to
+    (q, k, v, sdpa keyword arguments) in SDPA's layout (untimed), or None if SDPA cannot express
+    them; ``post`` maps SDPA's output to the op's (timed, inside the call)."""
+
+    def factory_for(backend_name):
+        def factory(**inputs):
+            prepared = prepare(**inputs)
+            if prepared is None:
+                return None
+            q, k, v, kw = prepared
+            return sdpa_call(q, k, v, backend_name, post=post, **kw)
+
+        return factory
+
+    return {name: factory_for(b) for name, b in SDPA_BACKENDS.items()}
