@@ -258,6 +258,35 @@ def all_specs() -> dict[str, HardwareSpec]:
     return {**builtin_specs(), **measured_specs()}
 
 
+def _ids_on_disk() -> dict[str, list[Path]]:
+    """The ``id`` of every built-in and measured spec file, read without validating the files (so
+    that a bad file among them cannot hide a clash): id -> the files that use it."""
+    d = specs_dir()
+    ids: dict[str, list[Path]] = {}
+    for p in sorted(d.glob("*.toml")) + sorted((d / "measured").glob("*.toml")):
+        try:
+            spec_id = read_spec_toml(p).get("id")
+        except RooflineError:
+            continue
+        if isinstance(spec_id, str):
+            ids.setdefault(spec_id, []).append(p)
+    return ids
+
+
+def load_user_spec(path: str | Path) -> HardwareSpec:
+    """A spec file named by path (``--hw my-gpu.toml``, ``hw validate``): the checks of
+    ``load_spec_file`` plus its id being unique among the built-in and measured spec files (a copy
+    of ``h100-sxm.toml`` that keeps ``id = "h100-sxm"`` would make two GPUs of one name). ``hw
+    validate`` and every command load a path through this one function, so a file that validates
+    loads everywhere."""
+    spec = load_spec_file(path)
+    here = Path(path).resolve()
+    others = [p for p in _ids_on_disk().get(spec.id, []) if p.resolve() != here]
+    if others:
+        raise RooflineError(f"{path}: id: duplicate id '{spec.id}' (also in {others[0]}); give this GPU its own id")
+    return spec
+
+
 def is_spec_path(name_or_path: str) -> bool:
     """Whether ``--hw`` names a file rather than an id."""
     return name_or_path.endswith(".toml") or "/" in name_or_path or "\\" in name_or_path
@@ -267,7 +296,7 @@ def get_spec(name_or_path: str) -> HardwareSpec:
     """A spec by id (built-in or measured) or by path to a .toml file."""
     name_or_path = name_or_path.strip()
     if is_spec_path(name_or_path):
-        return load_spec_file(name_or_path)
+        return load_user_spec(name_or_path)
     specs = builtin_specs()
     if name_or_path in specs:
         return specs[name_or_path]
@@ -287,4 +316,10 @@ def get_specs(names: str) -> list[HardwareSpec]:
     specs = [get_spec(n) for n in names.split(",") if n.strip()]
     if not specs:
         raise RooflineError("no GPU given: pass an id (see `roofline hw list`) or a spec file path")
+    seen: dict[str, HardwareSpec] = {}
+    for s in specs:
+        if s.id in seen:
+            where = f" ({seen[s.id].path} and {s.path})" if seen[s.id].path != s.path else ""
+            raise RooflineError(f"--hw: GPU '{s.id}' given twice{where}; each GPU needs its own id")
+        seen[s.id] = s
     return specs

@@ -29,11 +29,11 @@ URL_PATTERN = re.compile(r"^https?://\S+$")
 
 @dataclass(frozen=True)
 class Field:
-    """One leaf key of the schema: its type and, for numbers, the sane range (lo, hi]."""
+    """One leaf key of the schema: its type and, for numbers, the sane range [lo, hi]."""
 
     attr: str  # HardwareSpec attribute it fills
     kind: type  # float (any number), int or str
-    lo: float = 0.0  # exclusive lower bound
+    lo: float = 1.0  # inclusive lower bound ("absurd" below it: 1e-300 is a typo, not a part)
     hi: float = math.inf  # inclusive upper bound ("absurd" above it)
     unit: str = ""
     required: bool = True  # an optional key may be absent (its attribute keeps its default)
@@ -43,11 +43,11 @@ class Field:
 TABLES: dict[str, dict[str, Field]] = {
     "memory": {
         "type": Field("memory_type", str),
-        "capacity_gb": Field("memory_capacity_gb", float, hi=10_000, unit="GB"),
+        "capacity_gb": Field("memory_capacity_gb", float, lo=0.1, hi=10_000, unit="GB"),
         "bandwidth_gb_per_s": Field("memory_bandwidth_gb_per_s", float, hi=100_000, unit="GB/s (100 TB/s)"),
     },
     "cache": {
-        "l2_size_mb": Field("l2_size_mb", float, hi=4096, unit="MB"),
+        "l2_size_mb": Field("l2_size_mb", float, lo=0.01, hi=4096, unit="MB"),
         "l2_bandwidth_gb_per_s": Field("l2_bandwidth_gb_per_s", float, hi=500_000, unit="GB/s (500 TB/s)"),
         "smem_per_sm_kb": Field("smem_per_sm_kb", float, hi=4096, unit="KB"),
         "smem_bandwidth_gb_per_s": Field("smem_bandwidth_gb_per_s", float, hi=1_000_000, unit="GB/s (1 PB/s)", required=False),
@@ -57,8 +57,8 @@ TABLES: dict[str, dict[str, Field]] = {
         "boost_clock_mhz": Field("boost_clock_mhz", float, hi=10_000, unit="MHz"),
     },
     "interconnect": {
-        "gpu_link_gb_per_s": Field("gpu_link_gb_per_s", float, hi=100_000, unit="GB/s"),
-        "pcie_gb_per_s": Field("pcie_gb_per_s", float, hi=10_000, unit="GB/s"),
+        "gpu_link_gb_per_s": Field("gpu_link_gb_per_s", float, lo=0.1, hi=100_000, unit="GB/s"),
+        "pcie_gb_per_s": Field("pcie_gb_per_s", float, lo=0.1, hi=10_000, unit="GB/s"),
     },
     "power": {
         "tdp_w": Field("tdp_w", float, hi=10_000, unit="W"),
@@ -68,7 +68,14 @@ TABLES: dict[str, dict[str, Field]] = {
 #: dense peak per dtype, TFLOP/s (TOP/s for integer types); 100 PFLOP/s is absurd for one GPU.
 PEAK_TABLE = "peak_dense_tflops"
 PEAK_HI_TFLOPS = 100_000.0
+#: below 1 GFLOP/s (0.001 TFLOP/s) a peak is a unit typo
+PEAK_LO_TFLOPS = 0.001
+EFFICIENCY_LO = 0.001
 EFFICIENCY_HI = 1.5
+#: op kinds an ``[efficiency.<kind>]`` table may name: the analysis's op kinds
+#: (``rooflinecli.analysis.workload.OP_KINDS``; a test keeps them in step) and ``copy``, which
+#: ``roofline calibrate`` fits from the copy kernel
+EFFICIENCY_KINDS = ("gemm", "attention", "elementwise", "moe", "copy")
 TOP_LEVEL_STR = ("id", "name", "vendor", "kind", "base")
 TOP_LEVEL = (*TOP_LEVEL_STR, "estimates", PEAK_TABLE, *TABLES, "sources", "efficiency", "measured_with")
 SOURCE_KEYS = ("title", "url", "note")
@@ -133,8 +140,11 @@ class _Checker:
                 raise self.fail(key, f"must be an integer, got {_type_name(value)} {value!r}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(key, f"must be a number, got {_type_name(value)} {value!r}")
-        if not math.isfinite(value) or not value > f.lo:
-            raise self.fail(key, f"must be > {f.lo:g}, got {value!r}")
+        if not math.isfinite(value) or not value > 0:
+            raise self.fail(key, f"must be > 0, got {value!r}")
+        if value < f.lo:
+            unit = f" {f.unit}" if f.unit else ""
+            raise self.fail(key, f"absurd value {value!r}: below {f.lo:g}{unit}; check the unit in the key name")
         if value > f.hi:
             unit = f" {f.unit}" if f.unit else ""
             raise self.fail(key, f"absurd value {value!r}: above {f.hi:g}{unit}; check the unit in the key name")
@@ -199,7 +209,7 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
                 hint = closest(dtype, COMPUTE_DTYPES)
                 tail = f" (did you mean '{hint}'?)" if hint else ""
                 raise c.fail(key, f"unknown dtype '{dtype}'{tail}; known: {', '.join(COMPUTE_DTYPES)}")
-            peaks[dtype] = c.number(value, key, Field(dtype, float, hi=PEAK_HI_TFLOPS, unit="TFLOP/s (100 PFLOP/s)"))
+            peaks[dtype] = c.number(value, key, Field(dtype, float, lo=PEAK_LO_TFLOPS, hi=PEAK_HI_TFLOPS, unit="TFLOP/s"))
     if "bf16" not in peaks:
         raise c.fail(f"{PEAK_TABLE}.bf16", "missing required key (the bf16 peak sets the ridge point)")
     values["peak_dense_tflops"] = peaks
@@ -270,7 +280,12 @@ def _resolve_base(c: _Checker, base: str):
             p = Path(c.path).parent / p
         if not p.is_file():
             raise c.fail("base", f"base spec file '{base}' not found")
-        spec = load_spec_file(p)
+        if p.resolve() == Path(c.path).resolve():
+            raise c.fail("base", "a spec cannot be its own base")
+        try:  # a datasheet base has no base of its own: no chain, no cycle of base references
+            spec = load_spec_file(p, expect_kind="datasheet")
+        except RooflineError as e:
+            raise c.fail("base", f"base spec file '{base}' does not load: {e}") from None
     else:
         specs = builtin_specs()
         if base not in specs:
@@ -318,9 +333,11 @@ def _sources(c: _Checker, sources: Any) -> list[dict[str, str]]:
 def _efficiency(c: _Checker, raw: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     table = c.table(raw, "efficiency") or {}
     out: dict[str, dict[str, float]] = {}
-    f = Field("efficiency", float, hi=EFFICIENCY_HI)
+    f = Field("efficiency", float, lo=EFFICIENCY_LO, hi=EFFICIENCY_HI)
     for op_kind, regimes in table.items():
         key = f"efficiency.{op_kind}"
+        if op_kind not in EFFICIENCY_KINDS:
+            raise c.unknown(op_kind, list(EFFICIENCY_KINDS), "efficiency")
         if not isinstance(regimes, dict):
             raise c.fail(key, f"must be a table {{memory = x, compute = y}}, got {_type_name(regimes)}")
         for regime in regimes:

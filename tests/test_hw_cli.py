@@ -186,11 +186,71 @@ def test_bad_spec_is_one_line_naming_file_and_key(case, tmp_path):
 
 def test_duplicate_id_across_files(tmp_path):
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
-    a.write_text(GOOD)
-    b.write_text(GOOD)
+    a.write_text(GOOD.replace('id = "h100-sxm"', 'id = "my-gpu"'))
+    b.write_text(GOOD.replace('id = "h100-sxm"', 'id = "my-gpu"'))
     r = run("hw", "validate", str(a), str(b))
     assert r.exit_code == 2 and "Traceback" not in r.output
-    assert r.stderr.strip() == f"error: {b}: id: duplicate id 'h100-sxm' (also in {a})"
+    assert r.stderr.strip() == f"error: {b}: id: duplicate id 'my-gpu' (also in {a})"
+
+
+def test_a_user_spec_reusing_a_builtin_id_is_refused_by_validate_and_by_every_command(tmp_path):
+    """"Adding a GPU", step 1 copies h100-sxm.toml: until its id changes, it must fail `hw validate`
+    exactly as it fails loading (`compare` once showed two rows named h100-sxm)."""
+    copy = tmp_path / "my-gpu.toml"
+    copy.write_text(GOOD)
+    want = f"error: {copy}: id: duplicate id 'h100-sxm' (also in {specs_dir() / 'h100-sxm.toml'}); give this GPU its own id"
+    for args in (("hw", "validate", str(copy)), ("hw", "show", str(copy)), ("compare", "--model", "gpt2", "--hw", f"h100-sxm,{copy}"),
+                 ("analyze", "--hw", str(copy), "--no-ops")):
+        r = run(*args)
+        assert r.exit_code == 2 and r.stderr.strip() == want, (args, r.output)
+    # the built-in file itself validates; the same id twice in one --hw list is refused
+    assert run("hw", "validate", str(specs_dir() / "h100-sxm.toml")).exit_code == 0
+    r = run("compare", "--model", "gpt2", "--hw", "h200,h200")
+    assert r.exit_code == 2 and "given twice" in r.stderr
+
+
+def test_a_cycle_of_base_references_is_one_line(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('id = "a-lab"\nkind = "measured"\nbase = "b.toml"\n')
+    b.write_text('id = "b-lab"\nkind = "measured"\nbase = "a.toml"\n')
+    r = run("hw", "validate", str(a))
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "base" in r.stderr and "datasheet" in r.stderr, r.stderr
+    c = tmp_path / "c.toml"
+    c.write_text('id = "c-lab"\nkind = "measured"\nbase = "c.toml"\n')
+    r = run("hw", "show", str(c))
+    assert r.exit_code == 2 and "its own base" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "old, new, key, what",
+    [
+        ("bf16 = 989.5", "bf16 = 1e-300", "peak_dense_tflops.bf16", "below 0.001"),
+        ("bf16 = 989.5", "bf16 = 1e40", "peak_dense_tflops.bf16", "above 100000"),
+        ("capacity_gb = 80", "capacity_gb = 1e-9", "memory.capacity_gb", "below 0.1"),
+        ("tdp_w = 700", "tdp_w = nan", "power.tdp_w", "must be > 0"),
+        ("tdp_w = 700", "tdp_w = inf", "power.tdp_w", "must be > 0"),
+        ("sm_count = 132", "sm_count = 99999999999999999999", "compute.sm_count", "absurd"),
+    ],
+)
+def test_absurd_figures_are_refused(tmp_path, old, new, key, what):
+    text = GOOD.replace('id = "h100-sxm"', 'id = "my-gpu"')
+    assert old in text
+    p = tmp_path / "s.toml"
+    p.write_text(text.replace(old, new, 1))
+    r = run("hw", "validate", str(p))
+    assert r.exit_code == 2 and f": {key}: " in r.stderr and what in r.stderr, r.stderr
+
+
+def test_unknown_efficiency_kind_is_refused(tmp_path):
+    from rooflinecli.analysis.workload import OP_KINDS
+    from rooflinecli.hardware_validate import EFFICIENCY_KINDS
+
+    assert set(OP_KINDS) <= set(EFFICIENCY_KINDS)
+    p = tmp_path / "m.toml"
+    p.write_text('id = "h200-x"\nkind = "measured"\nbase = "h200"\n[efficiency.gemmm]\nmemory = 0.9\n')
+    r = run("hw", "validate", str(p))
+    assert r.exit_code == 2 and "efficiency.gemmm: unknown key; did you mean 'efficiency.gemm'" in r.stderr, r.stderr
 
 
 def test_missing_spec_file_and_unknown_id(tmp_path):

@@ -154,13 +154,13 @@ def validate_cmd(
     files: Annotated[list[str], typer.Argument(help="Spec files (.toml) to check.")],
 ) -> None:
     """Check spec files: one line per file, `ok` or the first problem; exit 2 if any is bad."""
-    from rooflinecli.hardware import load_spec_file
+    from rooflinecli.hardware import load_user_spec
 
     seen: dict[str, str] = {}
     bad = 0
     for f in files:
         try:
-            spec = load_spec_file(f)
+            spec = load_user_spec(f)
             if spec.id in seen:
                 raise RooflineError(f"{f}: id: duplicate id '{spec.id}' (also in {seen[spec.id]})")
         except RooflineError as e:
