@@ -10,7 +10,19 @@ Decision rule (REFERENCE section 6), per kernel and shape (rows keyed by op, imp
 
 ``regression`` when change > max(threshold, 2 x noise) AND absolute slowdown >= min_abs AND corrected
 p < alpha; ``improvement`` when the same holds in the faster direction; ``inconclusive`` when a
-slowdown is practically OR statistically significant but not both; otherwise ``pass``.
+slowdown is practically OR statistically significant but not both; otherwise ``pass``. That is the
+row's *timing* verdict. The verdict the gate acts on (docs/regress.md, "Verdicts"):
+
+- ``failed``: the candidate row failed its correctness check (not timed);
+- ``unstable``: the timing cannot be trusted (``instability``): a side's samples are bimodal, the
+  spread changed several-fold between the runs, or a plain-event row was timed by the host; the
+  timing verdict is kept in ``timing_verdict`` and the reason; not a failure unless ``strict``;
+- ``regression`` (shown "regression (config changed)" when the tuned config changed too);
+- ``config-changed``: the autotuned config differs (both rows record one) and the timing verdict is
+  not a regression (shown "config-changed (pass)" etc.); never a failure;
+- otherwise the timing verdict.
+
+Rows of the baseline missing from the candidate fail the gate unless ``allow_missing``.
 
 ``decide`` is vectorized and is the single decision function, shared by ``compare`` and by the
 simulation that measures the gate's catch and false-alarm rates (``rooflinecli.regress_sim``).
@@ -35,10 +47,20 @@ from rooflinecli.errors import RooflineError
 from rooflinecli.results import ResultRow, Results
 
 REPORT_SCHEMA = "rooflinecli.regress/1"
-VERDICTS = ("failed", "regression", "inconclusive", "improvement", "pass")  # failed: candidate row failed its correctness check
+# failed: candidate row failed its correctness check; worst first (the order of the outputs)
+VERDICTS = ("failed", "regression", "unstable", "config-changed", "inconclusive", "improvement", "pass")
+#: a row timed with plain CUDA events ("cuda_events") is host-timed when its launcher's host time per
+#: call is at least this fraction of its median (the GPU waits for the host), or, in files without
+#: host_us_per_call, when its IQR/median is at least HOST_SPREAD: on the real H200 pair every
+#: host-bound row has a spread of 8.1% or more and every GPU-bound one 4.6% or less
+HOST_BOUND_FRACTION = 0.5
+HOST_SPREAD = 0.08
 MIN_SAMPLES = 10  # REFERENCE section 6: >= 10 samples each
 ENV_KEYS_TO_DIFF = ("driver", "cuda", "torch", "triton", "python", "sm_clock_mhz", "mem_clock_mhz")
 MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
+#: the spread-change test needs this many samples a side: the IQR of 10 samples is too uncertain
+#: (two runs of one lognormal kernel differ 3-fold in 6% of simulated 10-sample pairs, 0.5% at 20)
+SPREAD_CHANGE_MIN_SAMPLES = 20
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,8 @@ class GateParams:
     alpha: float = 0.01  # significance level after Holm correction
     min_abs_s: float = 1e-6  # minimum absolute slowdown that matters, seconds
     impls: tuple[str, ...] | None = ("triton",)  # None: compare every impl
+    strict: bool = False  # unstable rows fail the gate
+    allow_missing: bool = False  # baseline rows missing from the candidate do not fail the gate
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.threshold < 10.0):
@@ -124,6 +148,19 @@ class Comparison:
     verdict: str
     reason: str
     note: str = ""
+    timing_verdict: str = ""  # what the timing rule alone says (regression/improvement/inconclusive/pass)
+    unstable_reason: str = ""  # why the timing cannot be trusted; "" when stable
+    config_changed: bool = False
+    config_diff: str = ""  # which autotuner configs differ, baseline -> candidate
+
+    @property
+    def label(self) -> str:
+        """The verdict as shown: 'regression (config changed)', 'config-changed (pass)', ..."""
+        if self.verdict == "config-changed":
+            return f"config-changed ({self.timing_verdict})"
+        if self.config_changed and self.verdict in ("regression", "unstable"):
+            return f"{self.verdict} (config changed)"
+        return self.verdict
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -133,7 +170,8 @@ class Comparison:
     def p_shown(self) -> float:
         """The corrected p-value the verdict rests on: "candidate slower" for a slower median and for
         every inconclusive row (inconclusive is about slowdowns), "candidate faster" otherwise."""
-        return self.p_slower_adj if self.rel_change >= 0 or self.verdict == "inconclusive" else self.p_faster_adj
+        inconclusive = "inconclusive" in (self.verdict, self.timing_verdict)
+        return self.p_slower_adj if self.rel_change >= 0 or inconclusive else self.p_faster_adj
 
 
 @dataclass(frozen=True)
@@ -156,19 +194,33 @@ class RegressReport:
         return {v: self.count(v) for v in VERDICTS}
 
     @property
-    def exit_code(self) -> int:
-        return 1 if self.count("regression") or self.count("failed") else 0
+    def missing_fail(self) -> bool:
+        """Baseline rows missing from the candidate fail the gate (a crashed or skipped kernel hides its slowdown)."""
+        return bool(self.only_in_baseline) and not self.params.allow_missing
 
     @property
     def verdict(self) -> str:
-        return "regression" if self.exit_code else "pass"
+        if self.count("regression") or self.count("failed"):
+            return "regression"
+        if self.missing_fail:
+            return "missing"
+        if self.params.strict and self.count("unstable"):
+            return "unstable"
+        return "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict == "pass" else 1
 
     def summary_line(self) -> str:
         c = self.counts
-        parts = ([f"{c['failed']} failed correctness"] if c["failed"] else []) + [f"{c['regression']} regression(s)", f"{c['inconclusive']} inconclusive", f"{c['improvement']} improvement(s)", f"{c['pass']} pass"]
+        parts = ([f"{c['failed']} failed correctness"] if c["failed"] else []) + [f"{c['regression']} regression(s)", f"{c['unstable']} unstable", f"{c['inconclusive']} inconclusive", f"{c['improvement']} improvement(s)", f"{c['pass']} pass"]
+        if c["config-changed"]:
+            parts.insert(-1, f"{c['config-changed']} config-changed")
         tail = ""
         if self.only_in_baseline or self.only_in_candidate:
-            tail = f"; {len(self.only_in_baseline)} only in baseline, {len(self.only_in_candidate)} only in candidate"
+            missing = " (missing: fail)" if self.missing_fail else (" (missing: allowed)" if self.only_in_baseline else "")
+            tail = f"; {len(self.only_in_baseline)} only in baseline{missing}, {len(self.only_in_candidate)} only in candidate"
         if self.not_compared:
             tail += f"; {len(self.not_compared)} not compared"
         return f"{self.verdict.upper()}: " + ", ".join(parts) + f" ({len(self.comparisons)} compared{tail})"
@@ -177,7 +229,10 @@ class RegressReport:
         p = self.params
         return (
             f"regression = slowdown > max({p.threshold:.1%}, 2 x noise) AND Holm-corrected one-sided "
-            f"Mann-Whitney p < {p.alpha:g} AND slowdown >= {p.min_abs_s * 1e6:g} us; noise = IQR/median"
+            f"Mann-Whitney p < {p.alpha:g} AND slowdown >= {p.min_abs_s * 1e6:g} us; noise = IQR/median; "
+            f"unstable = bimodal samples, spread changed >= {stats.SPREAD_CHANGE_RATIO:g}x, or host-timed "
+            f"({'fails: --strict' if p.strict else 'not a failure'}); missing rows "
+            f"{'allowed (--allow-missing)' if p.allow_missing else 'fail'}"
         )
 
     # -- outputs -------------------------------------------------------------------------------
@@ -189,12 +244,14 @@ class RegressReport:
             "exit_code": self.exit_code,
             "summary": self.summary_line(),
             "rule": self.rule_text(),
-            "params": {"threshold": p.threshold, "alpha": p.alpha, "min_abs_s": p.min_abs_s, "impls": list(p.impls) if p.impls else "all"},
+            "params": {"threshold": p.threshold, "alpha": p.alpha, "min_abs_s": p.min_abs_s, "impls": list(p.impls) if p.impls else "all",
+                       "strict": p.strict, "allow_missing": p.allow_missing},
             "baseline": self.baseline,
             "candidate": self.candidate,
             "hardware_mismatch": self.hardware_mismatch,
             "counts": self.counts,
-            "rows": [_json_safe(asdict(c)) for c in self.comparisons],
+            "rows": [_json_safe({**asdict(c), "label": c.label}) for c in self.comparisons],
+            "missing": {"rows": len(self.only_in_baseline), "fail": self.missing_fail},
             "only_in_baseline": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_baseline],
             "only_in_candidate": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_candidate],
             "not_compared": [{**dict(zip(("op", "impl", "shape", "dtype"), k)), "why": why} for k, why in self.not_compared],
@@ -280,6 +337,55 @@ def _reason(c_rel, limit, noise, p_adj_slow, p_adj_fast, abs_s, verdict, params:
     return f"{size}, {lim}, {stat}"
 
 
+def _host_timed(r: ResultRow, spread: float) -> str:
+    """Why a row's samples are host time rather than GPU time ('' when they are not): plain CUDA
+    events (the GPU waits for a slow launcher, and the events time the wait)."""
+    if r.method != "cuda_events":
+        return ""
+    med_us = r.p50_s * 1e6
+    if r.host_us_per_call is not None:
+        if r.host_us_per_call >= HOST_BOUND_FRACTION * med_us:
+            return f"host {r.host_us_per_call:.0f} us per call >= {HOST_BOUND_FRACTION:.0%} of the {med_us:.0f} us median (plain CUDA events)"
+        return ""
+    if spread >= HOST_SPREAD:
+        return f"plain CUDA events with IQR/median {spread:.1%} >= {HOST_SPREAD:.0%} (the spread of host-timed rows)"
+    return ""
+
+
+def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float) -> str:
+    """Why this row's timing cannot be trusted ('' when it can): either side bimodal, the spread
+    changed several-fold between the runs, or either side host-timed. See docs/regress.md."""
+    why = []
+    for side, r in (("baseline", b), ("candidate", c)):
+        found, gap_rel, lower = stats.bimodal_split(r.samples_s)
+        if bool(found):
+            n = len(r.samples_s)
+            why.append(f"{side} bimodal ({int(lower)} + {n - int(lower)} samples, {float(gap_rel):.1%} gap)")
+    if min(len(b.samples_s), len(c.samples_s)) >= SPREAD_CHANGE_MIN_SAMPLES and bool(stats.spread_changed(b_spread, c_spread)):
+        ratio = max(b_spread, c_spread) / min(b_spread, c_spread) if min(b_spread, c_spread) > 0 else math.inf
+        why.append(f"spread changed {ratio:.1f}x (IQR/median {b_spread:.1%} -> {c_spread:.1%})")
+    for side, r, spread in (("baseline", b, b_spread), ("candidate", c, c_spread)):
+        host = _host_timed(r, spread)
+        if host:
+            why.append(f"{side} host-timed: {host}")
+    return "; ".join(why)
+
+
+def config_diff(b: ResultRow, c: ResultRow) -> str:
+    """'' when the autotuned configs agree or either row has none (files written before the field);
+    else which autotuners changed, baseline -> candidate."""
+    if not b.config or not c.config or b.config == c.config:
+        return ""
+    import json
+
+    def brief(v: Any) -> str:
+        text = json.dumps(v, sort_keys=True, separators=(",", ":"), default=str)
+        return text if len(text) <= 120 else text[:117] + "..."
+
+    names = sorted(set(b.config) | set(c.config), key=str)
+    return "; ".join(f"{n}: {brief(b.config.get(n))} -> {brief(c.config.get(n))}" for n in names if b.config.get(n) != c.config.get(n))
+
+
 def compare(baseline: Results, candidate: Results, params: GateParams = GateParams(), allow_hardware_mismatch: bool = False) -> RegressReport:
     """Compare two results files row by row (see the module doc for the rule)."""
     notes: list[str] = []
@@ -289,11 +395,16 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     notes.extend(_env_diffs(baseline, candidate))
     base_rows = index_rows(baseline, params.impls)
     cand_rows = index_rows(candidate, params.impls)
-    if not base_rows and not cand_rows:
-        what = "any impl" if params.impls is None else "impl " + ", ".join(params.impls)
-        raise RooflineError(f"no rows for {what} in {baseline.path} or {candidate.path} (see --impl)")
+    what = "any impl" if params.impls is None else "impl " + ", ".join(params.impls)
+
     def untimed(r: ResultRow) -> bool:  # a row that failed its correctness check is stored without samples
         return len(r.samples_s) == 0
+
+    # an empty candidate must not pass the gate (a crashed suite would hide every slowdown)
+    if not cand_rows:
+        raise RooflineError(f"{candidate.path}: candidate has no rows for {what}; an empty candidate cannot pass the gate (see --impl)")
+    if all(untimed(r) for r in cand_rows.values()):
+        raise RooflineError(f"{candidate.path}: none of the candidate's {len(cand_rows)} row(s) for {what} was timed (all failed their correctness check)")
 
     failed = [k for k in cand_rows if untimed(cand_rows[k])]
     common = [k for k in base_rows if k in cand_rows]
@@ -317,7 +428,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     absd = cm - bm
     noise = np.maximum(bn, cn)
     limit = np.maximum(params.threshold, 2 * noise)
-    verdicts = decide(rel, absd, noise, p_slow_adj, p_fast_adj, params)
+    timing = decide(rel, absd, noise, p_slow_adj, p_fast_adj, params)
 
     comps = []
     few = []
@@ -329,6 +440,16 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             row_notes.append(f"few samples ({len(b.samples_s)} vs {len(c.samples_s)}; want >= {MIN_SAMPLES})")
         if not c.correct:
             row_notes.append("candidate failed its correctness check")
+        tv = str(timing[i])
+        timing_reason = _reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], tv, params)
+        unstable = instability(b, c, float(bn[i]), float(cn[i]))
+        cfg = config_diff(b, c)
+        if unstable:
+            verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})"
+        elif cfg and tv != "regression":
+            verdict, reason = "config-changed", f"{timing_reason}; tuned config changed: {cfg}"
+        else:
+            verdict, reason = tv, timing_reason + (f"; tuned config changed: {cfg}" if cfg else "")
         comps.append(
             Comparison(
                 op=k[0], impl=k[1], shape=k[2], dtype=k[3],
@@ -338,9 +459,8 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
                 n_baseline=len(b.samples_s), n_candidate=len(c.samples_s),
                 p_slower=float(p_slow[i]), p_slower_adj=float(p_slow_adj[i]),
                 p_faster=float(p_fast[i]), p_faster_adj=float(p_fast_adj[i]),
-                verdict=str(verdicts[i]),
-                reason=_reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], str(verdicts[i]), params),
-                note="; ".join(row_notes),
+                verdict=verdict, reason=reason, note="; ".join(row_notes),
+                timing_verdict=tv, unstable_reason=unstable, config_changed=bool(cfg), config_diff=cfg,
             )
         )
     nan = float("nan")
@@ -354,7 +474,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             n_baseline=len(b.samples_s) if b is not None else 0, n_candidate=0,
             p_slower=nan, p_slower_adj=nan, p_faster=nan, p_faster_adj=nan, verdict="failed",
             reason="candidate failed its correctness check, so it was not timed" + (f": {c.note}" if c.note else ""),
-            note="" if b is not None else "not in baseline",
+            note="" if b is not None else "not in baseline", timing_verdict="failed",
         ))
     if few:
         notes.append(f"{len(few)} row(s) have fewer than {MIN_SAMPLES} samples on a side: their tests have little power")
@@ -404,7 +524,7 @@ def _md_table(rows: list[Comparison]) -> list[str]:
     ]
     for c in rows:
         p = c.p_shown
-        v = f"**{c.verdict}**" if c.verdict in ("failed", "regression") else c.verdict
+        v = f"**{c.label}**" if c.verdict in ("failed", "regression") else c.label
         lines.append(
             f"| {v} | {_md_cell(c.op)} | {_md_cell(c.impl)} | {_md_cell(c.shape)} | {_md_cell(c.dtype)} | {_us(c.baseline_median_s)} | "
             f"{_us(c.candidate_median_s)} | {_pct(c.rel_change, True)} | {_pct(c.noise)} | {_p(p)} | {c.n_baseline}/{c.n_candidate} |"
@@ -415,7 +535,7 @@ def _md_table(rows: list[Comparison]) -> list[str]:
 def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
     """Markdown for a PR comment or a job summary. Passing rows fold into a <details> block."""
     c = rep.counts
-    icon = "❌" if rep.exit_code else ("⚠️" if c["inconclusive"] else "✅")
+    icon = "❌" if rep.exit_code else ("⚠️" if c["inconclusive"] or c["unstable"] or c["config-changed"] else "✅")
     lines = [MARKDOWN_MARKER, f"## {icon} Kernel performance gate: {rep.verdict.upper()}", ""]
     lines.append(f"**{rep.summary_line()}**")
     lines.append("")
@@ -432,7 +552,7 @@ def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
         if len(flagged) > max_rows:
             lines.append(f"\n_... {len(flagged) - max_rows} more flagged rows in the JSON output_")
         lines.append("")
-        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.verdict}: {x.reason}" for x in flagged[:max_rows] if x.verdict in ("failed", "regression", "inconclusive")]
+        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.label}: {_md_cell(x.reason)}" for x in flagged[:max_rows] if x.verdict != "improvement"]
         if why:
             lines += why + [""]
     if passing:
@@ -444,7 +564,8 @@ def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
         lines.append("")
         lines.append("</details>")
         lines.append("")
-    for title, keys in (("Only in baseline (not compared)", rep.only_in_baseline), ("Only in candidate (not compared)", rep.only_in_candidate)):
+    missing = "Missing from the candidate (" + ("fails the gate; `--allow-missing` to accept" if rep.missing_fail else "allowed by `--allow-missing`") + ")"
+    for title, keys in ((missing, rep.only_in_baseline), ("Only in candidate (new, not compared)", rep.only_in_candidate)):
         if keys:
             lines.append(f"**{title}:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`" for k in keys))
             lines.append("")
@@ -455,12 +576,15 @@ def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
 
 
 def render_junit(rep: RegressReport) -> str:
-    """JUnit XML: one testcase per kernel and shape; a regression is a failure; rows found in only
-    one file are skipped test cases."""
+    """JUnit XML: one testcase per kernel and shape; a regression, a failed check, a missing row
+    (unless --allow-missing) and, with --strict, an unstable row are failures; an unstable row (not
+    strict), an allowed missing row and a row only in the candidate are skipped test cases."""
     n_tests = len(rep.comparisons) + len(rep.only_in_baseline) + len(rep.only_in_candidate)
     n_tests += len(rep.not_compared)
-    n_fail = rep.count("regression") + rep.count("failed")
-    n_skip = len(rep.only_in_baseline) + len(rep.only_in_candidate) + len(rep.not_compared)
+    strict = rep.params.strict
+    n_missing = len(rep.only_in_baseline)
+    n_fail = rep.count("regression") + rep.count("failed") + (rep.count("unstable") if strict else 0) + (n_missing if rep.missing_fail else 0)
+    n_skip = len(rep.only_in_candidate) + len(rep.not_compared) + (0 if strict else rep.count("unstable")) + (0 if rep.missing_fail else n_missing)
     root = ET.Element("testsuites", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip))
     suite = ET.SubElement(root, "testsuite", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip), time="0")
     props = ET.SubElement(suite, "properties")
@@ -481,15 +605,27 @@ def render_junit(rep: RegressReport) -> str:
             f = ET.SubElement(tc, "failure", message="failed its correctness check (not timed)", type="correctness")
             f.text = detail
         elif c.verdict == "regression":
-            f = ET.SubElement(tc, "failure", message=f"regression: {c.rel_change:+.1%} slower", type="regression")
+            f = ET.SubElement(tc, "failure", message=f"{c.label}: {c.rel_change:+.1%} slower", type="regression")
             f.text = detail
+        elif c.verdict == "unstable":
+            if strict:
+                f = ET.SubElement(tc, "failure", message=f"unstable (--strict): {c.unstable_reason}", type="unstable")
+                f.text = detail
+            else:
+                ET.SubElement(tc, "skipped", message=f"unstable, not judged: {c.unstable_reason}")
+                ET.SubElement(tc, "system-out").text = f"{c.label}: {detail}"
         else:
             so = ET.SubElement(tc, "system-out")
-            so.text = f"{c.verdict}: {detail}"
-    for where, keys in (("baseline", rep.only_in_baseline), ("candidate", rep.only_in_candidate)):
-        for k in keys:
-            tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
-            ET.SubElement(tc, "skipped", message=f"only in {where}: not compared")
+            so.text = f"{c.label}: {detail}"
+    for k in rep.only_in_baseline:
+        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
+        if rep.missing_fail:
+            ET.SubElement(tc, "failure", message="missing from the candidate (--allow-missing to accept)", type="missing")
+        else:
+            ET.SubElement(tc, "skipped", message="missing from the candidate (allowed by --allow-missing)")
+    for k in rep.only_in_candidate:
+        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
+        ET.SubElement(tc, "skipped", message="only in candidate: not compared")
     for k, why in rep.not_compared:
         tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
         ET.SubElement(tc, "skipped", message=f"not compared: {why}")
@@ -505,6 +641,8 @@ def writing_output(what: str, path: str | Path):
         yield
     except OSError as e:
         raise RooflineError(f"{what} {path}: cannot write: {e.strerror or e}") from None
+    except RooflineError as e:  # the writer's own one-line refusal ("<path>: is a folder; ..."): name the option
+        raise RooflineError(f"{what} {e}") from None
 
 
 def write_outputs(rep: RegressReport, markdown: str | Path | None = None, junit: str | Path | None = None, json_path: str | Path | None = None, step_summary: bool = True) -> list[Path]:

@@ -67,11 +67,39 @@ def _u_upper_tail(m: int, n: int) -> np.ndarray:
     return tail.astype(float) / float(tail[0])
 
 
+def _rank_counts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(U of x, tie term) by sorting the pooled sample: O(N log N) per batch row, never an N x N array.
+
+    U of x = sum over x_i of (#y below x_i + 0.5 #y equal to x_i). The tie term is sum(t^3 - t) over
+    groups of equal pooled values, computed as the sum over elements of (t^2 - 1) with t the size of
+    the element's group."""
+    N = x.shape[-1] + y.shape[-1]
+    pooled = np.concatenate([x, y], axis=-1)
+    is_y = np.concatenate([np.zeros(x.shape, dtype=np.int64), np.ones(y.shape, dtype=np.int64)], axis=-1)
+    order = np.argsort(pooled, axis=-1, kind="stable")
+    v = np.take_along_axis(pooled, order, axis=-1)
+    ys = np.take_along_axis(is_y, order, axis=-1)
+    idx = np.broadcast_to(np.arange(N), v.shape)
+    starts = np.ones(v.shape, dtype=bool)
+    starts[..., 1:] = v[..., 1:] != v[..., :-1]
+    ends = np.ones(v.shape, dtype=bool)
+    ends[..., :-1] = starts[..., 1:]
+    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=-1)  # start of each element's tie group
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(ends, idx, N - 1), axis=-1), axis=-1), axis=-1)
+    cum_y = np.cumsum(ys, axis=-1)  # y elements at or before each position
+    y_below = np.take_along_axis(cum_y - ys, first, axis=-1)  # y strictly below the group
+    y_equal = np.take_along_axis(cum_y, last, axis=-1) - y_below
+    u = np.where(ys == 0, y_below + 0.5 * y_equal, 0.0).sum(axis=-1)
+    t = (last - first + 1).astype(float)
+    return u, (t**2 - 1.0).sum(axis=-1)
+
+
 def u_statistic(x, y) -> np.ndarray:
     """U of x: #(x_i > y_j) + 0.5 * #(x_i == y_j), along the last axes (broadcast over the rest)."""
-    x = np.asarray(x, dtype=float)[..., :, None]
-    y = np.asarray(y, dtype=float)[..., None, :]
-    return (x > y).sum(axis=(-2, -1)) + 0.5 * (x == y).sum(axis=(-2, -1))
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    batch = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
+    return _rank_counts(np.broadcast_to(x, batch + x.shape[-1:]), np.broadcast_to(y, batch + y.shape[-1:]))[0]
 
 
 def _normal_sf(z: np.ndarray) -> np.ndarray:
@@ -95,14 +123,8 @@ def mannwhitney_greater(x, y, method: str = "auto") -> np.ndarray:
     batch = np.broadcast_shapes(x.shape[:-1], y.shape[:-1])
     x = np.broadcast_to(x, batch + (m,))
     y = np.broadcast_to(y, batch + (n,))
-    u = u_statistic(x, y)
-
-    # tie correction term sum(t^3 - t) over groups of equal values in the pooled sample, computed as
-    # sum_i (c_i^2 - 1) with c_i the number of pooled values equal to value i (sum_g t^3 = sum_i t_g(i)^2)
-    pooled = np.concatenate([x, y], axis=-1)
+    u, tie_term = _rank_counts(x, y)  # sort-based: a million samples a side is fine
     N = m + n
-    equal_counts = (pooled[..., :, None] == pooled[..., None, :]).sum(axis=-1).astype(float)
-    tie_term = (equal_counts**2 - 1.0).sum(axis=-1)
     has_ties = tie_term > 0
 
     mu = m * n / 2.0
@@ -138,3 +160,68 @@ def holm(p, axis: int = -1) -> np.ndarray:
     adj = np.empty_like(adj_sorted)
     np.put_along_axis(adj, order, adj_sorted, axis=-1)
     return np.moveaxis(adj, -1, axis)
+
+
+# -- stability of a sample distribution ---------------------------------------------------------------
+
+#: smallest share of the samples that counts as a cluster (a mode, not a handful of outliers)
+BIMODAL_MIN_FRACTION = 0.10
+BIMODAL_MIN_CLUSTER = 3
+#: the gap between the clusters must be this many times the wider cluster's IQR ...
+BIMODAL_GAP_RATIO = 3.0
+#: ... and at least this fraction of the median (so quantized, very tight timings never qualify)
+BIMODAL_GAP_FLOOR = 0.02
+
+
+def _interp_sorted(s: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Linear interpolation into sorted ``s`` (..., n) at fractional positions ``pos`` (k,) -> (..., k)."""
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, s.shape[-1] - 1)
+    w = pos - lo
+    return s[..., lo] * (1.0 - w) + s[..., hi] * w
+
+
+def bimodal_split(a) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gap test for two modes, along the last axis: (is_bimodal, gap / median, size of the lower cluster).
+
+    Sort the samples; for every split that leaves at least ``BIMODAL_MIN_FRACTION`` of them (and at
+    least ``BIMODAL_MIN_CLUSTER``) on each side, compare the empty gap at the split with the spread
+    inside the two clusters (the larger of their IQRs). The samples are bimodal when, at the best
+    split, the gap is >= ``BIMODAL_GAP_RATIO`` x that spread AND >= ``BIMODAL_GAP_FLOOR`` x the median.
+    A unimodal sample's largest interior gap is a small fraction of its clusters' IQR, and a few
+    outliers are not a cluster. O(n log n): one sort, then O(1) per split. Rows too small for two
+    clusters are never bimodal.
+    """
+    s = np.sort(np.asarray(a, dtype=float), axis=-1)
+    n = s.shape[-1]
+    k = max(BIMODAL_MIN_CLUSTER, math.ceil(BIMODAL_MIN_FRACTION * n))
+    batch = s.shape[:-1]
+    if n < 2 * k:
+        return np.zeros(batch, dtype=bool), np.zeros(batch), np.zeros(batch, dtype=np.int64)
+    i = np.arange(k, n - k + 1)  # split before index i: clusters s[:i] and s[i:]
+    gap = s[..., i] - s[..., i - 1]
+    iqr_lo = _interp_sorted(s, 0.75 * (i - 1)) - _interp_sorted(s, 0.25 * (i - 1))
+    iqr_hi = _interp_sorted(s, i + 0.75 * (n - i - 1)) - _interp_sorted(s, i + 0.25 * (n - i - 1))
+    spread = np.maximum(iqr_lo, iqr_hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(spread > 0, gap / spread, np.where(gap > 0, np.inf, 0.0))
+    med = np.median(s, axis=-1)
+    ok = (score >= BIMODAL_GAP_RATIO) & (gap >= BIMODAL_GAP_FLOOR * med[..., None])
+    best = np.argmax(np.where(ok, gap, -1.0), axis=-1)  # the widest qualifying gap
+    found = ok.any(axis=-1)
+    gap_rel = np.take_along_axis(gap, best[..., None], axis=-1)[..., 0] / med
+    return found, np.where(found, gap_rel, 0.0), np.where(found, i[best], 0)
+
+
+#: the spread (IQR/median) of one run is this many times the other's ...
+SPREAD_CHANGE_RATIO = 3.0
+#: ... and the larger is at least this (two tiny spreads, 0.2% and 0.7%, are both stable)
+SPREAD_CHANGE_FLOOR = 0.02
+
+
+def spread_changed(spread_a, spread_b) -> np.ndarray:
+    """True where two runs' IQR/median differ >= SPREAD_CHANGE_RATIO-fold with the larger >= SPREAD_CHANGE_FLOOR."""
+    a = np.asarray(spread_a, dtype=float)
+    b = np.asarray(spread_b, dtype=float)
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    return (hi >= SPREAD_CHANGE_FLOOR) & (hi >= SPREAD_CHANGE_RATIO * lo)

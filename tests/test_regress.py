@@ -180,6 +180,7 @@ def test_cli_writes_markdown_junit_json_and_step_summary(files, tmp_path, monkey
     summary.write_text("# earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     md, xml, js = tmp_path / "o" / "r.md", tmp_path / "o" / "r.xml", tmp_path / "o" / "r.json"
+    (tmp_path / "o").mkdir()  # outputs never create folders (no stray folders from a typo)
     r = runner.invoke(app, ["regress", str(files["base"]), str(files["slow"]), "--impl", "all",
                             "--markdown", str(md), "--junit", str(xml), "--json", str(js)])
     assert r.exit_code == 1, r.output
@@ -203,18 +204,46 @@ def test_cli_writes_markdown_junit_json_and_step_summary(files, tmp_path, monkey
     assert not list(tmp_path.glob("o/.*.tmp"))  # atomic writes leave no temp files
 
 
-def test_cli_lists_rows_only_in_one_file(tmp_path):
+def test_cli_missing_rows_fail_unless_allowed_and_new_rows_are_listed(tmp_path):
+    """A baseline row missing from the candidate (a kernel that crashed or was skipped) fails the
+    gate; --allow-missing accepts it, still listed. A row only in the candidate is never a failure."""
     b = _results([_row("a", _lognormal(1e-4, 10, 0.01, 1)), _row("gone", _lognormal(1e-4, 10, 0.01, 2))])
     c = _results([_row("a", _lognormal(1e-4, 10, 0.01, 3)), _row("new", _lognormal(1e-4, 10, 0.01, 4))])
     b.save(tmp_path / "b.json")
     c.save(tmp_path / "c.json")
-    xml = tmp_path / "j.xml"
-    r = runner.invoke(app, ["regress", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--junit", str(xml)], env={"COLUMNS": "200"})
-    assert r.exit_code == 0, r.output
-    assert "only in baseline: gone S1 bf16 [triton]" in r.output
+    xml, js, md = tmp_path / "j.xml", tmp_path / "r.json", tmp_path / "r.md"
+    args = ["regress", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--junit", str(xml), "--json", str(js), "--markdown", str(md)]
+    r = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "missing from candidate: gone S1 bf16 [triton] (fails the gate; --allow-missing to accept)" in r.output
     assert "only in candidate: new S1 bf16 [triton]" in r.output
+    assert r.output.splitlines()[-4].startswith("MISSING: 0 regression(s)")
+    fails = {c.get("classname"): c.find("failure").get("type") for c in ET.parse(xml).getroot().iter("testcase") if c.find("failure") is not None}
+    assert fails == {"regress.gone": "missing"}
+    data = json.loads(js.read_text())
+    assert data["exit_code"] == 1 and data["verdict"] == "missing" and data["missing"] == {"rows": 1, "fail": True}
+    assert "Missing from the candidate (fails the gate" in md.read_text() and "`gone S1 bf16 (triton)`" in md.read_text()
+
+    r = runner.invoke(app, [*args, "--allow-missing"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "missing from candidate: gone S1 bf16 [triton] (allowed by --allow-missing)" in r.output
     skipped = [c.find("skipped").get("message") for c in ET.parse(xml).getroot().iter("testcase") if c.find("skipped") is not None]
-    assert sorted(skipped) == ["only in baseline: not compared", "only in candidate: not compared"]
+    assert sorted(skipped) == ["missing from the candidate (allowed by --allow-missing)", "only in candidate: not compared"]
+    assert json.loads(js.read_text())["missing"] == {"rows": 1, "fail": False}
+
+
+def test_cli_empty_candidate_is_exit_2(tmp_path, files):
+    """An empty candidate (no rows, none for --impl, or none timed) cannot pass the gate: one line, exit 2."""
+    nan = float("nan")
+    untimed = ResultRow(op="a", impl="triton", shape="S1", dtype="bf16", samples_s=(), p20_s=nan, p50_s=nan, p80_s=nan,
+                        flops=1e9, bytes=1e6, correct=False, method="untimed")
+    _results([]).save(tmp_path / "empty.json")
+    _results([untimed]).save(tmp_path / "untimed.json")
+    _results([_row("a", _lognormal(1e-4, 10, 0.01, 1), impl="torch")]).save(tmp_path / "torch_only.json")
+    for name, why in (("empty.json", "candidate has no rows"), ("untimed.json", "was timed"), ("torch_only.json", "candidate has no rows for impl triton")):
+        r = runner.invoke(app, ["regress", str(files["base"]), str(tmp_path / name)])
+        assert r.exit_code == 2, (name, r.output)
+        assert r.output.count("\n") == 1 and r.output.startswith(f"error: {tmp_path / name}: ") and why in r.output, r.output
 
 
 def test_cli_refuses_other_gpu_and_schema_with_one_line(files, tmp_path):
@@ -297,20 +326,22 @@ def test_an_output_that_cannot_be_written_is_exit_2_not_a_regression(files, tmp_
     assert "Traceback" not in r.output
     errors = [line for line in r.output.splitlines() if line.startswith("error: ")]
     shown = "$GITHUB_STEP_SUMMARY" if option == "GITHUB_STEP_SUMMARY" else option
-    assert errors == [f"error: {shown} {in_the_way}: cannot write: Is a directory"]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {shown} {in_the_way}: ")
     assert in_the_way.is_dir() and not list(tmp_path.glob(".in_the_way*"))  # nothing half-written left behind
 
 
 def test_inconclusive_when_slower_in_rank_but_not_in_median():
     """The U test can find the candidate significantly slower while its median is lower (here a
-    bimodal candidate): only the statistical half holds, so inconclusive, and the reason and table
-    quote the "slower" p-value that makes it so."""
+    bimodal candidate): only the statistical half holds, so the timing verdict is inconclusive, and
+    the reason and table quote the "slower" p-value that makes it so. The candidate is bimodal, so
+    the row is shown unstable, with that timing verdict kept."""
     base = np.linspace(90e-6, 110e-6, 20)
     cand = np.array([99.9e-6] * 11 + [150e-6] * 10)
     rep = compare(_results([_row("k", base)]), _results([_row("k", cand)]))
     c = rep.comparisons[0]
     assert c.rel_change < 0 and c.p_slower_adj < 0.01
-    assert c.verdict == "inconclusive" and rep.exit_code == 0
+    assert c.timing_verdict == "inconclusive" and rep.exit_code == 0
+    assert c.verdict == "unstable" and c.unstable_reason.startswith("candidate bimodal (11 + 10 samples, 50.2% gap)")
     assert c.p_shown == c.p_slower_adj
-    assert c.reason.endswith(f"p={c.p_slower_adj:.2g} < 0.01: significant only, below the practical limit"), c.reason
-    assert c.reason.startswith("0.1% faster")
+    assert c.reason.endswith(f"p={c.p_slower_adj:.2g} < 0.01: significant only, below the practical limit)"), c.reason
+    assert "; timing alone: inconclusive (0.1% faster" in c.reason

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-_VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "inconclusive": "yellow", "improvement": "green", "pass": ""}
+_VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "unstable": "magenta", "config-changed": "cyan",
+                  "inconclusive": "yellow", "improvement": "green", "pass": ""}
 
 
 def _console():
@@ -31,16 +32,18 @@ def _render_table(rep) -> None:
     for c in rep.comparisons:
         p = c.p_shown
         style = _VERDICT_STYLE[c.verdict]
-        t.add_row(c.verdict, Text(f"{c.op} {c.shape} {c.dtype} [{c.impl}]"), _us(c.baseline_median_s), _us(c.candidate_median_s),
+        t.add_row(Text(c.label), Text(f"{c.op} {c.shape} {c.dtype} [{c.impl}]"), _us(c.baseline_median_s), _us(c.candidate_median_s),
                   _pct(c.rel_change, True), _pct(c.noise), _p(p), f"{c.n_baseline}/{c.n_candidate}", style=style or None)
     con = _console()
     con.print(t)
     for c in rep.comparisons:
-        if c.verdict in ("failed", "regression", "inconclusive"):
-            con.print(f"{c.verdict}: {c.op} {c.shape} {c.dtype} [{c.impl}]: {c.reason}" + (f" ({c.note})" if c.note else ""), markup=False)
-    for where, keys in (("baseline", rep.only_in_baseline), ("candidate", rep.only_in_candidate)):
-        for k in keys:
-            con.print(f"only in {where}: {k[0]} {k[2]} {k[3]} [{k[1]}] (not compared)", markup=False)
+        if c.verdict in ("failed", "regression", "unstable", "config-changed", "inconclusive"):
+            con.print(f"{c.label}: {c.op} {c.shape} {c.dtype} [{c.impl}]: {c.reason}" + (f" ({c.note})" if c.note else ""), markup=False)
+    missing = "fails the gate; --allow-missing to accept" if rep.missing_fail else "allowed by --allow-missing"
+    for k in rep.only_in_baseline:
+        con.print(f"missing from candidate: {k[0]} {k[2]} {k[3]} [{k[1]}] ({missing})", markup=False)
+    for k in rep.only_in_candidate:
+        con.print(f"only in candidate: {k[0]} {k[2]} {k[3]} [{k[1]}] (new, not compared)", markup=False)
     for k, why in rep.not_compared:
         con.print(f"not compared: {k[0]} {k[2]} {k[3]} [{k[1]}]: {why}", markup=False)
     for n in rep.notes:
@@ -60,17 +63,22 @@ def regress(
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here.")] = None,
     allow_hardware_mismatch: Annotated[bool, typer.Option("--allow-hardware-mismatch", help="Compare runs from different GPU models anyway.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Unstable rows (bimodal, spread changed, host-timed) fail the gate (exit 1).")] = False,
+    allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Baseline rows missing from the candidate do not fail the gate (still listed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
 ) -> None:
-    """Compare two benchmark runs; exit 0 no regression, 1 regression (or a candidate row that failed its check), 2 error.
+    """Compare two benchmark runs; exit 0 pass, 1 regression (or a failed check, a missing row, --strict unstable), 2 error.
 
     Regression = slowdown > max(threshold, 2 x noise) AND Holm-corrected one-sided Mann-Whitney
-    p < alpha AND slowdown >= min-abs-us. Markdown is also appended to $GITHUB_STEP_SUMMARY when set.
+    p < alpha AND slowdown >= min-abs-us. Unstable rows (bimodal samples, spread changed >= 3x,
+    host-timed) and changed tuned configs get their own verdicts. Markdown is also appended to
+    $GITHUB_STEP_SUMMARY when set.
     """
     from rooflinecli.regress import GateParams, compare, parse_impls, parse_threshold, write_outputs
     from rooflinecli.results import load_results
 
-    params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl))
+    params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
+                        strict=strict, allow_missing=allow_missing)
     rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)
     if quiet:
         typer.echo(rep.summary_line())
