@@ -216,6 +216,7 @@ def _linear_op(cfg, wl, lin: P.Linear, tokens, prefix: str, kind: str, group: st
         weights_bytes=weight_bytes(n, wl, quantized),
         activation_bytes=lin.count * F.linear_activation_bytes(tokens, d_in, d_out, wl.act_bytes_per_element),
         note=f"{lin.d_in}->{lin.d_out}" + (f" x{lin.count}" if lin.count > 1 else ""),
+        extra={"linear": (d_in, d_out, lin.count)},  # per GPU: the achievable model's GEMM shape
     )
 
 

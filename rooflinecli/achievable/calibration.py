@@ -1,0 +1,204 @@
+"""Calibration files: vendor-kernel timings of one GPU (cuBLAS GEMMs, SDPA, torch elementwise ops,
+the per-kernel floor in a CUDA graph, the sustained matmul rate) that the achievable model is
+fitted from.
+
+Two layouts are read:
+
+- ``rooflinecli.calibration/1`` (what ``roofline calibrate --ops`` writes)::
+
+    {"schema": "rooflinecli.calibration/1", "created_utc": "...", "gpu": "NVIDIA H200",
+     "environment": {...}, "method": "...", "l2_bytes": 62914560,
+     "rows": [{"op": "gemm", "shape": {"M": 1, "N": 6144, "K": 4096}, "flops": ..., "bytes": ...,
+               "t_graph": 1.6e-05, "t_eager": 6.9e-05, "n": 44, "sets": 4, "backend": "cublas"}, ...],
+     "sustained": {"gemm_bf16_tflops": 677.4, "copy_gb_per_s": 4200.0}}
+
+- the raw ``torch-op-timings.json`` of a GPU run (no ``schema`` key; ``gpu``, ``torch``,
+  ``method`` and ``rows`` at the top level).
+
+``t_graph`` is seconds per launch inside a CUDA graph on cold data (input sets that together
+exceed the L2); ``t_eager`` the CUDA-event median of single eager launches (host time included).
+Every problem is one ``RooflineError`` line naming the file and the row; rows of an op the model
+does not know are kept out and counted in ``notes``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from rooflinecli.errors import RooflineError, read_user_file
+
+SCHEMA = "rooflinecli.calibration/1"
+
+#: op -> shape keys it needs. Times come from ``t_graph`` except ``gemm_sustained`` (``t_series``).
+OP_SHAPES: dict[str, tuple[str, ...]] = {
+    "gemm": ("M", "N", "K"),
+    "rmsnorm_copy": ("T", "D"),
+    "add_": ("T", "D"),
+    "silu_mul": ("T", "F"),
+    "copy": ("bytes",),
+    "sdpa_prefill_causal": ("B", "H", "KVH", "S", "D"),
+    "sdpa_prefill_causal_expanded": ("B", "H", "KVH", "S", "D"),
+    "sdpa_decode": ("B", "H", "KVH", "S", "D"),
+    "matmul_decode_attention": ("B", "H", "KVH", "S", "D"),
+    "launch_floor": (),
+    "gemm_sustained": ("M", "N", "K"),
+}
+
+#: calibration files are a few hundred rows; anything over 50 MB is not one
+MAX_CALIBRATION_BYTES = 50_000_000
+
+
+@dataclass(frozen=True)
+class Row:
+    """One timed op: ``t_graph_s`` per launch in a CUDA graph, ``t_eager_s`` eager (or None)."""
+
+    op: str
+    shape: dict
+    flops: float
+    bytes: float
+    t_graph_s: float
+    t_eager_s: float | None = None
+    name: str = ""
+    backend: str = ""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    path: str
+    gpu: str
+    created_utc: str
+    method: str
+    rows: tuple[Row, ...]
+    #: per-launch seconds of 10 back-to-back 8192^3 GEMMs over ~3 s (empty when not measured)
+    sustained_series_s: tuple[float, ...] = ()
+    sustained_flops: float = 0.0  # FLOPs of one launch of the sustained GEMM
+    sustained: dict = field(default_factory=dict)  # "gemm_bf16_tflops", "copy_gb_per_s", ...
+    environment: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def of(self, op: str) -> list[Row]:
+        return [r for r in self.rows if r.op == op]
+
+    def describe(self) -> dict:
+        """JSON-ready provenance: where the calibration comes from."""
+        return {"path": self.path, "gpu": self.gpu, "created_utc": self.created_utc, "rows": len(self.rows), "notes": list(self.notes)}
+
+
+def _number(value, where: str, *, positive: bool) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        want = "a positive finite number" if positive else "a finite number >= 0"
+        raise RooflineError(f"{where}: must be {want}, got {value!r}")
+    return float(value)
+
+
+def _row(raw, where: str) -> Row | str:
+    """A validated Row, or the op name when the op is unknown (the caller notes it)."""
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{where}: must be an object, got {type(raw).__name__}")
+    op = raw.get("op")
+    if not isinstance(op, str) or not op:
+        raise RooflineError(f"{where}: op: missing or not a string")
+    if op not in OP_SHAPES:
+        return op
+    where = f"{where} ({op})"
+    shape = raw.get("shape")
+    if not isinstance(shape, dict):
+        raise RooflineError(f"{where}: shape: missing or not an object")
+    for k in OP_SHAPES[op]:
+        if k not in shape:
+            raise RooflineError(f"{where}: shape.{k}: missing")
+        _number(shape[k], f"{where}: shape.{k}", positive=True)
+    for k in ("flops", "bytes"):
+        if k not in raw:
+            raise RooflineError(f"{where}: {k}: missing")
+    flops = _number(raw["flops"], f"{where}: flops", positive=False)
+    byts = _number(raw["bytes"], f"{where}: bytes", positive=False)
+    if op == "gemm_sustained":
+        series = raw.get("t_series")
+        if not isinstance(series, list) or not series:
+            raise RooflineError(f"{where}: t_series: missing or empty")
+        return Row(op, shape, flops, byts, min(_number(t, f"{where}: t_series[{i}]", positive=True) for i, t in enumerate(series)),
+                   None, str(raw.get("name", "")), str(raw.get("backend", "")))
+    if "t_graph" not in raw:
+        raise RooflineError(f"{where}: t_graph: missing")
+    t_graph = _number(raw["t_graph"], f"{where}: t_graph", positive=True)
+    t_eager = raw.get("t_eager")
+    if t_eager is not None:
+        t_eager = _number(t_eager, f"{where}: t_eager", positive=True)
+    return Row(op, dict(shape), flops, byts, t_graph, t_eager, str(raw.get("name", "")), str(raw.get("backend", "")))
+
+
+def parse_calibration(doc, path: str) -> Calibration:
+    """Validate a parsed calibration document (either layout); one-line RooflineError otherwise."""
+    if not isinstance(doc, dict):
+        raise RooflineError(f"{path}: a calibration file must be a JSON object")
+    schema = doc.get("schema")
+    if schema is not None and schema != SCHEMA:
+        raise RooflineError(f"{path}: schema: unknown '{schema}' (this version reads '{SCHEMA}')")
+    rows_raw = doc.get("rows")
+    if not isinstance(rows_raw, list) or not rows_raw:
+        raise RooflineError(f"{path}: rows: missing or empty")
+    rows: list[Row] = []
+    unknown: dict[str, int] = {}
+    series: tuple[float, ...] = ()
+    sustained_flops = 0.0
+    for i, raw in enumerate(rows_raw):
+        r = _row(raw, f"{path}: rows[{i}]")
+        if isinstance(r, str):
+            unknown[r] = unknown.get(r, 0) + 1
+            continue
+        if r.op == "gemm_sustained":
+            series = tuple(float(t) for t in raw["t_series"])
+            sustained_flops = r.flops
+            continue
+        rows.append(r)
+    sustained = doc.get("sustained") or {}
+    if not isinstance(sustained, dict):
+        raise RooflineError(f"{path}: sustained: must be an object")
+    sustained = {k: _number(v, f"{path}: sustained.{k}", positive=True) for k, v in sustained.items()}
+    if "gemm_bf16_tflops" not in sustained and series and sustained_flops > 0:
+        sustained["gemm_bf16_tflops"] = sustained_gemm_tflops(series, sustained_flops)
+    needed = [op for op in ("gemm", "launch_floor") if not any(r.op == op for r in rows)]
+    if needed:
+        raise RooflineError(f"{path}: rows: no '{needed[0]}' rows (the achievable model needs them)")
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {k: doc[k] for k in ("torch",) if k in doc}
+    notes = tuple(f"ignored {n} row(s) of unknown op '{op}'" for op, n in sorted(unknown.items()))
+    return Calibration(
+        path=path,
+        gpu=str(doc.get("gpu", "")),
+        created_utc=str(doc.get("created_utc", "")),
+        method=str(doc.get("method", "")),
+        rows=tuple(rows),
+        sustained_series_s=series,
+        sustained_flops=sustained_flops,
+        sustained=sustained,
+        environment=dict(env),
+        notes=notes,
+    )
+
+
+def sustained_gemm_tflops(series_s, flops: float) -> float:
+    """Median rate of the sustained-GEMM series, first entry (warm-up) left out."""
+    ts = sorted(series_s[1:] if len(series_s) > 2 else series_s)
+    mid = len(ts) // 2
+    median = ts[mid] if len(ts) % 2 else 0.5 * (ts[mid - 1] + ts[mid])
+    return flops / median / 1e12
+
+
+@lru_cache(maxsize=8)
+def load_calibration(path: str) -> Calibration:
+    """Read and validate a calibration file (cached per path)."""
+    p = Path(path)
+    text = read_user_file(p, "calibration file")
+    if len(text) > MAX_CALIBRATION_BYTES:
+        raise RooflineError(f"{p}: calibration file larger than {MAX_CALIBRATION_BYTES // 1_000_000} MB")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RooflineError(f"{p}: not valid JSON: {e}") from None
+    return parse_calibration(doc, str(p))

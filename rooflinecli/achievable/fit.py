@@ -1,0 +1,265 @@
+"""Fitted time models of vendor kernels, one per op kind, from a ``Calibration``.
+
+Every model has the same explainable form: time = fixed cost + work / achieved rate(size).
+
+- **GEMM** (cuBLAS): ``t0 + max(bytes / BW, flops / peak / q)``, where ``q`` is the wave
+  quantization of 128 x 256 output tiles over the GPU's SMs (M padded to the 64-row MMA granule),
+  fitted over every GEMM row; then, for an (N, K) the calibration measured, the measured/fitted
+  ratio interpolated in log M (flat beyond the measured M range). Unseen (N, K) get the fitted
+  form alone.
+- **SDPA prefill** (causal): ``t0 + flops / P + c * S * D``: the last term is the critical path
+  of the longest query tile (it scans all S keys), which is why short sequences reach a small
+  fraction of the peak.
+- **Decode attention**, **elementwise ops** (rmsnorm, add, SiLU*mul, copy): ``t0 + bytes / BW``,
+  with the measured/fitted ratio interpolated in log bytes (the bandwidth reached at that size).
+- **Graph floor**: the time of one tiny kernel inside a CUDA graph (``launch_floor``).
+- **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
+
+Everything evaluates on numpy arrays (a million-point sweep is one pass per model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calibration import Calibration, Row
+
+#: ops timed by bytes (t0 + bytes / BW)
+BYTES_OPS = ("rmsnorm_copy", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention")
+PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
+
+
+def _interp_log(x, xs: np.ndarray, ys: np.ndarray):
+    """ys interpolated at log(x) over the sorted log-abscissae xs, flat beyond the ends."""
+    if xs.size == 0:
+        return 0.0
+    if xs.size == 1:
+        return float(ys[0])
+    return np.interp(np.log(x), xs, ys)
+
+
+def _residual_table(keys, log_x: np.ndarray, log_ratio: np.ndarray) -> dict:
+    """key -> (sorted unique log x, mean log ratio at each)."""
+    out = {}
+    keys = list(keys)
+    for key in set(keys):
+        idx = [i for i, k in enumerate(keys) if k == key]
+        xs, ys = log_x[idx], log_ratio[idx]
+        ux = np.unique(xs)
+        uy = np.array([ys[xs == u].mean() for u in ux])
+        out[key] = (ux, uy)
+    return out
+
+
+def _nnls_relative(features: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients c minimizing sum((features @ c) / t - 1)^2 (relative error);
+    a feature whose coefficient comes out negative is dropped and the rest refitted."""
+    a = features / t[:, None]
+    b = np.ones_like(t)
+    active = list(range(features.shape[1]))
+    while active:
+        c, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (c >= 0).all():
+            out = np.zeros(features.shape[1])
+            out[active] = c
+            return out
+        active.pop(int(np.argmin(c)))
+    return np.zeros(features.shape[1])
+
+
+# ------------------------------------------------------------------------------------------------
+# GEMM
+# ------------------------------------------------------------------------------------------------
+
+#: exponent of the smooth max of memory and compute time: (m^p + c^p)^(1/p). A hard max (p = inf)
+#: or wave quantization of fixed 128 x 256 tiles over the SMs both fit the H200 data worse
+#: (leave-one-out p90 8.7% and 10.3% against 7.9%): cuBLAS picks its tile per shape.
+SMOOTH_MAX_P = 4.0
+
+
+def smooth_max(a, b, p: float = SMOOTH_MAX_P):
+    return (a**p + b**p) ** (1.0 / p)
+
+
+@dataclass
+class GemmModel:
+    t0_s: float
+    bytes_per_s: float
+    flops_per_s: float
+    #: (N, K) -> (log M, log measured/fitted)
+    families: dict = field(default_factory=dict)
+
+    def base_s(self, flops, nbytes):
+        """The fitted form: t0 + smoothmax(bytes / BW, flops / peak)."""
+        return self.t0_s + smooth_max(np.asarray(nbytes, dtype=float) / self.bytes_per_s, np.asarray(flops, dtype=float) / self.flops_per_s)
+
+    def time_s(self, M, N, K, flops, nbytes):
+        """(time, fixed part) of an M x K by K x N GEMM of ``flops`` moving ``nbytes``."""
+        t = self.base_s(flops, nbytes)
+        fam = self.families.get((int(N), int(K)))
+        if fam is not None:
+            t = t * np.exp(_interp_log(M, *fam))
+        return t, self.t0_s
+
+
+def _best_t0(g: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The t0 >= 0 minimizing sum(((t0 + g) / t - 1)^2) for each row of g (closed form)."""
+    w = 1.0 / t**2
+    return np.maximum(((t - g) * w).sum(axis=-1) / w.sum(), 0.0)
+
+
+def _gemm_base_fit(flops, nbytes, t):
+    """(t0, BW, peak) minimizing the relative error of the fitted form: a grid over (peak, BW),
+    refined twice, with the best t0 in closed form at each point."""
+    peaks, bws = np.linspace(300e12, 1200e12, 19), np.linspace(1500e9, 6000e9, 19)
+    for _ in range(3):
+        g = smooth_max(nbytes / bws[None, :, None], flops / peaks[:, None, None])
+        t0 = _best_t0(g, t)
+        err = (((t0[..., None] + g) / t - 1.0) ** 2).sum(axis=-1)
+        i, j = np.unravel_index(int(np.argmin(err)), err.shape)
+        best = (float(t0[i, j]), float(bws[j]), float(peaks[i]))
+        dp, db = peaks[1] - peaks[0], bws[1] - bws[0]
+        peaks, bws = np.linspace(peaks[i] - dp, peaks[i] + dp, 9), np.linspace(bws[j] - db, bws[j] + db, 9)
+    return best
+
+
+def _gemm_arrays(rows: list[Row]):
+    M, N, K = (np.array([r.shape[k] for r in rows], dtype=float) for k in ("M", "N", "K"))
+    return M, N, K, 2.0 * M * N * K, np.array([r.bytes for r in rows], dtype=float), np.array([r.t_graph_s for r in rows], dtype=float)
+
+
+def fit_gemm(rows: list[Row]) -> GemmModel:
+    M, N, K, fl, nb, t = _gemm_arrays(rows)
+    model = GemmModel(*_gemm_base_fit(fl, nb, t))
+    model.families = _residual_table(zip(N.astype(int), K.astype(int)), np.log(M), np.log(t / model.base_s(fl, nb)))
+    return model
+
+
+# ------------------------------------------------------------------------------------------------
+# Linear forms: t0 + sum(c_i * feature_i)
+# ------------------------------------------------------------------------------------------------
+
+
+def bytes_features(nbytes):
+    """Elementwise ops and decode attention: [1, bytes]."""
+    return [np.ones_like(nbytes), nbytes]
+
+
+def prefill_features(flops, qo_elements):
+    """SDPA prefill: [1, FLOPs, B*H*S*D]. The last is the query/output traffic, which the
+    kernel does not hide under its matmuls (it costs about 4 bytes per element at HBM speed)."""
+    return [np.ones_like(flops), flops, qo_elements]
+
+
+@dataclass
+class LinearModel:
+    """time = coef[0] + sum(coef[i] * feature_i)."""
+
+    op: str
+    coef: np.ndarray
+
+    def time_s(self, features: list):
+        return self.coef[0] + sum(c * f for c, f in zip(self.coef[1:], features[1:])), self.coef[0]
+
+    @property
+    def fixed_s(self) -> float:
+        return float(self.coef[0])
+
+
+def _features_of(op: str, rows: list[Row]) -> list:
+    if op in PREFILL_OPS:
+        fl = np.array([r.flops for r in rows], dtype=float)
+        qo = np.array([r.shape["B"] * r.shape["H"] * r.shape["S"] * r.shape["D"] for r in rows], dtype=float)
+        return prefill_features(fl, qo)
+    return bytes_features(np.array([r.bytes for r in rows], dtype=float))
+
+
+def fit_linear(op: str, rows: list[Row]) -> LinearModel:
+    t = np.array([r.t_graph_s for r in rows], dtype=float)
+    return LinearModel(op, _nnls_relative(np.stack(_features_of(op, rows), axis=1), t))
+
+
+# ------------------------------------------------------------------------------------------------
+# All of it
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FittedModels:
+    gemm: GemmModel
+    linear: dict  # op -> LinearModel
+    graph_floor_s: float
+    eager_launch_s: float
+    sustained_gemm_flops_per_s: float | None
+
+    def row_time_s(self, row: Row) -> float:
+        """The model's time for a calibration row (what leave-one-out compares)."""
+        s = row.shape
+        if row.op == "gemm":
+            t, _ = self.gemm.time_s(s["M"], s["N"], s["K"], 2.0 * s["M"] * s["N"] * s["K"], row.bytes)
+        elif row.op == "launch_floor":
+            return self.graph_floor_s
+        else:
+            t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])])
+        return float(np.maximum(t, self.graph_floor_s))
+
+    def to_dict(self) -> dict:
+        """The fitted parameters, JSON-ready (for `--json` and the docs)."""
+        g = self.gemm
+        return {
+            "gemm": {"fixed_s": g.t0_s, "bandwidth_gb_per_s": g.bytes_per_s / 1e9, "peak_tflops": g.flops_per_s / 1e12,
+                     "shapes_nk": sorted(f"{n}x{k}" for n, k in g.families)},
+            **{op: {"fixed_s": m.fixed_s, "coef": [float(c) for c in m.coef]} for op, m in self.linear.items()},
+            "graph_floor_s": self.graph_floor_s,
+            "eager_launch_s": self.eager_launch_s,
+            "sustained_gemm_tflops": None if self.sustained_gemm_flops_per_s is None else self.sustained_gemm_flops_per_s / 1e12,
+        }
+
+
+def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:
+    """Median eager time of the launches that take under 2 graph floors on the GPU: host-bound
+    launches, so their eager time is the host's per-launch cost."""
+    tiny = sorted(r.t_eager_s for r in rows if r.t_eager_s and r.t_graph_s < 2.0 * floor_s and r.op != "launch_floor")
+    if not tiny:
+        return 0.0
+    return float(tiny[len(tiny) // 2])
+
+
+def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
+    """Fit every model from ``rows`` (default: all of the calibration's rows)."""
+    rows = list(cal.rows if rows is None else rows)
+    by_op: dict[str, list[Row]] = {}
+    for r in rows:
+        by_op.setdefault(r.op, []).append(r)
+    floor = min(r.t_graph_s for r in by_op.get("launch_floor", [])) if by_op.get("launch_floor") else min(r.t_graph_s for r in rows)
+    linear = {op: fit_linear(op, by_op[op]) for op in (*BYTES_OPS, *PREFILL_OPS) if len(by_op.get(op, ())) >= 2}
+    sustained = cal.sustained.get("gemm_bf16_tflops")
+    return FittedModels(
+        gemm=fit_gemm(by_op["gemm"]),
+        linear=linear,
+        graph_floor_s=floor,
+        eager_launch_s=eager_launch_cost_s(rows, floor),
+        sustained_gemm_flops_per_s=sustained * 1e12 if sustained else None,
+    )
+
+
+def leave_one_out(cal: Calibration) -> list[tuple[Row, float]]:
+    """For every timed row (not the launch floor): refit its op's model without it, predict it.
+    Returns (row, relative error = predicted / measured - 1)."""
+    from dataclasses import replace
+
+    full = fit_models(cal)
+    rows = list(cal.rows)
+    out = []
+    for i, r in enumerate(rows):
+        rest = [x for j, x in enumerate(rows) if j != i and x.op == r.op]
+        if r.op == "gemm" and len(rest) >= 2:
+            m = replace(full, gemm=fit_gemm(rest))
+        elif r.op in full.linear and len(rest) >= 2:
+            m = replace(full, linear={**full.linear, r.op: fit_linear(r.op, rest)})
+        else:
+            continue
+        out.append((r, m.row_time_s(r) / r.t_graph_s - 1.0))
+    return out

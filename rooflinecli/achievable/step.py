@@ -1,0 +1,228 @@
+"""The achievable time of one phase: the analytical model's ops (``analysis.phase_ops``) turned
+into the kernels an engine launches (``profiles``), each timed by the fitted vendor-kernel models
+(``fit``), with the roof time of the same ops beside it.
+
+Per row: ``time_s`` (achievable, summed over the row's layers), ``fixed_s`` (its per-kernel fixed
+costs), ``roof_s`` (the roofline time of the analysis ops it covers; 0 for kernels the roofline
+model fuses away: RoPE, residual adds, the KV write), ``kernels`` per layer, and
+``efficiency`` = roof / (achievable - fixed). Arrays broadcast over (batch, context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rooflinecli.analysis.ops import kv_heads_per_gpu, phase_ops
+from rooflinecli.analysis.phase import time_ops
+from rooflinecli.analysis.workload import Workload
+from rooflinecli.hardware import HardwareSpec
+from rooflinecli.models import ModelConfig
+
+from .fit import FittedModels
+from .profiles import EngineProfile
+
+#: analysis linear ops fused into one GEMM by ``fuse_qkv`` / ``fuse_gate_up``
+FUSED_GEMMS = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "mlp.gate_up": ("mlp.gate", "mlp.up")}
+
+
+@dataclass
+class StepRow:
+    name: str
+    kind: str  # gemm | attention | elementwise | moe | comm
+    layers: int
+    kernels: int  # per layer
+    time_s: np.ndarray  # achievable, all layers
+    fixed_s: np.ndarray  # fixed costs inside time_s, all layers
+    roof_s: np.ndarray  # roofline time of the analysis ops this row covers, all layers
+    note: str = ""
+
+    @property
+    def efficiency(self):
+        """roof / (achievable - fixed): the fraction of the roof's rate the work runs at."""
+        work = np.asarray(self.time_s) - np.asarray(self.fixed_s)
+        return np.where(work > 0, np.asarray(self.roof_s) / np.where(work > 0, work, 1.0), np.nan)
+
+
+class _Builder:
+    def __init__(self, cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile):
+        self.cfg, self.wl, self.phase, self.m, self.p = cfg, wl, phase, models, profile
+        self.batch = np.asarray(batch, dtype=float)
+        self.context = np.asarray(context, dtype=float)
+        self.seqs = self.batch / wl.attention_dp
+        self.tokens = self.seqs * self.context if phase == "prefill" else self.seqs
+        self.b = wl.act_bytes_per_element
+        self.graph = profile.prefill_graph if phase == "prefill" else profile.decode_graph
+        self.rows: list[StepRow] = []
+        ops = phase_ops(cfg, spec, wl, phase, self.batch, self.context)
+        self.ops = {o.name: o for o in ops}
+        self.order = [o.name for o in ops]
+        pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
+        self.roof = {t.op.name: t.time_s for t in time_ops(spec, pure, wl.compute_dtype, ops)}
+
+    # ---- per-kernel models ----------------------------------------------------------------------
+    def copy_like(self, nbytes, kernels: int):
+        """``kernels`` single-pass elementwise kernels moving ``nbytes`` together (copy model)."""
+        lm = self.m.linear["copy"]
+        t, t0 = lm.time_s([1.0, nbytes])
+        return t + (kernels - 1) * t0, kernels * t0
+
+    def gemm(self, M, N, K, nbytes):
+        flops = 2.0 * M * N * K
+        t, t0 = self.m.gemm.time_s(M, N, K, flops, nbytes)
+        if self.m.sustained_gemm_flops_per_s:
+            t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
+        return t, t0
+
+    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note=""):
+        roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
+        floor = self.m.graph_floor_s if self.graph else self.m.eager_launch_s
+        t = np.maximum(np.asarray(t, dtype=float), kernels * floor)
+        self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note))
+
+    # ---- ops ------------------------------------------------------------------------------------
+    def linear(self, name: str, parts: tuple[str, ...]):
+        ops = [self.ops[n] for n in parts]
+        d_in, _, count = ops[0].extra["linear"]
+        N = sum(o.extra["linear"][1] for o in ops)
+        nbytes = sum(o.bytes for o in ops)
+        M = self.seqs if name == "lm_head" else self.tokens
+        t, t0 = self.gemm(M, N, d_in, nbytes / count)
+        self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else ""))
+
+    def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
+        """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
+        n = self.tokens if name != "final_norm" else self.seqs
+        if self.p.norm == "torch":
+            rc, cp = self.m.linear["rmsnorm_copy"], self.m.linear["copy"]
+            t_rc, f_rc = rc.time_s([1.0, 4.0 * n * width * self.b])
+            t_cp, f_cp = cp.time_s([1.0, 2.0 * n * width * self.b])
+            t, f = count * (t_rc - t_cp), count * (f_rc - f_cp)
+        else:
+            t, f = self.copy_like(count * (4.0 if with_add else 2.0) * n * width * self.b, count)
+        self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names)
+
+    def attention_core(self, name: str):
+        op = self.ops[name]
+        cfg, wl = self.cfg, self.wl
+        h = cfg.num_heads / wl.tp
+        if self.phase == "prefill":
+            D = (cfg.mla.qk_nope_head_dim + cfg.mla.qk_rope_head_dim) if cfg.mla is not None else cfg.head_dim
+            lm = self.m.linear["sdpa_prefill_causal"]
+            t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
+            note = "SDPA causal prefill"
+        else:
+            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes])
+            note = "SDPA decode over the KV cache"
+        self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note)
+
+    def elementwise_op(self, name: str):
+        """An analysis elementwise op without a dedicated model: single-pass kernels (copy model)."""
+        op = self.ops[name]
+        t, f = self.copy_like(op.bytes, op.kernels)
+        self.add(name, op.kind, op.layers, op.kernels, t, f, (name,), op.note)
+
+    def fitted_form_op(self, name: str):
+        """Grouped expert GEMMs and MLA's per-step up-projection: the fitted GEMM form on the op's
+        FLOPs and bytes (no (N, K) table for them)."""
+        op = self.ops[name]
+        g = self.m.gemm
+        flops = np.asarray(op.flops, dtype=float)
+        t = g.base_s(flops, op.bytes)
+        if self.m.sustained_gemm_flops_per_s:
+            t = np.maximum(t, g.t0_s + flops / self.m.sustained_gemm_flops_per_s)
+        self.add(name, op.kind, op.layers, op.kernels, t, g.t0_s, (name,), op.note + "; fitted GEMM form")
+
+    def build(self) -> list[StepRow]:
+        cfg, p, b = self.cfg, self.p, self.b
+        L = cfg.num_layers
+        done: set[str] = set()
+        fused = {}
+        if p.fuse_qkv and all(n in self.ops for n in FUSED_GEMMS["attn.qkv"]):
+            fused["attn.q"] = ("attn.qkv", FUSED_GEMMS["attn.qkv"])
+        if p.fuse_gate_up and all(n in self.ops for n in FUSED_GEMMS["mlp.gate_up"]):
+            fused["mlp.gate"] = ("mlp.gate_up", FUSED_GEMMS["mlp.gate_up"])
+        h, hkv, D = cfg.num_heads / self.wl.tp, kv_heads_per_gpu(cfg, self.wl.tp), cfg.head_dim
+        for name in self.order:
+            if name in done:
+                continue
+            op = self.ops[name]
+            if name in fused:
+                fname, parts = fused[name]
+                self.linear(fname, parts)
+                done.update(parts)
+            elif "linear" in op.extra:
+                self.linear(name, (name,))
+            elif name == "norms":
+                self.norms("norms", 2, cfg.hidden_size, L, ("norms",), with_add=p.residual_add_kernels == 0)
+                if op.kernels > 2:  # MLA latent norms, q/k norms: plain norms of their mean width
+                    self.norms("norms.extra", op.kernels - 2, self._extra_norm_width(), L)
+            elif name == "final_norm":
+                self.norms("final_norm", 1, cfg.hidden_size, 1, ("final_norm",))
+            elif op.kind == "attention":
+                if name == self._first_attention():
+                    self._rope_and_kv(L, h, hkv, D)
+                self.attention_core(name)
+            elif name.endswith(".act") and name.startswith("mlp") and cfg.gated_mlp:
+                self._act(op)
+            elif op.kind == "comm":
+                self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,), op.note)
+            elif op.kind in ("moe", "gemm"):
+                self.fitted_form_op(name)
+            else:
+                self.elementwise_op(name)
+            done.add(name)
+            if name == "attn.o" and p.residual_add_kernels:
+                self._residual_adds(L)
+        return self.rows
+
+    # ---- engine-only kernels ----------------------------------------------------------------------
+    def _first_attention(self) -> str:
+        return next(n for n in self.order if self.ops[n].kind == "attention")
+
+    def _extra_norm_width(self) -> float:
+        cfg = self.cfg
+        w, n = 0.0, 0
+        if cfg.mla is not None:
+            w += (cfg.mla.q_lora_rank or 0) + cfg.mla.kv_lora_rank
+            n += 2 if cfg.mla.q_lora_rank else 1
+        if cfg.qk_norm:
+            w += (cfg.num_heads / self.wl.tp + kv_heads_per_gpu(cfg, self.wl.tp)) * cfg.head_dim
+            n += 2
+        return w / max(n, 1)
+
+    def _rope_and_kv(self, L, h, hkv, D):
+        T, b = self.tokens, self.b
+        q, k = T * h * D * b, T * hkv * D * b
+        kv = T * hkv * D * self.wl.kv_bytes_per_element
+        if self.p.kv_write_kernels:
+            # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
+            t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
+            self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
+            t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
+            self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache")
+        else:
+            # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
+            t, f = self.copy_like(2.0 * q + 2.0 * k + k + 2.0 * kv, self.p.rope_kernels)
+            self.add("attn.rope_kv_write", "elementwise", L, self.p.rope_kernels, t, f, (), "fused RoPE + KV-cache write")
+
+    def _residual_adds(self, L):
+        lm = self.m.linear["add_"]
+        n = self.p.residual_add_kernels
+        t, t0 = lm.time_s([1.0, 3.0 * self.tokens * self.cfg.hidden_size * self.b])
+        self.add("residual_adds", "elementwise", L, n, n * t, n * t0, (), "x + attn, h + mlp (fused away in the roofline)")
+
+    def _act(self, op):
+        if self.p.act == "torch":
+            # silu (read g, write tmp) then mul (read tmp and u, write): 5 passes where the op has 3
+            t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)])
+        else:
+            t, f = self.copy_like(op.activation_bytes, 1)
+        self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note)
+
+
+def step_rows(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile) -> list[StepRow]:
+    """Achievable rows of one phase (prefill: the whole prompt of ``context`` tokens per sequence;
+    decode: one step at ``context`` cached tokens)."""
+    return _Builder(cfg, spec, wl, phase, batch, context, models, profile).build()
