@@ -9,7 +9,12 @@ Pooling, per row (op, impl, shape, dtype), over the kept runs that have that row
 - ``samples_s`` = the runs' raw samples concatenated, unshifted, so the baseline's noise (IQR/median)
   and the Mann-Whitney test include run-to-run drift, not only within-run jitter;
 - ``p20_s``/``p80_s`` = quantiles of the pooled samples; achieved TFLOP/s and GB/s recomputed from
-  the pooled median; the other fields come from the newest run.
+  the pooled median; ``host_us_per_call`` = the median over the runs that recorded it (None when
+  none did: runs written before the field); the other fields (``config``, ``tuning``, ``backend``,
+  ``method``) come from the newest run, and the row's note says when the runs' tuned configs differ.
+
+Stored runs written before a field existed lack it and get its default; a stored row with an
+unknown or missing key is a one-line error naming the baseline file.
 Rows whose correctness check failed are not taken into a baseline.
 """
 
@@ -17,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -70,18 +76,46 @@ def _runs_of(base: Results) -> list[dict[str, Any]]:
     info = base.extra.get("baseline")
     if not isinstance(info, dict) or info.get("format") != BASELINE_FORMAT or not isinstance(info.get("runs"), list):
         raise RooflineError(f"{base.path}: not a rooflinecli baseline (no extra.baseline with format '{BASELINE_FORMAT}')")
+    for i, run in enumerate(info["runs"]):
+        if not isinstance(run, dict) or not isinstance(run.get("rows"), list) or not isinstance(run.get("environment", {}), dict):
+            raise RooflineError(f"{base.path}: extra.baseline.runs[{i}] is not a stored run (an object with a 'rows' list)")
     return info["runs"]
 
 
-def pool_runs(runs: list[dict[str, Any]]) -> tuple[ResultRow, ...]:
+_ROW_FIELDS = {f.name for f in fields(ResultRow)}
+_REQUIRED = {f.name for f in fields(ResultRow) if f.default is MISSING and f.default_factory is MISSING}
+
+
+def _stored_row(raw: Any, where: str) -> ResultRow:
+    """A row of a stored run; old runs lack the newer fields (defaults), anything else is refused."""
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{where}: not an object")
+    unknown = set(raw) - _ROW_FIELDS
+    missing = _REQUIRED - set(raw)
+    if unknown or missing:
+        raise RooflineError(f"{where}: " + (f"unknown key '{sorted(unknown)[0]}'" if unknown else f"lacks key '{sorted(missing)[0]}'"))
+    r = dict(raw)
+    try:
+        r["samples_s"] = tuple(float(x) for x in r["samples_s"])
+    except (TypeError, ValueError):
+        raise RooflineError(f"{where}: 'samples_s' must be a list of seconds") from None
+    if not r["samples_s"] or not all(math.isfinite(x) and x > 0 for x in r["samples_s"]):
+        raise RooflineError(f"{where}: 'samples_s' must be a non-empty list of positive seconds")
+    if not isinstance(r.get("config", {}), dict):
+        raise RooflineError(f"{where}: 'config' must be an object")
+    return ResultRow(**r)
+
+
+def pool_runs(runs: list[dict[str, Any]], source: str = "baseline") -> tuple[ResultRow, ...]:
     """Pool stored runs (oldest first) into baseline rows (see the module doc)."""
     per_key: dict[tuple, list[ResultRow]] = {}
     order: list[tuple] = []
-    for run in runs:
-        for raw in run["rows"]:
-            r = dict(raw)
-            r["samples_s"] = tuple(float(x) for x in r["samples_s"])
-            row = ResultRow(**r)
+    for i, run in enumerate(runs):
+        rows_raw = run.get("rows") if isinstance(run, dict) else None
+        if not isinstance(rows_raw, list):
+            raise RooflineError(f"{source}: extra.baseline.runs[{i}] has no 'rows' list")
+        for j, raw in enumerate(rows_raw):
+            row = _stored_row(raw, f"{source}: extra.baseline.runs[{i}].rows[{j}]")
             if row.key not in per_key:
                 per_key[row.key] = []
                 order.append(row.key)
@@ -94,6 +128,8 @@ def pool_runs(runs: list[dict[str, Any]]) -> tuple[ResultRow, ...]:
         p50 = float(statistics.median(r.p50_s for r in rows))
         p20, _, p80 = quantiles_s(samples)
         pct = newest.pct_of_roof * newest.p50_s / p50 if newest.pct_of_roof is not None else None
+        hosts = [r.host_us_per_call for r in rows if r.host_us_per_call is not None]
+        configs = {json.dumps(r.config, sort_keys=True, default=str) for r in rows if r.config}
         pooled.append(
             replace(
                 newest,
@@ -101,7 +137,9 @@ def pool_runs(runs: list[dict[str, Any]]) -> tuple[ResultRow, ...]:
                 achieved_tflops=newest.flops / p50 / 1e12 if newest.flops else newest.achieved_tflops,
                 achieved_gb_per_s=newest.bytes / p50 / 1e9 if newest.bytes else newest.achieved_gb_per_s,
                 pct_of_roof=pct,
-                note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)",
+                host_us_per_call=float(statistics.median(hosts)) if hosts else None,
+                note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)"
+                + (f"; the runs' tuned configs differ ({len(configs)} distinct), the newest is kept" if len(configs) > 1 else ""),
             )
         )
     return tuple(pooled)
@@ -139,7 +177,7 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
         runs.append(_stored_run(res))
     dropped = max(0, len(runs) - keep)
     runs = runs[dropped:]
-    rows = pool_runs(runs)
+    rows = pool_runs(runs, str(path))
     if not rows:
         raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
     newest = runs[-1]

@@ -117,3 +117,43 @@ def test_unwritable_baseline_folder_is_one_line_exit_2(tmp_path):
     r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(blocker)])
     assert r.exit_code == 2, r.output
     assert r.output.startswith(f"error: baseline {blocker / 'nvidia-h200.json'}: cannot write") and r.output.count("\n") == 1
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parent / "fixtures" / "h200-2026-11-30"
+
+
+def test_old_runs_and_new_fields_pool_together(tmp_path):
+    """A run written before host_us_per_call/config/tuning/backend existed (the real H200 fixture)
+    and a newer run that records them pool into one baseline; regress reads it."""
+    old = FIXTURES / "results.json"
+    new_res = load_results(FIXTURES / "bench-run2-results.json")
+    cfg = {"gemm_kernel": {"kwargs": {"BLOCK_M": 64}, "num_warps": 4, "num_stages": 3}}
+    new_rows = tuple(replace(r, host_us_per_call=12.5, config=cfg if r.op == "gemm" else {}, tuning="committed", backend="")
+                     for r in new_res.rows)
+    new_path = tmp_path / "new.json"
+    replace(new_res, rows=new_rows, created_utc="2026-12-01T00:00:00Z").save(new_path)
+    bdir = tmp_path / "b"
+    update_baseline(old, bdir)
+    out = update_baseline(new_path, bdir)
+    assert out.runs == 2 and out.added
+    base = load_baseline(out.path).results
+    gemm = next(r for r in base.rows if r.op == "gemm" and r.impl == "triton")
+    assert gemm.config == cfg and gemm.tuning == "committed" and gemm.host_us_per_call == 12.5  # only the new run recorded it
+    assert len(gemm.samples_s) == 200
+    r = runner.invoke(app, ["baseline", "show", str(out.path), "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "2 run(s) pooled" in r.output, r.output
+    r = runner.invoke(app, ["regress", str(out.path), str(new_path), "-q"])
+    assert r.exit_code in (0, 1) and "compared" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_corrupt_stored_run_is_one_line(tmp_path):
+    bdir = tmp_path / "b"
+    out = update_baseline(_runs(tmp_path, 1)[0], bdir)
+    raw = json.loads(out.path.read_text())
+    raw["extra"]["baseline"]["runs"][0]["rows"][0]["bogus"] = 1
+    out.path.write_text(json.dumps(raw))
+    p2 = tmp_path / "next.json"
+    synthetic_results(seed=7, created_utc="2026-03-01T00:00:00Z").save(p2)
+    r = runner.invoke(app, ["baseline", "update", str(p2), "--dir", str(bdir)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith("error: ") and "runs[0].rows[0]: unknown key 'bogus'" in r.output
