@@ -116,6 +116,8 @@ class Validation:
     fitted_efficiency: dict[str, dict[str, float]]
     end_to_end: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: whole-model points of ``e2e --full`` with the three predictors (``end_to_end_full_checks``)
+    end_to_end_full: tuple[dict[str, Any], ...] = ()
 
     def ours(self) -> list[RowCheck]:
         return [r for r in self.rows if r.impl == "triton"]
@@ -130,7 +132,7 @@ class Validation:
         return error_stats(p.get(f"error_{basis}") for p in self.end_to_end).to_json()
 
     def flags(self) -> list[str]:
-        out = []
+        out = e2e_full_flags(self.end_to_end_full)
         for r in self.rows:
             if r.above_roof:
                 out.append(
@@ -159,6 +161,8 @@ class Validation:
             "targets": [t.to_json() for t in self.targets],
             "end_to_end": list(self.end_to_end),
             "end_to_end_summary": {b: self.e2e_stats(b) for b in ("datasheet", "measured")},
+            "end_to_end_full": list(self.end_to_end_full),
+            "end_to_end_full_summary": {"engine": "torch", "slack_faster_than_roof": ROOF_SLACK, **e2e_full_stats(self.end_to_end_full)},
             "flags": self.flags(),
             "failed": [{"op": r.op, "impl": r.impl, "shape": r.shape, "dtype": r.dtype, "error": r.note} for r in self.failed],
             "notes": list(self.notes),
@@ -386,12 +390,148 @@ def end_to_end_checks(results: Results) -> list[dict[str, Any]]:
     return out
 
 
+# ---- whole-model end to end (e2e --full) ----------------------------------------------------------
+
+#: predictors of a whole-model point: (key, label)
+E2E_PREDICTORS = (("roof", "roof (datasheet)"), ("roof_measured", "roof (measured ceilings)"), ("achievable", "achievable model"))
+#: a point faster than a roof by more than this is flagged (the roof must stay a bound)
+ROOF_SLACK = 0.03
+
+
+def _step_predictor():
+    """``rooflinecli.achievable.predict_step_s`` when it is there (None otherwise: roof only)."""
+    try:
+        from rooflinecli.achievable import predict_step_s
+    except Exception:  # noqa: BLE001 - the achievable model is optional here
+        return None
+    return predict_step_s
+
+
+def _roof_step_s(cfg, spec: HardwareSpec, phase: str, batch: int, context: int) -> float:
+    """The analytical roof of one step (sum over ops of max(compute, memory)) on ``spec``."""
+    from rooflinecli.analysis import Workload
+    from rooflinecli.analysis.phase import phase_totals
+
+    wl = Workload(batch=batch, prompt_len=context, gen_len=1)
+    return float(phase_totals(cfg, spec, wl, phase, batch, context)["time_s"])
+
+
+def predict_point(cfg, ds: HardwareSpec | None, ms: HardwareSpec | None, phase: str, batch: int, context: int, engine: str, notes: list[str]) -> dict[str, float | None]:
+    """{predictor: seconds or None}: roof on the datasheet, roof on the measured ceilings and the
+    achievable model (``predict_step_s``, torch engine points only)."""
+    from rooflinecli.analysis import Workload
+
+    fn = _step_predictor()
+    out: dict[str, float | None] = {}
+    wl = Workload(batch=batch, prompt_len=context, gen_len=1)
+    for key, spec in (("roof", ds), ("roof_measured", ms), ("achievable", ms)):
+        out[key] = None
+        if spec is None or (key == "achievable" and engine != "torch"):
+            continue
+        try:
+            if fn is not None:
+                out[key] = float(fn(cfg, spec, wl, phase, batch, context, mode=key, engine="torch"))
+            elif key != "achievable":
+                out[key] = _roof_step_s(cfg, spec, phase, batch, context)
+        except RooflineError as e:
+            note = f"{key} prediction unavailable: {e}"
+            if note not in notes:
+                notes.append(note)
+    if fn is None:
+        note = "achievable model not available (rooflinecli.achievable.predict_step_s missing): roof predictions only"
+        if note not in notes:
+            notes.append(note)
+    return out
+
+
+def end_to_end_full_checks(results: Results, ds: HardwareSpec | None, ms: HardwareSpec | None, notes: list[str]) -> list[dict[str, Any]]:
+    """Per whole-model point of ``extra.end_to_end_full``: measured, each predictor and its error."""
+    from dataclasses import replace
+
+    from rooflinecli.model_registry import get_model
+
+    section = results.extra.get("end_to_end_full") if isinstance(results.extra, dict) else None
+    if not isinstance(section, dict):
+        return []
+    out = []
+    for name, entry in (section.get("models") or {}).items():
+        try:
+            cfg = replace(get_model(entry["model_ref"]), **{k: int(v) for k, v in (entry.get("config") or {}).items()})
+        except (RooflineError, KeyError, TypeError, ValueError) as e:
+            notes.append(f"e2e {name}: cannot rebuild its config ({e}); not predicted")
+            continue
+        for p in entry.get("points", []):
+            m = p.get("measured_s")
+            if not m:
+                continue
+            pred = predict_point(cfg, ds, ms, p["phase"], int(p["batch"]), int(p["context"]), p.get("engine", "torch"), notes)
+            q = {"model": name, "layers": entry.get("layers_used"), "layers_full": entry.get("layers_full"), "reduced": bool(entry.get("reduced")),
+                 "phase": p["phase"], "engine": p.get("engine", "torch"), "batch": p["batch"], "context": p["context"], "measured_s": m}
+            for key, _ in E2E_PREDICTORS:
+                q[f"predicted_s_{key}"] = pred[key]
+                q[f"error_{key}"] = rel_error(pred[key], m) if pred[key] else None
+            q["faster_than_roof"] = bool(pred["roof"] and m < pred["roof"] * (1 - ROOF_SLACK))
+            q["faster_than_measured_roof"] = bool(pred["roof_measured"] and m < pred["roof_measured"] * (1 - ROOF_SLACK))
+            out.append(q)
+    return out
+
+
+def e2e_full_stats(points: Sequence[dict[str, Any]], engine: str = "torch") -> dict[str, dict[str, Any]]:
+    """Per predictor: median and p90 |error| over the points of ``engine``, overall and per phase."""
+    mine = [p for p in points if p["engine"] == engine]
+    out = {}
+    for key, _ in E2E_PREDICTORS:
+        out[key] = {"all": error_stats(p[f"error_{key}"] for p in mine).to_json()}
+        for phase in ("decode", "prefill"):
+            out[key][phase] = error_stats(p[f"error_{key}"] for p in mine if p["phase"] == phase).to_json()
+    return out
+
+
+def e2e_full_flags(points: Sequence[dict[str, Any]]) -> list[str]:
+    out = []
+    for p in points:
+        for flag, key, what in (("faster_than_roof", "roof", "datasheet roof"), ("faster_than_measured_roof", "roof_measured", "measured-ceiling roof")):
+            if p.get(flag):
+                out.append(f"e2e {p['model']} {p['phase']} {p['engine']} B{p['batch']} N{p['context']}: measured {p['measured_s'] * 1e6:.1f} us is "
+                           f"more than {ROOF_SLACK:.0%} faster than the {what} {p[f'predicted_s_{key}'] * 1e6:.1f} us (the roof must bound it: a counting error)")
+    return out
+
+
+def e2e_full_rows(points: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """Table rows: model, phase, engine, B, N, layers, measured us, then each predictor's us and error."""
+    rows = []
+    for p in points:
+        layers = f"{p['layers']}/{p['layers_full']}" if p.get("reduced") else str(p["layers"])
+        row = [p["model"], p["phase"], p["engine"], str(p["batch"]), str(p["context"]), layers, _us(p["measured_s"])]
+        for key, _ in E2E_PREDICTORS:
+            row += [_us(p[f"predicted_s_{key}"]), _pct(p[f"error_{key}"])]
+        rows.append(row + (["FASTER THAN ROOF"] if p.get("faster_than_roof") or p.get("faster_than_measured_roof") else [""]))
+    return rows
+
+
+E2E_FULL_HEADER = ["model", "phase", "engine", "batch", "context", "layers", "measured us", "roof us", "err", "roof-meas. us", "err", "achievable us", "err", "flag"]
+
+
+def e2e_full_summary_rows(points: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """[predictor, points, median |err|, p90 |err|] over torch-engine points, overall then per phase."""
+    stats = e2e_full_stats(points)
+    rows = []
+    for key, label in E2E_PREDICTORS:
+        for scope in ("all", "decode", "prefill"):
+            st = stats[key][scope]
+            if st["n"]:
+                rows.append([label, scope, str(st["n"]), _abs_pct(st["median_abs_error"]), _abs_pct(st["p90_abs_error"])])
+    return rows
+
+
 def validate(results: Results, hw: str | None = None, measured: str | None = None) -> Validation:
     ds, ms, notes = resolve_specs(results, hw, measured)
     checks, eff = check_rows(results.rows, ds, ms)
     if not checks:
         notes.append("no timed, correct rows in the results")
+    full = end_to_end_full_checks(results, ds, ms, notes)
     return Validation(
+        end_to_end_full=tuple(full),
         results_path=results.path,
         gpu_name=results.gpu_name,
         datasheet=ds,
@@ -447,6 +587,13 @@ def to_markdown(v: Validation) -> str:
                 f"| {p.get('phase')} | {_us(p.get('measured_s'))} | {_us(p.get('predicted_s_datasheet'))} | {_pct(p.get('error_datasheet'))} | "
                 f"{_us(p.get('predicted_s_measured'))} | {_pct(p.get('error_measured'))} | {_us(p.get('predicted_s_fitted'))} | {_pct(p.get('error_fitted'))} |"
             )
+    if v.end_to_end_full:
+        lines += ["", "## Whole model (e2e --full)", "",
+                  "Error = (predicted - measured) / measured. Summary over torch-engine points (decode: one CUDA graph per step; prefill: eager).", "",
+                  "| predictor | phase | points | median abs error | p90 abs error |", "|---|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(r) + " |" for r in e2e_full_summary_rows(v.end_to_end_full)]
+        lines += ["", "| " + " | ".join(E2E_FULL_HEADER) + " |", "|" + "---|" * 6 + "---:|" * 7 + "---|"]
+        lines += ["| " + " | ".join(r) + " |" for r in e2e_full_rows(v.end_to_end_full)]
     lines += ["", "## Kernel targets", "", "| target | goal | value | status | detail |", "|---|---|---:|---|---|"]
     for t in v.targets:
         val = "-" if t.value is None else f"{t.value:.2f}"

@@ -85,20 +85,22 @@ def bench(
     hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path for predictions (default: matched from the GPU name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (id or path) for predictions (default: the one on file for the GPU).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSON, written atomically after each case).")] = Path("results.json"),
-    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples per kernel and shape (>= 10; 20 by default, which the regression gate needs to catch a 10% slowdown in >= 95% of runs).")] = 20,
+    samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples (graph replays) per kernel and shape (>= 20, which the regression gate needs to catch a 10% slowdown in >= 95% of runs).")] = 20,
     target_ms: Annotated[float, typer.Option("--target-ms", help="Timing budget per kernel, shape and impl, milliseconds.")] = 250.0,
     time_budget_s: Annotated[float | None, typer.Option("--time-budget-s", help="Start no new case after this many seconds; the rest are recorded as skipped.")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     no_baseline: Annotated[bool, typer.Option("--no-baseline", help="Do not time the PyTorch equivalent.")] = False,
-    no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Never use CUDA graphs (short kernels then include launch overhead).")] = False,
+    no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Never use CUDA graphs: CUDA events with the host kept ahead of the GPU instead.")] = False,
+    crosscheck: Annotated[bool, typer.Option("--crosscheck", help="Also time each timed case with triton.testing.do_bench_cudagraph (median) and store the ratio (row note, extra.bench.crosscheck).")] = False,
+    tuned: Annotated[Path | None, typer.Option("--tuned", help="Committed tuned-config file (default: kernels/tuned/<gpu>-triton<version>.json). A file of another GPU or Triton version, or a bad one: one warning line, then run-time autotuning.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or table.")] = False,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
     allow_cpu: Annotated[bool, typer.Option("--allow-cpu", hidden=True)] = False,
 ) -> None:
     """Check each kernel against its reference, then time it and its PyTorch equivalent."""
     cpu = _use_cpu(device, allow_cpu, "bench")
-    if samples < 10:
-        raise RooflineError(f"--samples must be >= 10 (the timing method keeps at least 10), got {samples}")
+    if samples < 20:
+        raise RooflineError(f"--samples must be >= 20 (the timing method keeps at least 20), got {samples}")
     if target_ms <= 0:
         raise RooflineError(f"--target-ms must be > 0, got {target_ms:g}")
     from rooflinecli.bench.environment import collect_environment, utc_now
@@ -125,6 +127,9 @@ def bench(
         seed=seed,
         baseline=not no_baseline,
         use_graphs=not no_graphs,
+        crosscheck=crosscheck,
+        tuned_file=str(tuned) if tuned is not None else None,
+        gpu_name=str(env.get("gpu_name", "")),
     )
     created = utc_now()
     t0 = time.monotonic()
@@ -149,7 +154,11 @@ def bench(
         def on_case(op: str, case_id: str, i: int, n: int) -> None:
             progress.update(task, description=f"{op} {case_id}", completed=i, total=n)
 
-        state = run_bench(opts, on_case=on_case, on_checkpoint=checkpoint)
+        def on_tuned(info: dict) -> None:
+            if info.get("message") and info.get("status") != "none":
+                typer.echo(info["message"], err=True)
+
+        state = run_bench(opts, on_case=on_case, on_checkpoint=checkpoint, on_tuned=on_tuned)
     if not cpu:  # clocks and temperature after the run, beside those before it
         from rooflinecli.bench.environment import nvidia_smi_query
 
@@ -375,6 +384,11 @@ def _show_validation(v, summary: list[list[str]]) -> None:
               _pct(p.get("error_fitted"))] for p in v.end_to_end],
             right={1, 2, 3, 4, 5, 6, 7},
         )
+    if v.end_to_end_full:
+        from rooflinecli.bench.validate import E2E_FULL_HEADER, e2e_full_rows, e2e_full_summary_rows
+
+        _echo_table("whole model (e2e --full): predicted vs measured", E2E_FULL_HEADER, e2e_full_rows(v.end_to_end_full), right=set(range(3, 13)))
+        _echo_table("whole model error summary (torch engine)", ["predictor", "phase", "points", "median |err|", "p90 |err|"], e2e_full_summary_rows(v.end_to_end_full), right={2, 3, 4})
     _echo_table("kernel targets", ["target", "goal", "value", "status", "detail"],
                 [[t.name, t.goal, "-" if t.value is None else f"{t.value:.2f}", t.status, t.detail] for t in v.targets], right={2})
     _echo_table("error summary (our kernels)", ["prediction from", "points", "median |err|", "p90 |err|", "median err"], summary, right={1, 2, 3, 4})
@@ -399,11 +413,17 @@ def e2e(
     batch: Annotated[int, typer.Option("--batch", help="Sequences in the decode step.")] = 8,
     context: Annotated[int, tokens_option("--context", help="Tokens in the KV cache at the decode step.")] = 4096,
     samples: Annotated[int, typer.Option("--samples", help="Minimum timed samples (>= 10).")] = 10,
+    full: Annotated[bool, typer.Option("--full", help="The whole model: decode steps (one CUDA graph each, torch ops and our Triton kernels) over a batch x context grid and eager prefill; into extra.end_to_end_full.")] = False,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="With --full: GPU seconds for this model; no new point starts past it.")] = 30.0,
+    triton: Annotated[bool, typer.Option("--triton/--no-triton", help="With --full: also time the decode step built from our Triton kernels (a few points; autotunes on first use).")] = True,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
     tiny: Annotated[bool, typer.Option("--tiny", hidden=True)] = False,
 ) -> None:
-    """Time one decoder layer built from the kernels (prefill and a decode step) against the model."""
+    """Time one decoder layer built from the kernels (prefill and a decode step) against the model; --full: the whole model."""
     cpu = _use_cpu(device, False, "e2e")
+    if full:
+        _e2e_full(results, model, hw, measured, budget_s, triton, cpu, tiny)
+        return
     if samples < 10:
         raise RooflineError(f"--samples must be >= 10, got {samples}")
     for name, value in (("--prefill-batch", prefill_batch), ("--prompt", prompt), ("--batch", batch), ("--context", context)):
@@ -446,6 +466,60 @@ def e2e(
     typer.echo(f"wrote {results} (extra.end_to_end)")
     if not all(p["correct"] for p in check["phases"]):
         raise typer.Exit(1)
+
+
+def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, budget_s: float, triton: bool, cpu: bool, tiny: bool) -> None:
+    """``e2e --full``: build and time the whole model, checkpointing the results after every point."""
+    import math as _math
+    from dataclasses import replace
+
+    if not (budget_s > 0 and _math.isfinite(budget_s)):
+        raise RooflineError(f"--budget-s must be a finite number > 0, got {budget_s}")
+    from rooflinecli import __version__
+    from rooflinecli.bench.e2e_full import run_full, tiny_full_config, unsupported_reason
+    from rooflinecli.bench.environment import collect_environment, utc_now
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.results import Results, load_results
+
+    cfg = get_model(model)
+    why = unsupported_reason(cfg)
+    if why is not None:
+        raise RooflineError(f"--model {model}: {why}")
+    env = collect_environment("cpu" if cpu else "cuda")
+    if cpu:
+        ds, ms = get_spec(hw or "h200"), (get_spec(measured) if measured else None)
+    else:
+        ds, ms = _specs_for_gpu(hw, measured, env.get("gpu_name"))
+    if tiny:
+        cfg = tiny_full_config(cfg)
+    base = load_results(results) if results.is_file() else Results(rows=(), environment=env, created_utc=utc_now(), tool_version=__version__, suite="e2e", hardware_spec=ds.id, measured_spec=ms.id if ms else None)
+    section = dict(base.extra.get("end_to_end_full") or {})
+    section.update(schema="rooflinecli.e2e_full/1", datasheet_spec=ds.id, measured_spec=ms.id if ms else None,
+                   measured_spec_path=str(ms.path) if ms else None, environment=env)
+    models = dict(section.get("models") or {})
+
+    def save(entry: dict) -> None:
+        models[cfg.name] = entry
+        replace(base, extra={**base.extra, "end_to_end_full": {**section, "models": models}}).save(results)
+
+    def on_point(phase: str, engine: str, batch: int, context: int) -> None:
+        typer.echo(f"{cfg.name}: {phase} {engine} B{batch} N{context}", err=True)
+
+    entry = run_full(cfg, model, "cpu" if cpu else "cuda", tiny=tiny, budget_s=budget_s, on_point=on_point, triton=triton, checkpoint=save)
+    save(entry)
+    from rooflinecli.bench.validate import _us
+
+    if entry.get("note"):
+        typer.echo(f"note: {entry['note']}")
+    rows = [[p["phase"], p["engine"], str(p["batch"]), str(p["context"]), str(p["layers"]), _us(p["measured_s"]), p.get("backend", "-") if p["engine"] == "torch" else ("ok" if p.get("check_ok") else "CHECK FAILED")] for p in entry["points"]]
+    _echo_table(f"{cfg.name} ({entry['layers_used']} of {entry['layers_full']} layers) on {env.get('gpu_name')}", ["phase", "engine", "batch", "context", "layers", "measured us", "backend / check"], rows, right={2, 3, 4, 5})
+    for f in entry["failed"]:
+        typer.echo(f"failed: {f['phase']} {f['engine']} B{f['batch']} N{f['context']}: {f['error']}")
+    skipped = entry["skipped"]
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} points: " + "; ".join(f"{x['phase']} B{x['batch']} N{x['context']} ({x['reason']})" for x in skipped[:8]))
+    typer.echo(f"wrote {results} (extra.end_to_end_full, {len(entry['points'])} points, {len(entry['failed'])} failed, {entry['elapsed_s']:.1f} s)")
 
 
 def register(app: typer.Typer) -> None:

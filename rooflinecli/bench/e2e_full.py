@@ -1,0 +1,468 @@
+"""``roofline e2e --full``: the whole model, timed. Random bf16 weights (never zeros), dense
+Llama-type models only (GQA/MHA, RoPE, RMSNorm, SwiGLU; q/k/v biases when the config has them).
+
+* **decode step** (``torch`` engine): embedding, per layer rmsnorm, qkv GEMM, RoPE, KV-cache write,
+  SDPA decode attention over the cache (the fastest SDPA backend with native GQA, picked on layer 0
+  and recorded), o GEMM, add, rmsnorm, gate_up GEMM, silu*mul, down GEMM, add; final norm and
+  lm_head. Captured in ONE CUDA graph and replayed: GPU time per step = median replay.
+* the same step from our Triton kernels (``triton`` engine): ``kernels.rmsnorm``, ``kernels.gemm``
+  and ``kernels.decode_attention``; torch for the ops we have no kernel for (embedding, RoPE,
+  KV-cache write, silu*mul, adds, biases).
+* **prefill** (``torch``, eager, batch 1): the same layers over the prompt with SDPA causal; K/V
+  written into a cache; lm_head on the last token. CUDA-event median of whole prefills.
+
+A model whose weights and cache do not fit one GPU runs with fewer layers (``num_hidden_layers``
+reduced; the results and the output say so, and predictions use the reduced config). Grid points
+that do not fit, or that would start after the time budget is spent, are recorded as skipped.
+One failing point is recorded and the rest go on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rooflinecli.bench.e2e import _rel_error as rel_error
+from rooflinecli.models import ModelConfig
+
+DECODE_BATCHES = (1, 8, 32, 64)
+DECODE_CONTEXTS = (512, 2048, 8192)
+PREFILL_LENS = (128, 512, 2048)
+#: Triton engine: a subset (each new GEMM shape is autotuned once, seconds each)
+TRITON_POINTS = ((1, 2048), (32, 2048))
+#: weights may take at most this share of usable memory; more and layers are dropped
+WEIGHT_SHARE = 0.5
+#: usable share of the GPU's free memory (allocator slack, graph pools, the L2 flush buffer)
+USABLE = 0.85
+REPLAYS = 10
+EPS = 1e-5
+
+TINY_BATCHES, TINY_CONTEXTS, TINY_PREFILL, TINY_TRITON = (1, 2), (8, 16), (8,), ((2, 16),)
+
+
+def unsupported_reason(cfg: ModelConfig) -> str | None:
+    """Why ``--full`` cannot build ``cfg`` (None when it can)."""
+    if cfg.mla is not None or cfg.moe is not None:
+        return "--full supports dense Llama-type models only (no MoE or MLA yet)"
+    if cfg.num_heads % cfg.num_kv_heads or cfg.head_dim not in (64, 128):
+        return "--full needs GQA/MHA attention with head dim 64 or 128"
+    if cfg.norm != "rmsnorm" or not cfg.gated_mlp or cfg.position_embedding != "rope":
+        return "--full supports RMSNorm, gated-MLP, RoPE models only"
+    return None
+
+
+#: the fields of a built config that differ from its preset (tiny or reduced runs); validate
+#: rebuilds the config as ``replace(get_model(model_ref), **config)``
+CONFIG_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size")
+
+
+def config_fields(cfg: ModelConfig) -> dict[str, int]:
+    return {k: int(getattr(cfg, k)) for k in CONFIG_FIELDS}
+
+
+def tiny_full_config(cfg: ModelConfig) -> ModelConfig:
+    """A few-MB model of the same kind, for the CPU dry run."""
+    return replace(cfg, name=f"{cfg.name}-tiny", hidden_size=128, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=192, num_layers=2, vocab_size=256)
+
+
+def weight_bytes(cfg: ModelConfig, layers: int) -> int:
+    d, H, Hkv, D, F, V = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
+    per_layer = (H + 2 * Hkv) * D * d + d * H * D + 2 * F * d + d * F + 2 * d
+    return 2 * (per_layer * layers + V * d * (1 if cfg.tie_embeddings else 2) + d)
+
+
+def kv_bytes(cfg: ModelConfig, layers: int, batch: int, context: int) -> int:
+    return 2 * 2 * layers * batch * cfg.num_kv_heads * (context + 1) * cfg.head_dim
+
+
+def workspace_bytes(cfg: ModelConfig, batch: int, tokens: int) -> int:
+    """Activations of one layer (bf16), logits (fp32 worst case) and the prefill's attention scratch."""
+    width = max(cfg.hidden_size, (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, 2 * cfg.intermediate_size)
+    return 16 * batch * tokens * width + 4 * batch * cfg.vocab_size + 2**28
+
+
+def layers_to_fit(cfg: ModelConfig, usable_bytes: float) -> int:
+    """The most layers (<= the model's) whose weights take at most ``WEIGHT_SHARE`` of memory."""
+    layers = cfg.num_layers
+    while layers > 1 and weight_bytes(cfg, layers) > WEIGHT_SHARE * usable_bytes:
+        layers -= 1
+    return layers
+
+
+@dataclass
+class Plan:
+    cfg: ModelConfig  # with the layers actually built
+    layers_full: int
+    decode: list[tuple[int, int]]
+    prefill: list[int]
+    triton: list[tuple[int, int]]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def reduced(self) -> bool:
+        return self.cfg.num_layers < self.layers_full
+
+
+def make_plan(cfg: ModelConfig, usable_bytes: float, tiny: bool = False, batches=None, contexts=None, prefill=None) -> Plan:
+    """Layers that fit, and the grid points whose cache fits beside the weights."""
+    batches = batches or (TINY_BATCHES if tiny else DECODE_BATCHES)
+    contexts = contexts or (TINY_CONTEXTS if tiny else DECODE_CONTEXTS)
+    prefill = prefill or (TINY_PREFILL if tiny else PREFILL_LENS)
+    layers = layers_to_fit(cfg, usable_bytes)
+    built = replace(cfg, num_layers=layers)
+    free = usable_bytes - weight_bytes(built, layers)
+    plan = Plan(built, cfg.num_layers, [], [], [])
+    for B in batches:
+        for N in contexts:
+            need = kv_bytes(built, layers, B, N) + workspace_bytes(built, B, 1)
+            if need <= free:
+                plan.decode.append((B, N))
+            else:
+                plan.skipped.append({"phase": "decode", "batch": B, "context": N, "reason": f"KV cache + workspace {need / 1e9:.1f} GB > {free / 1e9:.1f} GB free beside the weights"})
+    for S in prefill:
+        need = kv_bytes(built, layers, 1, S) + workspace_bytes(built, 1, S) + 4 * cfg.num_heads * S * S
+        if need <= free:
+            plan.prefill.append(S)
+        else:
+            plan.skipped.append({"phase": "prefill", "batch": 1, "context": S, "reason": f"needs {need / 1e9:.1f} GB > {free / 1e9:.1f} GB free"})
+    wanted = TINY_TRITON if tiny else TRITON_POINTS
+    plan.triton = [p for p in wanted if p in plan.decode]
+    return plan
+
+
+# ------------------------------------------------------------------------------------------------
+# The model
+# ------------------------------------------------------------------------------------------------
+
+
+class Weights:
+    """Random bf16 weights of ``cfg`` (``cfg.num_layers`` layers) on ``device``."""
+
+    def __init__(self, cfg: ModelConfig, device: str, seed: int = 0) -> None:
+        import torch
+
+        from kernels.testing import device_randn
+
+        g = torch.Generator().manual_seed(seed)
+        bf = torch.bfloat16
+        d, H, Hkv, D, F = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+
+        def w(n_out, n_in):
+            return device_randn((n_out, n_in), bf, device, g, scale=n_in**-0.5)
+
+        def norm():
+            return (1.0 + 0.1 * device_randn((d,), torch.float32, device, g)).to(bf)
+
+        self.cfg, self.device = cfg, device
+        self.embed = device_randn((cfg.vocab_size, d), bf, device, g)
+        self.layers = []
+        for _ in range(cfg.num_layers):
+            self.layers.append({
+                "norm1": norm(), "qkv": w((H + 2 * Hkv) * D, d),
+                "qkv_bias": 0.1 * device_randn(((H + 2 * Hkv) * D,), bf, device, g) if cfg.attention_bias else None,
+                "o": w(d, H * D), "norm2": norm(), "gate_up": w(2 * F, d), "down": w(d, F),
+            })
+        self.final_norm = norm()
+        self.lm_head = self.embed if cfg.tie_embeddings else w(cfg.vocab_size, d)
+        theta = float(cfg.rope_theta or 10000.0)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float32, device=device) / D))
+
+    def rope_tables(self, positions):
+        """cos, sin [T, D] (rotate-half layout) in bf16."""
+        import torch
+
+        ang = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]
+        ang = torch.cat((ang, ang), dim=-1)
+        return torch.cos(ang).to(torch.bfloat16), torch.sin(ang).to(torch.bfloat16)
+
+
+def rope(x, cos, sin):
+    """x [T, heads, D] rotated with cos/sin [T, D] (torch ops: slice, neg, cat, mul, mul, add)."""
+    import torch
+
+    half = x.shape[-1] // 2
+    c, s = cos[:, None, :], sin[:, None, :]
+    return x * c + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * s
+
+
+class TorchOps:
+    name = "torch"
+
+    def __init__(self, sdpa_backend: str = "default") -> None:
+        self.sdpa_backend = sdpa_backend
+
+    def rmsnorm(self, x, w):
+        import torch.nn.functional as F
+
+        return F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+    def linear(self, x, w, b=None):
+        import torch.nn.functional as F
+
+        return F.linear(x, w, b)
+
+    def decode_attention(self, q, k_cache, v_cache):
+        """q [B, H, D], caches [B, Hkv, N, D] -> [B, H, D]."""
+        from rooflinecli.bench.opgrid import _sdpa_fn
+
+        return _sdpa_fn(q[:, :, None], k_cache, v_cache, False, self.sdpa_backend)()[:, :, 0]
+
+
+class TritonOps(TorchOps):
+    name = "triton"
+    KERNELS = "kernels.rmsnorm (norms), kernels.gemm (qkv, o, gate_up, down, lm_head), kernels.decode_attention"
+    TORCH_GLUE = "embedding, RoPE, KV-cache write, silu*mul, residual adds, q/k/v biases (torch ops: no kernel of ours)"
+
+    def __init__(self) -> None:
+        from kernels.decode_attention import decode_attention
+        from kernels.gemm import gemm
+        from kernels.rmsnorm import rmsnorm
+
+        super().__init__()
+        self._gemm, self._rms, self._dec = gemm, rmsnorm, decode_attention
+
+    def rmsnorm(self, x, w):
+        return self._rms(x, w, EPS)
+
+    def linear(self, x, w, b=None):
+        y = self._gemm(x, w)
+        return y if b is None else y + b
+
+    def decode_attention(self, q, k_cache, v_cache):
+        return self._dec(q.contiguous(), k_cache, v_cache)
+
+
+def decode_step(W: Weights, ops, tokens, cos, sin, k_caches, v_caches, pos: int):
+    """One decode step: tokens [B] -> logits [B, V]; K/V of the new token written at ``pos``."""
+    import torch.nn.functional as F
+
+    cfg = W.cfg
+    H, Hkv, D, Fi = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    h = F.embedding(tokens, W.embed)
+    B = h.shape[0]
+    for L, kc, vc in zip(W.layers, k_caches, v_caches):
+        qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, H + 2 * Hkv, D)
+        q = rope(qkv[:, :H], cos, sin)
+        kc[:, :, pos] = rope(qkv[:, H : H + Hkv], cos, sin)
+        vc[:, :, pos] = qkv[:, H + Hkv :]
+        o = ops.decode_attention(q, kc, vc).reshape(B, H * D)
+        h.add_(ops.linear(o, L["o"]))
+        gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
+        h.add_(ops.linear(F.silu(gu[:, :Fi]) * gu[:, Fi:], L["down"]))
+    return ops.linear(ops.rmsnorm(h, W.final_norm), W.lm_head)
+
+
+def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str = "default"):
+    """Eager prefill of one sequence (torch ops): tokens [S] -> last-token logits [1, V]."""
+    import torch.nn.functional as F
+
+    from rooflinecli.bench.opgrid import _sdpa_fn
+
+    cfg, ops = W.cfg, TorchOps()
+    H, Hkv, D, Fi = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    h = F.embedding(tokens, W.embed)
+    S = h.shape[0]
+    for L, kc, vc in zip(W.layers, k_caches, v_caches):
+        qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(S, H + 2 * Hkv, D)
+        q = rope(qkv[:, :H], cos, sin).transpose(0, 1)[None]
+        kc[0, :, :S] = rope(qkv[:, H : H + Hkv], cos, sin).transpose(0, 1)
+        vc[0, :, :S] = qkv[:, H + Hkv :].transpose(0, 1)
+        o = _sdpa_fn(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
+        h.add_(ops.linear(o[0].transpose(0, 1).reshape(S, H * D), L["o"]))
+        gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
+        h.add_(ops.linear(F.silu(gu[:, :Fi]) * gu[:, Fi:], L["down"]))
+    return ops.linear(ops.rmsnorm(h[-1:], W.final_norm), W.lm_head)
+
+
+# ------------------------------------------------------------------------------------------------
+# Timing
+# ------------------------------------------------------------------------------------------------
+
+
+def _median(xs) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _caches(W: Weights, batch: int, context: int, device: str, gen):
+    from kernels.testing import device_randn
+
+    import torch
+
+    shape = (batch, W.cfg.num_kv_heads, context + 1, W.cfg.head_dim)
+    return ([device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers], [device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers])
+
+
+def _graph_replays(fn, device: str, replays: int) -> tuple[list[float], str]:
+    """Seconds per call of ``fn``: CUDA-graph replays (the wall clock on the CPU)."""
+    if device != "cuda":
+        fn()
+        out = []
+        for _ in range(max(3, replays // 3)):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out, "wall_clock (CPU dry run, not a GPU measurement)"
+    import torch
+
+    from rooflinecli.bench.timing import capture_graph
+
+    g = capture_graph([fn], 1)
+    g.replay()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for i in range(replays):
+        starts[i].record()
+        g.replay()
+        ends[i].record()
+    torch.cuda.synchronize()
+    del g
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)], "cuda_graph (whole step as one graph, replayed back to back)"
+
+
+def _eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
+    if device != "cuda":
+        fn()
+        out = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return out, "wall_clock (CPU dry run, not a GPU measurement)"
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(runs):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        out.append(s.elapsed_time(e) * 1e-3)
+    return out, "cuda_events (eager, one prefill per sample, host launch gaps included)"
+
+
+def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen) -> tuple[str, str]:
+    """The fastest SDPA backend (native GQA) for one layer's decode attention, and the eager times."""
+    import torch
+
+    from kernels.testing import device_randn
+    from rooflinecli.bench.opgrid import SDPA_BACKENDS, _sdpa_fn
+
+    cfg = W.cfg
+    q = device_randn((batch, cfg.num_heads, 1, cfg.head_dim), torch.bfloat16, device, gen)
+    k = device_randn((batch, cfg.num_kv_heads, context + 1, cfg.head_dim), torch.bfloat16, device, gen)
+    times: dict[str, float] = {}
+    for b in SDPA_BACKENDS:
+        try:
+            fn = _sdpa_fn(q, k, k, False, b)
+            samples, _ = _eager_runs(fn, device, 3)
+            times[b] = _median(samples)
+        except Exception:  # noqa: BLE001 - a backend without this shape is not a candidate
+            if device == "cuda":
+                try:
+                    torch.cuda.synchronize()
+                except Exception:  # noqa: BLE001
+                    pass
+    if not times:
+        return "default", "no backend ran in the probe; default dispatch"
+    best = min(times, key=times.get)
+    return best, "eager us per backend: " + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in sorted(times.items(), key=lambda kv: kv[1]))
+
+
+def _point(phase: str, engine: str, batch: int, context: int, layers: int, samples: list[float], method: str, **extra) -> dict[str, Any]:
+    return {"phase": phase, "engine": engine, "batch": batch, "context": context, "layers": layers, "measured_s": _median(samples),
+            "min_s": min(samples), "max_s": max(samples), "samples_s": samples, "method": method, **extra}
+
+
+#: Triton vs torch logits through every layer in bf16 (different accumulation orders)
+TRITON_TOLERANCE = 5e-2
+
+
+def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool = False, budget_s: float = 30.0,
+             replays: int = REPLAYS, on_point=None, seed: int = 0, triton: bool = True, checkpoint=None) -> dict[str, Any]:
+    """Build, time and record the whole model; the ``extra.end_to_end_full.models[<name>]`` dict.
+    ``checkpoint(entry)`` is called after every point (a stage killed by its timeout keeps them)."""
+    import torch
+
+    t0 = time.monotonic()
+    if device == "cuda":
+        free, _total = torch.cuda.mem_get_info()
+        usable = USABLE * free
+    else:
+        usable = 8e9
+    plan = make_plan(cfg, usable, tiny)
+    out: dict[str, Any] = {
+        "model": cfg.name, "model_ref": model_ref, "layers_full": plan.layers_full, "layers_used": plan.cfg.num_layers,
+        "reduced": plan.reduced, "config": config_fields(plan.cfg), "dtype": "bf16", "weights": "random bf16 (never zeros), scaled 1/sqrt(fan_in)",
+        "ops": "embedding; per layer rmsnorm, qkv GEMM, RoPE, KV-cache write, SDPA decode attention, o GEMM, add, rmsnorm, gate_up GEMM, silu*mul, down GEMM, add; final norm, lm_head",
+        "triton_engine": {"kernels": TritonOps.KERNELS, "torch_ops": TritonOps.TORCH_GLUE},
+        "points": [], "failed": [], "skipped": list(plan.skipped), "budget_s": budget_s,
+    }
+    if plan.reduced:
+        out["note"] = (f"{cfg.name} does not fit one GPU with room for its KV cache: built with {plan.cfg.num_layers} of "
+                       f"{plan.layers_full} layers (num_hidden_layers reduced); predictions use the same reduced config")
+    W = Weights(plan.cfg, device, seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    L = plan.cfg.num_layers
+
+    def over() -> bool:
+        return time.monotonic() - t0 >= budget_s
+
+    state: dict[str, Any] = {"triton": None}
+
+    def decode_point(engine: str, B: int, N: int) -> dict[str, Any]:
+        kc, vc = _caches(W, B, N, device, gen)
+        tokens = torch.randint(0, plan.cfg.vocab_size, (B,), generator=gen).to(device)
+        cos, sin = W.rope_tables(torch.full((B,), N, device=device))
+        if engine == "torch":
+            backend, how = pick_decode_backend(W, B, N, device, gen)
+            ops, extra = TorchOps(backend), {"backend": backend, "backend_probe": how}
+        else:
+            ops = state["triton"] = state["triton"] or TritonOps()
+            err = rel_error(decode_step(W, ops, tokens, cos, sin, kc, vc, N), decode_step(W, TorchOps(), tokens, cos, sin, kc, vc, N))
+            extra = {"check_rel_error_vs_torch": err, "check_ok": err <= TRITON_TOLERANCE}
+        samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+        return _point("decode", engine, B, N, L, samples, method, **extra)
+
+    def prefill_point(engine: str, B: int, S: int) -> dict[str, Any]:
+        kc, vc = _caches(W, 1, S, device, gen)
+        tokens = torch.randint(0, plan.cfg.vocab_size, (S,), generator=gen).to(device)
+        cos, sin = W.rope_tables(torch.arange(S, device=device))
+        samples, method = _eager_runs(lambda: prefill(W, tokens, cos, sin, kc, vc), device, 5)
+        return _point("prefill", "torch", 1, S, L, samples, method, backend="default dispatch (SDPA causal, enable_gqa)")
+
+    # torch decode first, then prefill, then the Triton engine (its first calls autotune: slowest last)
+    jobs = [("decode", "torch", B, N, decode_point) for B, N in plan.decode] + [("prefill", "torch", 1, S, prefill_point) for S in plan.prefill]
+    jobs += [("decode", "triton", B, N, decode_point) for B, N in plan.triton] if triton else []
+    for phase, engine, B, N, run in jobs:
+        if over():
+            out["skipped"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "reason": "time budget spent"})
+            continue
+        if on_point:
+            on_point(phase, engine, B, N)
+        try:
+            out["points"].append(run(engine, B, N))
+        except Exception as e:  # noqa: BLE001 - one failing point never stops the stage
+            out["failed"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"})
+            if device == "cuda":
+                try:
+                    torch.cuda.synchronize()
+                except Exception:  # noqa: BLE001 - a dead context fails the next point, which records it
+                    pass
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        if checkpoint is not None:
+            checkpoint({**out, "elapsed_s": time.monotonic() - t0, "partial": True})
+    out["elapsed_s"] = time.monotonic() - t0
+    del W
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return out
