@@ -5,6 +5,7 @@ GPU the command says so in one line."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import pytest
@@ -148,7 +149,7 @@ def test_bench_without_gpu_is_one_line_exit_2(tmp_path):
     "args, needle",
     [
         (["--kernel", "gemmm"], "unknown kernel 'gemmm'"),
-        (["--samples", "5"], "--samples must be >= 10"),
+        (["--samples", "10"], "--samples must be >= 20"),
         (["--hw", "h10"], "unknown GPU 'h10'"),
     ],
 )
@@ -230,3 +231,164 @@ def test_a_lost_cuda_context_skips_the_remaining_cases(monkeypatch):
     assert [(r.op, r.shape, r.correct) for r in state.rows if r.impl == "triton"] == [("crashing", "N63", False)]
     assert [(s["op"], s["case"]) for s in state.skipped] == [("crashing", "N64-fp32"), ("copy", "N63-fp32"), ("copy", "N64-fp32")]
     assert all("CUDA context was lost at crashing N63-fp32" in s["reason"] for s in state.skipped)
+
+
+# ------------------------------------------------------------------------------------------------
+# the new row fields, fair baselines, committed tuning, crosscheck, old files
+# ------------------------------------------------------------------------------------------------
+
+
+def test_rows_store_host_time_tuning_and_backend(bench_run):
+    _, out = bench_run
+    for row in load_results(out).rows:
+        assert row.host_us_per_call is not None and row.host_us_per_call > 0
+        if row.impl == "triton":
+            assert row.tuning == "fixed" and row.config == {}  # no autotuner runs under the interpreter
+        else:
+            assert row.backend == "" and row.tuning == ""
+
+
+def _sleepy(seconds: float, wrong: bool = False):
+    def make(src):
+        def call():
+            time.sleep(seconds)
+            out = src.clone()
+            if wrong:
+                out[0] += 1
+            return out
+
+        return call
+
+    return make
+
+
+def test_the_fastest_baseline_candidate_is_the_torch_row():
+    """Every candidate is checked like ours; the fastest green one is the row (its backend named),
+    the note lists the others: timed ones with their median, the rest with why not."""
+    copy = load_op("copy")
+    cands = {
+        "slow": _sleepy(0.004),
+        "fast": _sleepy(0.0),
+        "wrong": _sleepy(0.0, wrong=True),
+        "absent": lambda src: None,
+        "broken": lambda src: 1 / 0,
+    }
+    op = replace(copy, baselines=cands)
+    case = Case("N1000", {"n": 1000}, "fp32")
+    rows = Bencher(BenchOptions(kernels=("copy",), suite="test", device="cpu", min_samples=20)).bench_case(op, case)
+    torch_row = next(r for r in rows if r.impl == "torch")
+    assert torch_row.correct and torch_row.backend == "fast"
+    assert torch_row.p50_s < 0.004
+    note = torch_row.note
+    slow_us = float(note.split("slow ")[1].split(" us")[0])
+    assert slow_us >= 4000
+    assert "wrong not timed (rel error" in note
+    assert "absent not timed (not available for these inputs)" in note
+    assert "broken not timed (setup raised ZeroDivisionError" in note
+    # every candidate red: an untimed torch row that says why for each
+    op = replace(copy, baselines={"wrong": _sleepy(0.0, wrong=True), "absent": lambda src: None})
+    torch_row = next(r for r in Bencher(BenchOptions(kernels=("copy",), suite="test", device="cpu")).bench_case(op, case) if r.impl == "torch")
+    assert not torch_row.correct and "wrong: rel error" in torch_row.note and "absent: not available" in torch_row.note
+
+
+def _toy_op(bench_calls: list):
+    """A copy-like op launched through a real triton.autotune kernel (its benchmark stubbed)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    def do_bench(fn, quantiles=None, **kw):
+        bench_calls.append(1)
+        return [1.0, 1.0, 1.0]
+
+    configs = [triton.Config({"BLOCK": 32}, num_warps=4, num_stages=2), triton.Config({"BLOCK": 64}, num_warps=4, num_stages=3)]
+    at = triton.autotune(configs=configs, key=["n"], do_bench=do_bench)(_k)
+
+    def run(src):
+        out = torch.full_like(src, float("nan"))
+        n = src.numel()
+        at[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](src, out, n)
+        return out
+
+    return replace(load_op("copy"), name="toy", run=run, baseline=None), at
+
+
+def test_committed_configs_are_used_and_a_bad_file_falls_back_to_autotuning(tmp_path, monkeypatch):
+    import kernels.tuning as tuning
+
+    bench_calls: list = []
+    op, at = _toy_op(bench_calls)
+    monkeypatch.setattr(tuning, "discover_autotuners", lambda modules=None: {"toy._at": at})
+    case = Case("N1000", {"n": 1000}, "fp32")
+    key = [1000, "torch.float32", "torch.float32"]
+    good = tmp_path / "nvidia-h200-triton.json"
+    doc = {"schema": tuning.TUNED_SCHEMA, "gpu": "NVIDIA H200", "triton": __import__("triton").__version__,
+           "autotuners": {"toy._at": [{"key": key, "config": {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}}]}}
+    good.write_text(json.dumps(doc))
+    opts = BenchOptions(kernels=("toy",), suite="test", device="cpu", tuned_file=str(good), gpu_name="NVIDIA H200", baseline=False)
+    bencher = Bencher(opts)
+    assert bencher.tuned_info["status"] == "applied"
+    (row,) = bencher.bench_case(op, case)
+    assert row.correct and row.tuning == "committed" and bench_calls == []
+    assert row.config == {"toy._at": {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}}
+
+    at.cache.clear()
+    doc["gpu"] = "NVIDIA A100-SXM4-80GB"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(doc))
+    bencher = Bencher(replace(opts, tuned_file=str(other)))
+    assert bencher.tuned_info["status"] == "rejected"
+    assert "tuned on GPU 'NVIDIA A100-SXM4-80GB', this is 'NVIDIA H200'" in bencher.tuned_info["message"]
+    (row,) = bencher.bench_case(op, case)
+    assert row.correct and row.tuning == "autotuned" and bench_calls  # tuned at run time, and says so
+    assert set(row.config) == {"toy._at"}
+
+
+def test_bench_cli_warns_in_one_line_about_a_bad_tuned_file(tmp_path):
+    bad = tmp_path / "tuned.json"
+    bad.write_text('{"schema": "rooflinecli.tuned/1", "gpu": "NVIDIA H200", "triton": "0", "autotuners": {}}')
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--suite", "test", "--kernel", "copy", "--tuned", str(bad), "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    warnings = [line for line in r.output.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(bad) in warnings[0] and "autotuning at run time" in warnings[0]
+    res = load_results(out)
+    assert res.extra["bench"]["tuned_configs"]["status"] == "rejected"
+    assert all(row.correct for row in res.rows)
+
+
+def test_crosscheck_ratio_is_stored(monkeypatch):
+    import rooflinecli.bench.runner as runner_mod
+
+    class CrossBencher(Bencher):
+        def crosscheck(self, fn):
+            fn()
+            return 1e-3
+
+    monkeypatch.setattr(runner_mod, "Bencher", CrossBencher)
+    good = replace(load_op("copy"), cases={"test": (Case("N63", {"n": 63}, "fp32"),)})
+    import kernels.registry as registry
+
+    monkeypatch.setattr(registry, "load_op", lambda name: good)
+    opts = BenchOptions(kernels=("copy",), suite="test", device="cpu", crosscheck=True)
+    state = run_bench(opts)
+    assert len(state.crosscheck) == 2 and {c["impl"] for c in state.crosscheck} == {"triton", "torch"}
+    for c, row in zip(state.crosscheck, state.rows):
+        assert c["ratio"] == pytest.approx(row.p50_s / 1e-3) and c["do_bench_cudagraph_us"] == pytest.approx(1000)
+        assert "do_bench_cudagraph median 1000 us (ours / it = " in row.note
+    extra = make_results(opts, state, {"gpu_name": "cpu"}, "2026-01-01T00:00:00Z").extra["bench"]
+    assert extra["crosscheck"] == state.crosscheck
+
+
+def test_old_results_without_host_times_still_load():
+    from pathlib import Path
+
+    res = load_results(Path(__file__).parent / "fixtures" / "h200-2026-11-30" / "results.json")
+    assert len(res.rows) == 108
+    for row in res.rows:
+        assert row.host_us_per_call is None and row.config == {} and row.tuning == "" and row.backend == ""
+        assert row.method == "cuda_events" or row.method == "cuda_graph"

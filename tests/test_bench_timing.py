@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rooflinecli.bench.environment import match_spec_id
-from rooflinecli.bench.timing import MIN_SAMPLES, Timing, sample_count, time_wall_clock
+import rooflinecli.bench.timing as timing
+from rooflinecli.bench.timing import MIN_SAMPLES, Timing, graph_launches, host_ahead_sleep_s, host_us_per_call, sample_count, time_wall_clock
 from rooflinecli.results import quantiles_s
 
 
@@ -41,7 +42,8 @@ def test_quantiles_ignore_order_and_survive_an_outlier():
     "estimate_s, budget_s, expected",
     [(1e-3, 0.25, 100), (0.1, 0.25, MIN_SAMPLES), (2.0**-7, 0.25, 32), (0.0, 0.25, 100), (float("nan"), 0.25, 100)],
 )
-def test_sample_count_keeps_at_least_ten(estimate_s, budget_s, expected):
+def test_sample_count_keeps_at_least_twenty(estimate_s, budget_s, expected):
+    assert MIN_SAMPLES == 20
     n = sample_count(estimate_s, budget_s)
     assert MIN_SAMPLES <= n <= 100
     assert n == expected
@@ -60,6 +62,7 @@ def test_wall_clock_keeps_every_sample_and_times_the_call():
     assert len(calls) == 14  # warm-up calls are not samples
     assert min(t.samples_s) >= 0.002
     assert "not a GPU" in t.note
+    assert t.host_us_per_call >= 2000
 
 
 def test_wall_clock_rejects_zero_samples():
@@ -91,34 +94,190 @@ def test_gpu_name_match_never_returns_a_missing_spec():
     assert match_spec_id("NVIDIA H200") == "h200"  # the built-in specs have it
 
 
-def test_a_failed_graph_capture_falls_back_to_the_event_samples(monkeypatch):
-    """A kernel under 50 us whose graph capture fails (a launcher that syncs with the host) keeps
-    its event samples, labelled, even when the invalidated capture raises again at the next
-    synchronize. The CUDA calls are stubbed: this is the fallback's logic, not a GPU."""
+# ------------------------------------------------------------------------------------------------
+# GPU method choice and ordering, with the CUDA calls stubbed (no GPU here)
+# ------------------------------------------------------------------------------------------------
+
+
+class _FakeFlusher:
+    nbytes = 256 * 2**20
+
+    def __init__(self, log=None):
+        self.log = log
+
+    def flush(self):
+        if self.log is not None:
+            self.log.append("flush")
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """torch.cuda.synchronize, Event and _sleep replaced by recorders; returns the call log."""
     import torch
 
-    import rooflinecli.bench.timing as timing
+    log: list[str] = []
 
-    syncs = {"n": 0}
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            log.append("event")
+
+        def elapsed_time(self, other):
+            return 0.05  # ms
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"sleep:{cycles}"))
+    monkeypatch.setattr(timing, "_SLEEP_CYCLES_PER_S", [1e9])
+    return log
+
+
+def test_graph_replay_is_the_method_when_capture_works(monkeypatch, fake_cuda):
+    seen = {}
+
+    def fake_graph(fns, *, min_samples, target_total_s):
+        seen["fns"] = list(fns)
+        return [5e-6] * min_samples, 400
+
+    monkeypatch.setattr(timing, "time_cuda_graph", fake_graph)
+    monkeypatch.setattr(timing, "time_events_host_ahead", lambda *a, **k: pytest.fail("no events when capture works"))
+    sets = [lambda: None, lambda: None, lambda: None]
+    t = timing.time_cuda(lambda: None, _FakeFlusher(), rotating=lambda: sets, min_samples=25)
+    assert t.method == "cuda_graph" and len(t.samples_s) == 25 and t.p50_s == pytest.approx(5e-6)
+    assert seen["fns"] == sets  # the rotating input sets, not the single call
+    assert "400 launches over 3 rotating input sets" in t.note and "no flush in the timed region" in t.note
+    assert t.host_us_per_call is not None and t.host_us_per_call >= 0
+
+
+def test_a_failed_capture_falls_back_to_host_ahead_events(monkeypatch, fake_cuda):
+    """A launcher whose capture raises (it synchronizes) is timed with events, the host kept ahead
+    by a GPU sleep sized from its host time, even when the invalidated capture raises again at
+    the next synchronize."""
+    import torch
+
+    syncs = {"n": 0, "fail_at": None}
 
     def synchronize():
         syncs["n"] += 1
-        if syncs["n"] == 3:  # the one after the failed capture
+        if syncs["n"] == syncs["fail_at"]:
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
 
-    def capture_fails(*a, **k):
+    def capture_fails(fns, **k):
+        syncs["fail_at"] = syncs["n"] + 1  # the synchronize right after the failed capture
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
+    calls = []
     monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
-    monkeypatch.setattr(timing, "time_cuda_events", lambda fn, flusher, samples: [12e-6] * samples)
     monkeypatch.setattr(timing, "time_cuda_graph", capture_fails)
-    flusher = type("F", (), {"nbytes": 256 * 2**20, "flush": lambda self: None})()
-    t = timing.time_cuda(lambda: None, flusher, min_samples=20, target_total_s=1e-3)
-    assert t.method == "cuda_events" and len(t.samples_s) == timing.sample_count(12e-6, 1e-3, 20) == 83
-    assert t.p50_s == pytest.approx(12e-6)
-    assert "graph capture failed (RuntimeError" in t.note and "include launch overhead" in t.note
-    assert syncs["n"] == 3
-    # a kernel over 50 us never tries a graph
-    monkeypatch.setattr(timing, "time_cuda_events", lambda fn, flusher, samples: [80e-6] * samples)
-    t = timing.time_cuda(lambda: None, flusher, min_samples=10)
-    assert t.method == "cuda_events" and "graph" not in t.note
+    monkeypatch.setattr(timing, "host_us_per_call", lambda fn, sync, reps=7: 300.0)
+
+    def events(fn, flusher, *, samples, sleep_s):
+        calls.append((samples, sleep_s))
+        return [12e-6] * samples
+
+    monkeypatch.setattr(timing, "time_events_host_ahead", events)
+    t = timing.time_cuda(lambda: None, _FakeFlusher(), min_samples=20, target_total_s=1e-3)
+    assert t.method == "cuda_events_host_ahead"
+    assert t.p50_s == pytest.approx(12e-6) and t.host_us_per_call == 300.0
+    assert "graph capture failed (RuntimeError: CUDA error: operation not permitted" in t.note
+    assert "host kept ahead (600 us GPU sleep" in t.note
+    sleep = host_ahead_sleep_s(300.0)
+    assert sleep == pytest.approx(600e-6)
+    assert calls[0] == (3, sleep)  # the estimate
+    assert calls[1] == (sample_count(12e-6 + sleep, 1e-3, 20), sleep) and len(t.samples_s) == calls[1][0]
+    # --no-graphs: never tries a capture
+    monkeypatch.setattr(timing, "time_cuda_graph", lambda *a, **k: pytest.fail("graphs are off"))
+    t = timing.time_cuda(lambda: None, _FakeFlusher(), min_samples=20, use_graphs=False)
+    assert t.method == "cuda_events_host_ahead" and t.note.startswith("graphs disabled")
+
+
+def test_host_ahead_order_flush_then_sleep_then_start_event(fake_cuda):
+    """Per sample: the flush, then the GPU sleep (the flush stays out of the sample and the host
+    queues the call while the GPU sleeps), then start event, the call, end event."""
+    log = fake_cuda
+    samples = timing.time_events_host_ahead(lambda: log.append("call"), _FakeFlusher(log), samples=2, sleep_s=200e-6)
+    assert samples == [50e-6, 50e-6]
+    per_sample = ["flush", "sleep:200000", "event", "call", "event"]
+    assert log == per_sample * 2 + ["sync"]
+
+
+def test_replays_are_queued_behind_a_sleep_with_no_flush(fake_cuda):
+    log = fake_cuda
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    out = timing.replay_samples(Graph(), launches=10, samples=3)
+    assert out == [pytest.approx(5e-6)] * 3  # 0.05 ms per replay / 10 launches
+    assert log[:2] == ["replay", "sync"]  # upload replay, untimed
+    assert log[2].startswith("sleep:") and log[3:] == ["event", "replay", "event"] * 3 + ["sync"]
+    assert "flush" not in log
+
+
+@pytest.mark.parametrize(
+    "per_launch_s, n_sets, expected",
+    [
+        (3e-6, 1, 334),  # a replay of >= 1 ms
+        (3e-6, 10, 340),  # whole passes over the rotating sets
+        (5e-3, 2, 2),  # a long kernel: one pass, already over 1 ms
+        (1e-9, 1, timing.MAX_GRAPH_LAUNCHES),  # capped
+        (1e-9, 7, (timing.MAX_GRAPH_LAUNCHES // 7) * 7),
+        (1e-6, 5000, 5000),  # never fewer than one pass
+        (0.0, 3, (timing.MAX_GRAPH_LAUNCHES // 3) * 3),
+    ],
+)
+def test_graph_launches(per_launch_s, n_sets, expected):
+    n = graph_launches(per_launch_s, n_sets)
+    assert n == expected and n % n_sets == 0
+
+
+def test_host_ahead_sleep_is_bounded():
+    assert host_ahead_sleep_s(None) == timing.HOST_AHEAD_MIN_S
+    assert host_ahead_sleep_s(20.0) == timing.HOST_AHEAD_MIN_S
+    assert host_ahead_sleep_s(1000.0) == pytest.approx(2e-3)
+    assert host_ahead_sleep_s(1e6) == timing.HOST_AHEAD_MAX_S
+
+
+def test_host_us_per_call_syncs_before_every_call():
+    log = []
+
+    def fn():
+        log.append("call")
+        time.sleep(0.001)
+
+    us = host_us_per_call(fn, lambda: log.append("sync"), reps=5)
+    assert log == ["sync", "call"] * 5 + ["sync"]
+    assert us >= 1000
+
+
+def test_the_flush_reads_without_writing(monkeypatch):
+    """The L2 flush is a read pass: the buffer is unchanged after it (a write would leave dirty
+    lines to be written back inside the next sample)."""
+    import torch
+
+    monkeypatch.setattr(timing, "FLUSH_BYTES_MIN", 4096)
+    f = timing.L2Flusher("cpu", l2_bytes=2048)
+    assert f.nbytes == 8192 and f.buf.numel() == 2048
+    f.buf[7] = 3.0
+    before = f.buf.clone()
+    f.flush()
+    assert torch.equal(f.buf, before) and float(f._out) == 3.0
+
+
+def test_crosscheck_asks_do_bench_cudagraph_for_the_median(monkeypatch):
+    import triton.testing
+
+    seen = {}
+
+    def fake(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.update(rep=rep, return_mode=return_mode)
+        fn()
+        return 0.125  # ms
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", fake)
+    called = []
+    assert timing.crosscheck_s(lambda: called.append(1), rep_ms=50) == pytest.approx(125e-6)
+    assert seen == {"rep": 50, "return_mode": "median"} and called == [1]

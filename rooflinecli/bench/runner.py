@@ -2,9 +2,12 @@
 PyTorch/cuBLAS baseline in the same run, and write long-format result rows.
 
 Order per case: fresh random inputs -> our kernel vs the reference (relative error, NaN-poisoned
-outputs inside the launchers) -> timing, only on a green check -> the baseline, checked and timed
-the same way. A case that fails its check is recorded untimed (``correct = false``, the error in
-``note``); an exception in a launcher is a failed check too, never a crash of the run.
+outputs inside the launchers; the first call, so any run-time autotuning happens here and the
+config it chose is recorded) -> each baseline candidate (``KernelOp.baselines``, else
+``KernelOp.baseline``) checked the same way -> timing (``rooflinecli.bench.timing``: GPU time),
+only on a green check; the fastest candidate is the torch row (``backend`` names it, the note
+lists the others). A case that fails its check is recorded untimed (``correct = false``, the
+error in ``note``); an exception in a launcher is a failed check too, never a crash of the run.
 
 torch and the kernels are imported inside the functions (the CLI starts fast without them).
 """
@@ -27,8 +30,9 @@ from rooflinecli.hardware import HardwareSpec
 from rooflinecli.results import ResultRow, Results
 
 SUITES = ("quick", "full", "test")  # "test": the kernels' tiny CPU-interpreter cases
-#: rotating input sets for CUDA-graph timing total at least this many L2s
-ROTATE_L2_MULTIPLE = 2.0
+#: rotating input sets for CUDA-graph timing total at least this many L2s (every launch of a
+#: replay reads data the L2 has evicted, so no flush sits inside the timed region)
+ROTATE_L2_MULTIPLE = 4.0
 MAX_ROTATING_SETS = 256
 
 
@@ -45,6 +49,13 @@ class BenchOptions:
     seed: int = 0
     baseline: bool = True
     use_graphs: bool = True
+    #: also time each timed case with triton.testing.do_bench_cudagraph and store the ratio
+    crosscheck: bool = False
+    #: committed tuned-config file; None: kernels/tuned/<gpu-slug>-triton<version>.json on a GPU,
+    #: none on the CPU
+    tuned_file: str | None = None
+    #: on the CPU, the GPU name a tuned file is checked against (on a GPU: torch's device name)
+    gpu_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,10 @@ class BenchState:
 
     rows: list[ResultRow] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
+    #: with --crosscheck: {op, impl, shape, dtype, ours_us, do_bench_cudagraph_us, ratio} per timed row
+    crosscheck: list[dict[str, Any]] = field(default_factory=list)
+    #: what happened to the committed tuned configs (path, status, message)
+    tuned: dict[str, str] = field(default_factory=dict)
 
 
 def parse_kernels(spec: str | None) -> tuple[str, ...]:
@@ -185,26 +200,63 @@ def _input_bytes(inputs: dict[str, Any]) -> int:
     return total
 
 
-def rotating_sets(op, case, device: str, seed: int, first: dict[str, Any], l2_bytes: float) -> Callable[[], list]:
-    """A factory of calls of ``op.run`` over enough fresh input sets to exceed ``2 x L2``."""
+def input_sets(op, case, device: str, seed: int, first: dict[str, Any], l2_bytes: float) -> Callable[[], list[dict[str, Any]]]:
+    """A memoized factory of input sets for graph timing: ``first`` plus fresh ones until together
+    they exceed ``ROTATE_L2_MULTIPLE x L2`` (at most ``MAX_ROTATING_SETS``). Built on first use,
+    shared by ours and every baseline candidate of the case."""
+    built: list[list[dict[str, Any]]] = []
 
-    def build() -> list[Callable[[], Any]]:
-        import torch
+    def build() -> list[dict[str, Any]]:
+        if not built:
+            import torch
 
-        per_set = max(_input_bytes(first), 1)
-        n_sets = int(min(MAX_ROTATING_SETS, max(1, math.ceil(ROTATE_L2_MULTIPLE * l2_bytes / per_set))))
-        gen = torch.Generator().manual_seed(case_seed(seed, case.id, "rotate"))
-        sets = [first] + [op.make_inputs(case, device, gen) for _ in range(n_sets - 1)]
-        return [partial(op.run, **s) for s in sets]
+            per_set = max(_input_bytes(first), 1)
+            n_sets = int(min(MAX_ROTATING_SETS, max(1, math.ceil(ROTATE_L2_MULTIPLE * l2_bytes / per_set))))
+            gen = torch.Generator().manual_seed(case_seed(seed, case.id, "rotate"))
+            built.append([first] + [op.make_inputs(case, device, gen) for _ in range(n_sets - 1)])
+        return built[0]
 
     return build
 
 
+def rotating_calls(sets: Callable[[], list[dict[str, Any]]], make: Callable[..., Callable[[], Any] | None]) -> Callable[[], list]:
+    """Zero-argument calls ``make(**inputs)`` over every input set (a set ``make`` refuses is left out)."""
+
+    def build() -> list[Callable[[], Any]]:
+        calls = [make(**s) for s in sets()]
+        return [c for c in calls if c is not None]
+
+    return build
+
+
+def _bind(fn: Callable[..., Any]) -> Callable[..., Callable[[], Any]]:
+    """``fn`` as a baseline factory: ``factory(**inputs)`` -> ``partial(fn, **inputs)``."""
+    return lambda **inputs: partial(fn, **inputs)
+
+
+@dataclass
+class Measured:
+    """One implementation of one case: its check, timing, and where its config came from."""
+
+    check: Check
+    timing: Timing | None = None
+    backend: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    tuning: str = ""
+    crosscheck_s: float | None = None
+    others: str = ""  # the other baseline candidates, for the note
+
+
 class Bencher:
-    """Runs the cases of the chosen kernels; ``device = "cpu"`` swaps CUDA timing for wall clock."""
+    """Runs the cases of the chosen kernels; ``device = "cpu"`` swaps CUDA timing for wall clock.
+
+    On a GPU the committed tuned configs (``kernels.tuning``) are applied to every autotuner first;
+    a missing or rejected file leaves run-time autotuning (``tuned_info`` says which)."""
 
     def __init__(self, opts: BenchOptions) -> None:
         import torch
+
+        from kernels import tuning
 
         self.opts = opts
         self.torch = torch
@@ -216,6 +268,24 @@ class Bencher:
 
             self.l2_bytes = float(l2_size_bytes(0) or (opts.hw.l2_size_mb * 1e6 if opts.hw else 50e6))
             self.flusher = L2Flusher("cuda", self.l2_bytes)
+        self.crosschecks: list[dict[str, Any]] = []  # with opts.crosscheck, one per timed row
+        self.autotuners = tuning.discover_autotuners()
+        self.committed = tuning.Committed()
+        gpu = torch.cuda.get_device_name() if self.cuda else (opts.gpu_name or "cpu")  # as `roofline tune` writes it
+        path = opts.tuned_file
+        if path is None and self.cuda:
+            import triton
+
+            path = str(tuning.tuned_path(gpu, triton.__version__))
+        if path is not None:
+            import triton
+
+            self.committed = tuning.load_committed(path, self.autotuners, gpu, triton.__version__)
+            tuning.apply_committed(self.committed, self.autotuners)
+
+    @property
+    def tuned_info(self) -> dict[str, str]:
+        return {"path": self.committed.path, "status": self.committed.status, "message": self.committed.message}
 
     def sync(self) -> None:
         if self.cuda:
@@ -244,6 +314,14 @@ class Bencher:
             use_graphs=self.opts.use_graphs,
         )
 
+    def crosscheck(self, fn: Callable[[], Any]) -> float | None:
+        """``triton.testing.do_bench_cudagraph``'s median (GPU runs with ``crosscheck`` only)."""
+        if not (self.cuda and self.opts.crosscheck):
+            return None
+        from rooflinecli.bench.timing import crosscheck_s
+
+        return crosscheck_s(fn)
+
     # ------------------------------------------------------------------------------------------
     def supported(self, op, case) -> str | None:
         """None when the case can run here, else the reason it is skipped."""
@@ -255,8 +333,32 @@ class Bencher:
             return f"supported() raised {type(e).__name__}: {e}"
         return None if ok else "not supported on this device"
 
+    def _measure(self, fn: Callable[[], Any], check: Check, rotating: Callable[[], list] | None) -> Measured:
+        """Time ``fn`` after a green ``check`` (an error while timing turns the check red)."""
+        m = Measured(check)
+        if not check.ok:
+            return m
+        try:
+            m.timing = self.time(fn, rotating)
+            m.crosscheck_s = self.crosscheck(fn)
+        except Exception as e:  # noqa: BLE001 - an error while timing is recorded on the row
+            m.timing = None
+            m.check = Check(False, check.rel_error, f"timing raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+        return m
+
+    def baseline_candidates(self, op) -> list[tuple[str, Callable[..., Callable[[], Any] | None]]]:
+        """(backend, factory) pairs: ``op.baselines``, else ``op.baseline`` as backend ``""``."""
+        if not self.opts.baseline:
+            return []
+        if op.baselines:
+            return list(op.baselines.items())
+        return [("", _bind(op.baseline))] if op.baseline is not None else []
+
     def bench_case(self, op, case) -> list[ResultRow]:
-        """Rows for ours and the baseline on one case (untimed rows for a red check)."""
+        """Rows for ours and the fastest baseline candidate on one case (untimed rows for a red
+        check)."""
+        from kernels.tuning import Recorder, summarize_calls
+
         torch = self.torch
         device = self.opts.device
         flops, bytes_ = (float(x) for x in op.cost(case))
@@ -266,42 +368,66 @@ class Bencher:
             inputs = op.make_inputs(case, device, gen)
         except Exception as e:  # noqa: BLE001
             msg = f"make_inputs raised {type(e).__name__}: {' '.join(str(e).split())[:300]}"
-            return [self._row(op, case, "triton", flops, bytes_, None, Check(False, None, msg))]
+            return [self._row(op, case, "triton", flops, bytes_, Measured(Check(False, None, msg)))]
         try:
             ref = op.reference(**inputs)
             self.sync()
         except Exception as e:  # noqa: BLE001
             msg = f"reference raised {type(e).__name__}: {' '.join(str(e).split())[:300]}"
-            return [self._row(op, case, "triton", flops, bytes_, None, Check(False, None, msg))]
+            return [self._row(op, case, "triton", flops, bytes_, Measured(Check(False, None, msg)))]
 
-        rows = []
-        impls: list[tuple[str, Callable[..., Any]]] = [("triton", op.run)]
-        if self.opts.baseline and op.baseline is not None:
-            impls.append(("torch", op.baseline))
-        checks = {impl: run_check(fn, inputs, ref, tol, self.sync) for impl, fn in impls}
+        with Recorder(self.autotuners, self.committed) as rec:
+            ours_check = run_check(op.run, inputs, ref, tol, self.sync)  # the first call: any run-time tuning happens here
+        config, how = summarize_calls(rec.calls)
+        candidates = []  # (backend, factory, call or None, check)
+        for backend, factory in self.baseline_candidates(op):
+            try:
+                call = factory(**inputs)
+            except Exception as e:  # noqa: BLE001 - a candidate that cannot be set up is left out, noted
+                candidates.append((backend, factory, None, Check(False, None, f"setup raised {type(e).__name__}: {' '.join(str(e).split())[:200]}")))
+                continue
+            if call is None:
+                candidates.append((backend, factory, None, Check(False, None, "not available for these inputs")))
+                continue
+            candidates.append((backend, factory, call, run_check(lambda call=call: call(), {}, ref, tol, self.sync)))
         del ref
-        for impl, fn in impls:
-            check = checks[impl]
-            timing = None
-            if check.ok:
-                rotating = rotating_sets(op, case, device, self.opts.seed, inputs, self.l2_bytes) if impl == "triton" else None
-                if impl == "torch":
-                    rotating = _rotating_baseline(op, case, device, self.opts.seed, inputs, self.l2_bytes)
-                try:
-                    timing = self.time(partial(fn, **inputs), rotating)
-                except Exception as e:  # noqa: BLE001 - an error while timing is recorded on the row
-                    check = Check(False, check.rel_error, f"timing raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
-            rows.append(self._row(op, case, impl, flops, bytes_, timing, check))
-        del inputs
+        sets = input_sets(op, case, device, self.opts.seed, inputs, self.l2_bytes)
+        ours = self._measure(partial(op.run, **inputs), ours_check, rotating_calls(sets, _bind(op.run)))
+        ours.config, ours.tuning = config, how
+        rows = [self._row(op, case, "triton", flops, bytes_, ours)]
+        if candidates:
+            rows.append(self._row(op, case, "torch", flops, bytes_, self._fastest_baseline(candidates, sets)))
+        del inputs, candidates
         if self.cuda:
             torch.cuda.empty_cache()
         return rows
 
-    def _row(self, op, case, impl: str, flops: float, bytes_: float, timing: Timing | None, check: Check) -> ResultRow:
+    def _fastest_baseline(self, candidates, sets) -> Measured:
+        """Time every candidate with a green check; the fastest median is the baseline, the note
+        lists the others (median, or why not timed)."""
+        measured = []
+        for backend, factory, call, check in candidates:
+            m = self._measure(call, check, rotating_calls(sets, factory)) if call is not None else Measured(check)
+            m.backend = backend
+            measured.append(m)
+        timed = [m for m in measured if m.timing is not None and m.check.ok]
+        best = min(timed, key=lambda m: m.timing.p50_s) if timed else measured[0]
+        if not timed and len(measured) > 1:
+            best = Measured(Check(False, None, "; ".join(f"{m.backend or 'baseline'}: {m.check.message}" for m in measured)))
+        if len(measured) > 1:
+            best.others = "other baselines: " + ", ".join(
+                f"{m.backend} {m.timing.p50_s * 1e6:.4g} us" if m.timing is not None and m.check.ok else f"{m.backend} not timed ({m.check.message[:80]})"
+                for m in measured
+                if m is not best
+            )
+        return best
+
+    def _row(self, op, case, impl: str, flops: float, bytes_: float, m: Measured) -> ResultRow:
         kind = op.model_kind
         cdt = compute_dtype_for(kind, case.dtype)
         roof_ds = roof(flops, bytes_, self.opts.hw, cdt) if self.opts.hw is not None else None
         roof_ms = roof(flops, bytes_, self.opts.measured, cdt) if self.opts.measured is not None else None
+        check, timing = m.check, m.timing
         common = dict(
             op=op.name,
             impl=impl,
@@ -315,12 +441,25 @@ class Bencher:
             max_rel_error=check.rel_error if check.rel_error is not None and math.isfinite(check.rel_error) else None,
             model_kind=kind,
             compute_dtype=cdt,
+            config=m.config,
+            tuning=m.tuning,
+            backend=m.backend,
         )
         if timing is None or not check.ok:
             nan = float("nan")
-            return ResultRow(samples_s=(), p20_s=nan, p50_s=nan, p80_s=nan, correct=False, method="untimed", note=check.message, **common)
+            note = "; ".join(x for x in (check.message, m.others) if x)
+            return ResultRow(samples_s=(), p20_s=nan, p50_s=nan, p80_s=nan, correct=False, method="untimed", note=note, **common)
         p20, p50, p80 = timing.quantiles_s
         best = roof_ms or roof_ds
+        extra = []
+        if m.crosscheck_s is not None:
+            self.crosschecks.append(
+                {"op": op.name, "impl": impl, "shape": case.shape, "dtype": case.dtype, "backend": m.backend,
+                 "ours_us": p50 * 1e6, "do_bench_cudagraph_us": m.crosscheck_s * 1e6, "ratio": p50 / m.crosscheck_s}
+            )
+            extra.append(f"do_bench_cudagraph median {m.crosscheck_s * 1e6:.4g} us (ours / it = {p50 / m.crosscheck_s:.3f})")
+        if m.others:
+            extra.append(m.others)
         return ResultRow(
             samples_s=tuple(timing.samples_s),
             p20_s=p20,
@@ -331,18 +470,10 @@ class Bencher:
             pct_of_roof=best.time_s / p50 * 100.0 if best else None,
             correct=True,
             method=timing.method,
-            note=f"{check.message}; {timing.note}",
+            note="; ".join([check.message, timing.note, *extra]),
+            host_us_per_call=timing.host_us_per_call,
             **common,
         )
-
-
-def _rotating_baseline(op, case, device, seed, first, l2_bytes):
-    build = rotating_sets(op, case, device, seed, first, l2_bytes)
-
-    def make():
-        return [partial(op.baseline, **f.keywords) for f in build()]
-
-    return make
 
 
 def _jsonable(params) -> dict[str, Any]:
@@ -383,11 +514,13 @@ def run_bench(
     on_case: Callable[[str, str, int, int], None] | None = None,
     on_checkpoint: Callable[[BenchState], None] | None = None,
     state: BenchState | None = None,
+    on_tuned: Callable[[dict[str, str]], None] | None = None,
 ) -> BenchState:
     """Check and time every case of ``opts.kernels``; ``on_case`` drives a progress bar and
     ``on_checkpoint`` (the CLI writes the results file) runs after every case, so a run killed by
     a timeout keeps all it finished. With ``opts.time_budget_s`` the cases run round-robin over the
-    kernels (``plan_cases``); the rows are put back in suite order at the end."""
+    kernels (``plan_cases``); the rows are put back in suite order at the end. ``on_tuned`` gets
+    what became of the committed tuned configs (the CLI prints its message) before the first case."""
     from kernels.registry import load_op
 
     state = state or BenchState()
@@ -396,6 +529,9 @@ def run_bench(
     if not plan:
         raise RooflineError(f"no cases in suite '{opts.suite}' for kernels {', '.join(opts.kernels)}")
     bencher = Bencher(opts)
+    state.tuned = bencher.tuned_info
+    if on_tuned is not None:
+        on_tuned(state.tuned)
     t0 = time.monotonic()
     lost: str | None = None  # the CUDA context died (a sticky error): nothing after it can run
     for i, (op, case) in enumerate(plan):
@@ -413,6 +549,7 @@ def run_bench(
             continue
         rows = bencher.bench_case(op, case)
         state.rows.extend(rows)
+        state.crosscheck = list(bencher.crosschecks)
         if on_checkpoint is not None:
             on_checkpoint(state)
         if bencher.cuda and any(not r.correct and "CUDA" in r.note for r in rows) and not bencher.context_alive():
@@ -434,10 +571,13 @@ def make_results(opts: BenchOptions, state: BenchState, environment: dict[str, A
             "target_total_s": opts.target_total_s,
             "seed": opts.seed,
             "skipped": list(state.skipped),
+            "tuned_configs": dict(state.tuned),
             "measured_spec_path": opts.measured.path if opts.measured is not None else None,
             "hardware_spec_path": opts.hw.path if opts.hw is not None else None,
         }
     }
+    if opts.crosscheck:
+        extra["bench"]["crosscheck"] = list(state.crosscheck)
     if elapsed_s is not None:
         extra["bench"]["elapsed_s"] = round(elapsed_s, 2)
     return Results(
@@ -464,7 +604,8 @@ def default_measured_spec(hw: HardwareSpec | None) -> HardwareSpec | None:
 
 
 def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
-    """Table cells for the terminal summary: op, impl, shape, dtype, p50, TFLOP/s, GB/s, % roof."""
+    """Table cells for the terminal summary: op, impl, shape, dtype, p50, TFLOP/s, GB/s, % roof,
+    method (with the tuning of ours or the backend of the baseline)."""
     out = []
     for r in rows:
         if not r.correct:
@@ -480,7 +621,7 @@ def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
                 f"{r.achieved_tflops:.4g}" if r.achieved_tflops else "-",
                 f"{r.achieved_gb_per_s:.4g}" if r.achieved_gb_per_s else "-",
                 f"{r.pct_of_roof:.3g}" if r.pct_of_roof is not None else "-",
-                r.method,
+                r.method + (f" ({r.tuning or r.backend})" if (r.tuning or r.backend) else ""),
             ]
         )
     return out

@@ -1,16 +1,26 @@
-"""Timing: CUDA events with an L2 flush, CUDA graphs over rotating inputs for short kernels, and a
-wall-clock backend for the CPU (tests under ``TRITON_INTERPRET=1`` only).
+"""Timing: GPU time, never host time. CUDA-graph replay over rotating inputs, CUDA events with the
+host kept ahead of the GPU where a launcher cannot be captured, the host cost of each launcher
+beside it, and a wall-clock backend for the CPU (tests under ``TRITON_INTERPRET=1`` only).
 
-Method (``../shared/REFERENCE.md`` section 4):
+Method (``docs/measure.md``, "Timing method"):
 
 * warm up first (compilation, autotuning and handle creation stay out of the samples);
-* ``cuda_events``: before each sample, write a buffer larger than L2 (256 MB or 4x L2, whichever is
-  larger) so the kernel starts with a cold cache; the flush also gives the CPU time to queue the
-  launch, so launch latency stays out of the sample;
-* ``cuda_graph`` (kernels under ``SHORT_KERNEL_S``): capture ``n`` launches cycling over input sets
-  whose total exceeds twice the L2, replay, and divide: launch gaps vanish and every launch reads
-  cold data; the L2 is flushed before each replay as well;
-* at least ``MIN_SAMPLES`` samples, all kept; quote the median with p20/p80;
+* ``cuda_graph`` (every case whose launcher can be captured): a CUDA graph of ``n`` launches
+  cycling over input sets that together exceed the L2 several times, so every launch reads cold
+  data and no flush sits inside the timed region; ``n`` is chosen so that one replay lasts at
+  least ``GRAPH_REPLAY_TARGET_S``; per-launch time = replay time / n; replays are queued back to
+  back behind a GPU sleep, so the GPU never waits for the host; at least ``MIN_SAMPLES`` replays,
+  all kept;
+* ``cuda_events_host_ahead`` (capture raised: a launcher that synchronizes, or calls the host in
+  between): per sample, an L2 flush, then ``torch.cuda._sleep`` long enough to cover the
+  launcher's host time, then the start event, the call and the end event. The GPU is busy with
+  the sleep while the host runs the launcher, so the start event is not stamped until the host is
+  ahead. The flush is a read-only pass over a buffer of 4x the L2 (written once, at construction):
+  it leaves the L2 full of *clean* lines, so no write-back of the flush lands in the timed region;
+* every row also gets ``host_us_per_call``: the median host (``perf_counter``) microseconds of one
+  call of the launcher in an eager loop, with a ``synchronize`` before each call so the launch
+  queue is empty. A launcher that synchronizes with the GPU (``.item()``, a host copy) includes
+  that GPU time in its host figure;
 * the CUDA error state is checked after the first launch and after every batch of samples
   (``torch.cuda.synchronize`` raises on an asynchronous error).
 
@@ -20,6 +30,7 @@ torch is imported inside the functions: importing this module costs nothing.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,14 +38,21 @@ from typing import Any
 
 from rooflinecli.results import quantiles_s
 
-MIN_SAMPLES = 10
-#: kernels faster than this are timed with CUDA graphs (launch overhead would dominate otherwise)
-SHORT_KERNEL_S = 50e-6
+#: timed samples per measurement, at least (graph replays or host-ahead events); all are kept
+MIN_SAMPLES = 20
 #: smallest L2 flush buffer; 4x the GPU's L2 when that is larger
 FLUSH_BYTES_MIN = 256 * 2**20
-#: a CUDA graph replays at least this long, so event resolution (~0.5 us) is negligible
-GRAPH_REPLAY_TARGET_S = 500e-6
-MAX_GRAPH_LAUNCHES = 200
+#: one CUDA graph replay lasts at least this long, so event resolution (~0.5 us) and the replay's
+#: own start-up are negligible against it
+GRAPH_REPLAY_TARGET_S = 1e-3
+MAX_GRAPH_LAUNCHES = 2000
+#: host-ahead events: the GPU sleep before each start event covers this multiple of the launcher's
+#: host time, within [HOST_AHEAD_MIN_S, HOST_AHEAD_MAX_S]
+HOST_AHEAD_MARGIN = 2.0
+HOST_AHEAD_MIN_S = 100e-6
+HOST_AHEAD_MAX_S = 20e-3
+#: eager calls whose host time is the median ``host_us_per_call``
+HOST_REPS = 7
 
 
 @dataclass(frozen=True)
@@ -42,8 +60,10 @@ class Timing:
     """Every sample of one measurement (seconds per launch), and how they were taken."""
 
     samples_s: tuple[float, ...]
-    method: str  # "cuda_events" | "cuda_graph" | "wall_clock"
+    method: str  # "cuda_graph" | "cuda_events_host_ahead" | "cuda_events" | "wall_clock"
     note: str = ""
+    #: median host microseconds per launcher call (eager loop), None when not measured
+    host_us_per_call: float | None = None
 
     @property
     def quantiles_s(self) -> tuple[float, float, float]:
@@ -58,8 +78,38 @@ class Timing:
 def sample_count(estimate_s: float, target_total_s: float, min_samples: int = MIN_SAMPLES, max_samples: int = 100) -> int:
     """How many samples fit in ``target_total_s`` at ``estimate_s`` each, within [min, max]."""
     if estimate_s <= 0 or not math.isfinite(estimate_s):
-        return max_samples
-    return int(min(max_samples, max(min_samples, target_total_s // estimate_s)))
+        return max(max_samples, min_samples)
+    return int(min(max(max_samples, min_samples), max(min_samples, target_total_s // estimate_s)))
+
+
+def graph_launches(per_launch_s: float, n_sets: int, target_s: float = GRAPH_REPLAY_TARGET_S, cap: int = MAX_GRAPH_LAUNCHES) -> int:
+    """Launches in one graph: enough for a replay of ``target_s``, a whole number of passes over the
+    ``n_sets`` rotating input sets (so each replay reads every set, cold), at most ``cap`` (but at
+    least one pass)."""
+    n_sets = max(1, n_sets)
+    want = math.ceil(target_s / per_launch_s) if per_launch_s > 0 and math.isfinite(per_launch_s) else cap
+    passes = math.ceil(max(want, n_sets) / n_sets)
+    return max(n_sets, min(passes * n_sets, (cap // n_sets) * n_sets))
+
+
+def host_ahead_sleep_s(host_us_per_call: float | None) -> float:
+    """GPU sleep queued before each host-ahead sample: ``HOST_AHEAD_MARGIN`` x the launcher's host
+    time, within [``HOST_AHEAD_MIN_S``, ``HOST_AHEAD_MAX_S``]."""
+    host_s = (host_us_per_call or 0.0) * 1e-6
+    return min(HOST_AHEAD_MAX_S, max(HOST_AHEAD_MIN_S, HOST_AHEAD_MARGIN * host_s))
+
+
+def host_us_per_call(fn: Callable[[], Any], sync: Callable[[], None], reps: int = HOST_REPS) -> float:
+    """Median host microseconds of one call of ``fn`` (``perf_counter``), each call made with an
+    empty launch queue (``sync()`` before it). A launcher that synchronizes includes GPU time."""
+    out = []
+    for _ in range(max(1, reps)):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    sync()
+    return float(statistics.median(out))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -88,7 +138,8 @@ def time_wall_clock(
         fn()
         sync()
         out.append(max(time.perf_counter() - t0, 1e-9))
-    return Timing(tuple(out), "wall_clock", "CPU wall clock (perf_counter), not a GPU measurement")
+    host = statistics.median(out) * 1e6
+    return Timing(tuple(out), "wall_clock", "CPU wall clock (perf_counter), not a GPU measurement", host_us_per_call=host)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -97,7 +148,10 @@ def time_wall_clock(
 
 
 class L2Flusher:
-    """A device buffer larger than the L2; ``flush()`` writes all of it (a cold cache after)."""
+    """A device buffer of 4x the L2 (at least ``FLUSH_BYTES_MIN``), written once here;
+    ``flush()`` reads all of it. Reading evicts every line of the kernel under test (dirty lines
+    are written back during the flush, not after it) and leaves the L2 holding clean lines of this
+    buffer only: nothing from the flush is written back inside the timed region."""
 
     def __init__(self, device: Any = "cuda", l2_bytes: float | None = None) -> None:
         import torch
@@ -105,10 +159,13 @@ class L2Flusher:
         if l2_bytes is None:
             l2_bytes = l2_size_bytes(device)
         self.nbytes = int(max(FLUSH_BYTES_MIN, 4 * (l2_bytes or 0)))
-        self.buf = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+        self.buf = torch.ones(self.nbytes // 4, dtype=torch.float32, device=device)
+        self._out = torch.empty((), dtype=torch.float32, device=device)
 
     def flush(self) -> None:
-        self.buf.zero_()
+        import torch
+
+        torch.amax(self.buf, dim=0, out=self._out)  # a read-only pass over the whole buffer
 
 
 def l2_size_bytes(device: Any = "cuda") -> int:
@@ -125,18 +182,64 @@ def _events(n: int):
     return [torch.cuda.Event(enable_timing=True) for _ in range(n)], [torch.cuda.Event(enable_timing=True) for _ in range(n)]
 
 
+_SLEEP_CYCLES_PER_S: list[float] = []  # measured once per process
+
+
+def sleep_cycles_per_s() -> float:
+    """Clock cycles per second of ``torch.cuda._sleep``, measured once (events around a 2M-cycle
+    sleep, median of three)."""
+    if not _SLEEP_CYCLES_PER_S:
+        import torch
+
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # warm (module load)
+        starts, ends = _events(3)
+        for s, e in zip(starts, ends):
+            s.record()
+            torch.cuda._sleep(cycles)
+            e.record()
+        torch.cuda.synchronize()
+        secs = sorted(s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends))[1]
+        _SLEEP_CYCLES_PER_S.append(cycles / max(secs, 1e-6))
+    return _SLEEP_CYCLES_PER_S[0]
+
+
+def gpu_sleep(seconds: float) -> None:
+    """Queue a kernel that keeps the GPU busy for about ``seconds`` (the host returns at once)."""
+    import torch
+
+    torch.cuda._sleep(max(1, int(seconds * sleep_cycles_per_s())))
+
+
 def time_cuda_events(
     fn: Callable[[], Any],
     flusher: L2Flusher,
     *,
     samples: int = MIN_SAMPLES,
 ) -> list[float]:
-    """One sample per launch of ``fn``, each after an L2 flush; seconds."""
+    """One sample per launch of ``fn``, each after an L2 flush; seconds. The GPU may wait for the
+    host here: ``time_events_host_ahead`` is the GPU-time version."""
     import torch
 
     starts, ends = _events(samples)
     for i in range(samples):
         flusher.flush()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+
+
+def time_events_host_ahead(fn: Callable[[], Any], flusher: L2Flusher, *, samples: int, sleep_s: float) -> list[float]:
+    """One sample per launch of ``fn``: flush, GPU sleep of ``sleep_s``, start event, call, end
+    event. The host queues the call while the GPU sleeps, so the sample is GPU time."""
+    import torch
+
+    starts, ends = _events(samples)
+    for i in range(samples):
+        flusher.flush()
+        gpu_sleep(sleep_s)
         starts[i].record()
         fn()
         ends[i].record()
@@ -163,31 +266,48 @@ def capture_graph(fns: Sequence[Callable[[], Any]], launches: int):
     return graph
 
 
-def time_cuda_graph(
-    fns: Sequence[Callable[[], Any]],
-    flusher: L2Flusher,
-    *,
-    estimate_s: float,
-    samples: int = MIN_SAMPLES,
-) -> tuple[list[float], int]:
-    """Replay a graph of ``launches`` calls (cycling over ``fns``) after an L2 flush; returns the
-    per-launch seconds of each replay and the launch count."""
+def replay_samples(graph, launches: int, samples: int) -> list[float]:
+    """Per-launch seconds of ``samples`` replays queued back to back behind a GPU sleep (the host
+    stays ahead: no replay waits for a launch)."""
     import torch
 
-    launches = int(min(MAX_GRAPH_LAUNCHES, max(len(fns), math.ceil(GRAPH_REPLAY_TARGET_S / max(estimate_s, 1e-7)))))
-    graph = capture_graph(fns, launches)
-    graph.replay()  # warm the graph itself (first replay uploads it)
+    graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     starts, ends = _events(samples)
+    gpu_sleep(2e-3)
     for i in range(samples):
-        flusher.flush()
         starts[i].record()
         graph.replay()
         ends[i].record()
     torch.cuda.synchronize()
-    out = [s.elapsed_time(e) * 1e-3 / launches for s, e in zip(starts, ends)]
+    return [s.elapsed_time(e) * 1e-3 / launches for s, e in zip(starts, ends)]
+
+
+def time_cuda_graph(
+    fns: Sequence[Callable[[], Any]],
+    *,
+    min_samples: int = MIN_SAMPLES,
+    target_total_s: float = 0.25,
+    target_replay_s: float = GRAPH_REPLAY_TARGET_S,
+) -> tuple[list[float], int]:
+    """Graph replay over ``fns`` (the same call on rotating input sets): a pilot graph of one pass
+    over the sets gives the per-launch time, then a graph of ``graph_launches`` launches is
+    replayed ``sample_count`` times. Returns the per-launch seconds of each replay and the launch
+    count."""
+    fns = list(fns)
+    pilot = capture_graph(fns, len(fns))
+    per_launch = sorted(replay_samples(pilot, len(fns), 3))[1]
+    launches = graph_launches(per_launch, len(fns), target_replay_s)
+    graph = pilot if launches == len(fns) else capture_graph(fns, launches)
+    del pilot
+    n = sample_count(per_launch * launches, target_total_s, min_samples)
+    out = replay_samples(graph, launches, n)
     del graph
     return out, launches
+
+
+def _one_line(e: BaseException, limit: int = 160) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:limit]}"
 
 
 def time_cuda(
@@ -200,13 +320,9 @@ def time_cuda(
     warmup: int = 3,
     use_graphs: bool = True,
 ) -> Timing:
-    """Time ``fn``: warm-up, a quick estimate, then CUDA events with an L2 flush per sample.
-
-    A kernel under ``SHORT_KERNEL_S`` is re-timed with a CUDA graph cycling over ``rotating()``
-    (the same call on other input sets; built only when needed). If graph capture fails (say, a
-    launcher that synchronizes with the host), the event samples stand and the note says that they
-    include launch overhead.
-    """
+    """Time ``fn`` as GPU time: warm-up, the launcher's host time, then graph replay over
+    ``rotating()`` (the same call on other input sets; ``[fn]`` when None); if capture raises,
+    host-ahead events (the note says why)."""
     import torch
 
     fn()
@@ -214,32 +330,50 @@ def time_cuda(
     for _ in range(max(0, warmup - 1)):
         fn()
     torch.cuda.synchronize()
-    estimate = sorted(time_cuda_events(fn, flusher, samples=3))[1]
-    n = sample_count(estimate, target_total_s, min_samples)
-    samples = time_cuda_events(fn, flusher, samples=n)
-    median = sorted(samples)[len(samples) // 2]
-    events_note = f"L2 flushed ({flusher.nbytes / 2**20:.0f} MB) before each sample"
-    if not use_graphs or median >= SHORT_KERNEL_S:
-        return Timing(tuple(samples), "cuda_events", events_note)
-    try:
-        fns = list(rotating()) if rotating is not None else [fn]
-        n_graph = sample_count(median * 50, target_total_s, min_samples, 50)
-        graph_samples, launches = time_cuda_graph(fns, flusher, estimate_s=median, samples=n_graph)
-    except Exception as e:  # noqa: BLE001 - any capture failure falls back to the event samples
+    host_us = host_us_per_call(fn, torch.cuda.synchronize)
+    why = "graphs disabled (--no-graphs)"
+    if use_graphs:
         try:
-            torch.cuda.synchronize()  # an invalidated capture may report its error once more here
-        except Exception:  # noqa: BLE001 - a dead context is caught by the runner's next check
-            pass
-        reason = " ".join(str(e).split())[:160]
-        return Timing(
-            tuple(samples),
-            "cuda_events",
-            f"{events_note}; under {SHORT_KERNEL_S * 1e6:.0f} us but graph capture failed "
-            f"({type(e).__name__}: {reason}), so samples include launch overhead",
-        )
+            fns = list(rotating()) if rotating is not None else [fn]
+            samples, launches = time_cuda_graph(fns, min_samples=min_samples, target_total_s=target_total_s)
+            return Timing(
+                tuple(samples),
+                "cuda_graph",
+                f"CUDA graph of {launches} launches over {len(fns)} rotating input sets, {len(samples)} replays, no flush in the timed region",
+                host_us_per_call=host_us,
+            )
+        except Exception as e:  # noqa: BLE001 - any capture failure falls back to host-ahead events
+            try:
+                torch.cuda.synchronize()  # an invalidated capture may report its error once more here
+            except Exception:  # noqa: BLE001 - a dead context is caught by the runner's next check
+                pass
+            why = f"graph capture failed ({_one_line(e)})"
+    sleep_s = host_ahead_sleep_s(host_us)
+    estimate = sorted(time_events_host_ahead(fn, flusher, samples=3, sleep_s=sleep_s))[1]
+    n = sample_count(estimate + sleep_s, target_total_s, min_samples)
+    samples = time_events_host_ahead(fn, flusher, samples=n, sleep_s=sleep_s)
     return Timing(
-        tuple(graph_samples),
-        "cuda_graph",
-        f"CUDA graph of {launches} launches over {len(fns)} rotating input sets, L2 flushed before each replay; "
-        f"event-timed median was {median * 1e6:.1f} us per launch",
+        tuple(samples),
+        "cuda_events_host_ahead",
+        f"{why}; CUDA events with the host kept ahead ({sleep_s * 1e6:.0f} us GPU sleep before each start event), "
+        f"L2 flushed by a read pass ({flusher.nbytes / 2**20:.0f} MB) before each sleep",
+        host_us_per_call=host_us,
     )
+
+
+def crosscheck_s(fn: Callable[[], Any], rep_ms: float = 100.0) -> float:
+    """``triton.testing.do_bench_cudagraph``'s median of ``fn``, seconds: an independent figure
+    to compare ours with. It replays the same inputs (a warm L2 for inputs under the L2's size)."""
+    import inspect
+
+    from triton.testing import do_bench_cudagraph
+
+    kwargs: dict[str, Any] = {"rep": rep_ms}
+    if "return_mode" in inspect.signature(do_bench_cudagraph).parameters:
+        kwargs["return_mode"] = "median"
+    else:  # older Triton: quantiles, the median first
+        kwargs["quantiles"] = [0.5]
+    ms = do_bench_cudagraph(fn, **kwargs)
+    if isinstance(ms, (list, tuple)):
+        ms = ms[0]
+    return float(ms) * 1e-3

@@ -104,7 +104,7 @@ def _wrap_all(t: typer.Typer) -> None:
 
 
 #: command modules, in help order; each exposes ``register(app)``
-MODULES: tuple[str, ...] = ("hw", "model", "analyze", "analysis", "sweep", "measure", "report", "regress")
+MODULES: tuple[str, ...] = ("hw", "model", "analyze", "analysis", "sweep", "measure", "tune", "report", "regress")
 
 #: which module registers each top-level command (a test checks this against the full app), so that
 #: ``roofline model show ...`` builds only the ``model`` commands: Typer inspects every registered
@@ -116,6 +116,7 @@ COMMAND_MODULE: dict[str, str] = {
     **{c: "analysis" for c in ("kv", "moe", "attention-io", "compare", "rope", "speculative", "disagg")},
     "sweep": "sweep",
     **{c: "measure" for c in ("bench", "calibrate", "validate", "e2e")},
+    "tune": "tune",
     "report": "report",
     **{c: "regress" for c in ("regress", "golden", "baseline")},
 }
