@@ -209,3 +209,39 @@ def test_config_json_round_trips_through_find_config():
     for c in at.configs:
         assert tuning.find_config(at, json.loads(json.dumps(config_json(c)))) is c
     assert tuning.find_config(at, {"kwargs": {"BLOCK": 16}, "num_warps": 4, "num_stages": 2}) is None
+
+
+def test_blas_candidates_wrap_the_baseline_and_restore_the_library(monkeypatch):
+    from kernels.baselines import blas_candidates
+
+    seen = []
+
+    def baseline(a, w):
+        seen.append((a, w))
+        return a @ w.T
+
+    cands = blas_candidates(baseline)
+    assert set(cands) == {"cublas", "cublaslt"}
+    a, w = torch.randn(3, 4), torch.randn(5, 4)
+    call = cands["cublas"](a=a, w=w)
+    assert torch.equal(call(), a @ w.T) and seen == [(a, w)]
+    assert cands["cublaslt"](a=a, w=w) is None  # no cuBLASLt for CPU tensors
+
+    # on CUDA tensors the preference is set around the call and restored after it
+    log = []
+    state = {"lib": "cublas"}
+
+    def pref(library=None):
+        if library is not None:
+            log.append(library)
+            state["lib"] = library
+        return state["lib"]
+
+    monkeypatch.setattr(torch.backends.cuda, "preferred_blas_library", pref)
+    cuda_like = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"))
+    assert callable(cands["cublaslt"](a=cuda_like, w=cuda_like))  # available on CUDA inputs
+    got = []
+    from kernels import baselines
+
+    call = baselines.with_blas_library("cublaslt", lambda: got.append(state["lib"]) or 7)
+    assert call() == 7 and got == ["cublaslt"] and state["lib"] == "cublas" and log == ["cublaslt", "cublas"]
