@@ -9,194 +9,458 @@ Dtypes: bf16 or fp16 in, same dtype out; fp8 e4m3 in (``a_scale``, ``w_scale``: 
 scales, C = (A @ W^T) * a_scale * w_scale) with bf16 out, on GPUs with compute capability >= 8.9;
 the fp8 baseline is ``torch._scaled_mm``.
 
-Tiling: grouped tile ordering (``GROUP_M`` row tiles share a column band, for L2 reuse of W).
-Two autotuned config sets: "large" for prefill-like M > ``SKINNY_MAX_M`` and "skinny" for
-decode-like M <= ``SKINNY_MAX_M``, where W streaming dominates; skinny shapes also split K over
-``SPLIT_K`` programs when there are too few output tiles to fill the GPU, each writing an fp32
-partial that a second small kernel sums (``_splitk_reduce_kernel``) and casts.
+Two kernels, both loading A and W through TMA tensor descriptors (host-side
+``triton.tools.tensor_descriptor.TensorDescriptor``; out-of-range rows and columns read as zero):
+
+- ``_persistent_kernel`` (M > ``SKINNY_MAX_M``): one program per SM (grid = number of SMs), each
+  walking output tiles strided by the grid in grouped order (``GROUP_M`` row tiles share a column
+  band of W, for L2 reuse). The accumulator is stored in two halves (epilogue subtile,
+  ``EPILOGUE_SUBTILE``) through a TMA store when the output rows are 16-byte aligned, else through
+  masked pointer stores; the next tile's loads are issued while the epilogue drains.
+- ``_skinny_kernel`` (M <= ``SKINNY_MAX_M``, decode-like): swap-AB, C^T = W @ A^T, so the weight's
+  64 rows fill the wgmma M dimension and the few tokens its N dimension (8..256). Each program owns
+  one 64-row band of W and either all of K (``SPLIT_K`` = 1: one launch, no workspace) or 1/SPLIT_K
+  of it; split programs write fp32 partials to a cached workspace and bump a per-tile counter, and
+  the last one to arrive sums the partials in split order (deterministic) and writes C, then resets
+  the counter: still one launch (a "serial fix-up" split-K, no reduce kernel).
+
+Launch cost: the checks, descriptors and grid for a shape are built once and cached (``_PLANS``);
+the autotuner runs on the first call of a shape and later calls launch its best config directly.
 
 Under ``TRITON_INTERPRET=1`` (CPU tests) autotuning is bypassed: the launcher runs one explicit
-small config (``INTERPRET_CONFIG``, or the ``config=`` a test passes), because the interpreter would
-otherwise time every config on the CPU. Triton 3.9's interpreter multiplies bf16 dot operands as
-their raw uint16 bit patterns; the ``UPCAST`` flag (set only when interpreting bf16) casts tiles to
-fp32 before ``tl.dot`` to keep the CPU check meaningful. Compiled runs never set it.
+small config (``INTERPRET_*``, or the ``config=`` a test passes). Triton 3.9's interpreter multiplies
+bf16 dot operands as their raw uint16 bit patterns; the ``UPCAST`` flag (set only when interpreting
+bf16) casts tiles to fp32 before ``tl.dot``. Compiled runs never set it.
 """
 
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
-#: M at or below which the "skinny" (decode-like) configs and split-K are used
-SKINNY_MAX_M = 64
+#: M at or below which the skinny (swap-AB, split-K) kernel is used
+SKINNY_MAX_M = 256
+#: M at or below which the skinny kernel runs with SPLIT_K = 1 only (one launch, no workspace)
+NO_WORKSPACE_MAX_M = 16
+#: rows of W per skinny program (the wgmma M dimension of the swapped product)
+SKINNY_BLOCK_N = 64
 #: largest fp8 e4m3 magnitude, for per-tensor scaling
 FP8_E4M3_MAX = 448.0
+#: K must be a multiple of this (TMA: 16-byte aligned rows for fp8 and 16-bit types alike)
+K_MULTIPLE = 16
+#: SMs assumed when no GPU is present (H100 SXM / H200: 132)
+DEFAULT_NUM_SMS = 132
 
 
-def _cfg(bm, bn, bk, warps, stages, group_m=8):
+# ---------------------------------------------------------------------------------------------
+# Configs (untuned: no GPU was available while writing them; the reasons are given per list)
+# ---------------------------------------------------------------------------------------------
+
+
+def _persistent_cfg(bm, bn, bk, warps, stages, subtile=True, group_m=8):
     return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-        num_warps=warps,
-        num_stages=stages,
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "EPILOGUE_SUBTILE": subtile},
+        num_warps=warps, num_stages=stages, pre_hook=_set_block_shapes,
     )
 
 
-# untuned: the large configs are the Hopper-friendly entries of Triton's matmul tutorial
-# (03-matrix-multiplication), trimmed to five so first-call autotuning stays a few seconds; the
-# BLOCK_M = 64 entries give M = 128..256 enough tiles to fill 132 SMs. Shared memory of the largest:
-# (128*64 + 256*64) * 2 B * 3 stages = 147 KB < 227 KB.
-LARGE_16BIT = [
-    _cfg(128, 256, 64, 8, 3),
-    _cfg(128, 128, 64, 8, 4),
-    _cfg(64, 256, 32, 4, 4),
-    _cfg(128, 128, 32, 4, 4),
-    _cfg(64, 128, 64, 4, 4),
+def _set_block_shapes(nargs):
+    """Autotune pre-hook: give the host descriptors the config's tile shapes."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["w_desc"].block_shape = [bn, bk]
+    c = nargs["c_desc"]
+    if isinstance(c, TensorDescriptor):
+        c.block_shape = [bm, bn // 2 if nargs["EPILOGUE_SUBTILE"] else bn]
+
+
+# untuned: the Hopper entries of Triton's persistent-matmul tutorial (128 x 128/256 tiles, BLOCK_K
+# 64, 3-4 stages, 8 warps = two consumer warpgroups), trimmed to four so first-call autotuning stays
+# a few seconds. Shared memory of the largest: (128 + 256) * 64 * 2 B * 3 stages = 147 KB plus the
+# epilogue half-tile (128 * 128 * 2 B = 32 KB) < 227 KB.
+PERSISTENT_16BIT = [
+    _persistent_cfg(128, 256, 64, 8, 3),
+    _persistent_cfg(128, 128, 64, 8, 4),
+    _persistent_cfg(128, 128, 64, 4, 4),
+    _persistent_cfg(128, 256, 64, 8, 4, subtile=True),
 ]
-# untuned: fp8 takes BLOCK_K = 128 (32 bytes per k-row per operand, the MMA's natural depth), as in
-# the tutorial's fp8 list.
-LARGE_FP8 = [
-    _cfg(128, 256, 128, 8, 3),
-    _cfg(128, 128, 128, 8, 4),
-    _cfg(64, 128, 128, 4, 4),
+# untuned: fp8 takes BLOCK_K = 128 (128 bytes per row, one TMA swizzle span), as the tutorial's fp8
+PERSISTENT_FP8 = [
+    _persistent_cfg(128, 256, 128, 8, 3),
+    _persistent_cfg(128, 128, 128, 8, 4),
+    _persistent_cfg(128, 128, 128, 4, 4),
 ]
 
 
-# untuned: skinny tiles keep BLOCK_M at the smallest MMA-friendly size >= M and vary how much of W
-# each program streams (BLOCK_N x BLOCK_K) with 3-4 stages in flight, enough bytes in flight per SM
-# (Little's law: about 4.8 TB/s x 1 us / 132 SMs = 36 KB) at 1-4 programs per SM.
-def _skinny_configs(bm: int) -> list:
-    return [_cfg(bm, 64, 128, 4, 4), _cfg(bm, 32, 256, 4, 4), _cfg(bm, 128, 64, 4, 3)]
+def _skinny_cfg(bk, split, warps, stages):
+    return triton.Config({"BLOCK_K": bk, "SPLIT_K": split}, num_warps=warps, num_stages=stages,
+                         pre_hook=_set_skinny_block_shapes)
 
 
-#: the one config the CPU interpreter runs (small tiles: the interpreter's cost is per tile op)
-INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "SPLIT_K": 1}
+def _set_skinny_block_shapes(nargs):
+    bk = nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [nargs["BLOCK_M"], bk]
+    nargs["w_desc"].block_shape = [SKINNY_BLOCK_N, bk]
 
 
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % (args["BLOCK_K"] * args["SPLIT_K"]) == 0})
+# untuned: a decode GEMM streams W; each SM needs about 36 KB in flight (Little's law: 4.8 TB/s x
+# ~1 us / 132 SMs), so the configs keep 3-6 stages of 16-32 KB W tiles (BLOCK_K 128-256; the TMA
+# box is at most 256 elements per dimension). N = 8192 gives 128 programs of 64 W rows, one wave of
+# 132 SMs; the split configs (2 or 4 of K) give 2-4 programs per SM instead, which the first H200
+# run found faster for the old pointer kernel at M = 1 (37.3 us split 4 vs 43.1 us unsplit).
+def skinny_configs(block_m: int) -> list:
+    """The autotune configs of the skinny kernel for a token tile of ``block_m`` (16..256)."""
+    splits = (1,) if block_m <= NO_WORKSPACE_MAX_M else (1, 2, 4)
+    # (BLOCK_K, stages) within 227 KB: (64 + block_m) * BLOCK_K * 2 B * stages
+    bk_stages = {16: ((256, 4), (128, 6)), 32: ((256, 4), (128, 6)), 64: ((256, 3), (128, 6)),
+                 128: ((128, 3), (64, 4)), 256: ((64, 4), (64, 5))}[block_m]
+    out = []
+    for split in splits:
+        for bk, stages in bk_stages:
+            out.append(_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages))
+    if block_m <= NO_WORKSPACE_MAX_M:
+        out.append(_skinny_cfg(128, 1, 4, 8))
+    return out
+
+
+#: token tiles of the skinny kernel (the wgmma N dimension): the smallest of these that covers M
+SKINNY_BLOCK_MS = (16, 32, 64, 128, 256)
+
+#: the configs the CPU interpreter runs (small tiles: the interpreter's cost is per tile op)
+INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "EPILOGUE_SUBTILE": True}
+INTERPRET_SKINNY_CONFIG = {"BLOCK_K": 32, "SPLIT_K": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+
 @triton.jit
-def _gemm_kernel(
-    a_ptr, w_ptr, c_ptr, ws_ptr, a_scale_ptr, w_scale_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_wn, stride_wk, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr, EVEN_K: tl.constexpr, HAS_SCALES: tl.constexpr, UPCAST: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    # grouped ordering: GROUP_M row tiles walk one column band of W together (W reused from L2)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M row tiles walk one column band of W together (W reused from L2)."""
     num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
+    group_id = tile_id // num_pid_in_group
     first_pid_m = group_id * GROUP_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # rows past M / N wrap onto valid rows (no load masks); their results are never stored
-    offs_am = offs_m % M
-    offs_wn = offs_n % N
-    k_blocks = tl.cdiv(K, BLOCK_K)
-    k_blocks_per_split = tl.cdiv(k_blocks, SPLIT_K)
-    kb_start = pid_k * k_blocks_per_split
-    kb_end = min(kb_start + k_blocks_per_split, k_blocks)
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(kb_start, kb_end):
-        offs_k = kb * BLOCK_K + tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-        w_ptrs = w_ptr + offs_wn[:, None] * stride_wn + offs_k[None, :] * stride_wk
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            w = tl.load(w_ptrs)
-        else:
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < K, other=0.0)
-            w = tl.load(w_ptrs, mask=offs_k[None, :] < K, other=0.0)
-        if UPCAST:
-            a = a.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(a, tl.trans(w), acc)
-
-    if HAS_SCALES:
-        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr))
-    mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    if SPLIT_K == 1:
-        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
-    else:
-        ws_ptrs = ws_ptr + pid_k * M * N + offs_m[:, None] * N + offs_n[None, :]
-        tl.store(ws_ptrs, acc, mask=mask)
+    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
 
 
 @triton.jit
-def _splitk_reduce_kernel(ws_ptr, c_ptr, M, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < M * N
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in range(SPLIT_K):
-        acc += tl.load(ws_ptr + s * M * N + offs, mask=mask, other=0.0)
-    m = offs // N
-    n = offs % N
-    tl.store(c_ptr + m * stride_cm + n * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+def _store_tile(c_desc, c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_TMA: tl.constexpr):
+    """Store one [BLOCK_M, BLOCK_N] fp32 tile, cast to C's dtype: TMA store or masked pointers."""
+    if C_TMA:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    else:
+        offs_m = off_m + tl.arange(0, BLOCK_M)
+        offs_n = off_n + tl.arange(0, BLOCK_N)
+        ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-_KEY = ["M", "N", "K", "SPLIT_K"]
-_large_16bit = triton.autotune(configs=LARGE_16BIT, key=_KEY)(_gemm_kernel)
-_large_fp8 = triton.autotune(configs=LARGE_FP8, key=_KEY)(_gemm_kernel)
-_skinny = {bm: triton.autotune(configs=_skinny_configs(bm), key=_KEY)(_gemm_kernel) for bm in (16, 32, 64)}
+@triton.jit
+def _persistent_kernel(
+    a_desc, w_desc, c_desc, c_ptr, a_scale_ptr, w_scale_ptr,
+    M, N, K, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, NUM_SMS: tl.constexpr, C_TMA: tl.constexpr,
+    HAS_SCALES: tl.constexpr, UPCAST: tl.constexpr,
+):
+    start_pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    num_tiles = num_pid_m * num_pid_n
+    scale = 1.0
+    if HAS_SCALES:
+        scale = tl.load(a_scale_ptr) * tl.load(w_scale_ptr)
+    # the epilogue recomputes its tile's coordinates from its own counter, so the compiler can
+    # software-pipeline the next tile's loads under this tile's epilogue
+    tile_id_c = start_pid - NUM_SMS
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_am = pid_m * BLOCK_M
+        off_wn = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            a = a_desc.load([off_am, off_k])
+            w = w_desc.load([off_wn, off_k])
+            if UPCAST:
+                a = a.to(tl.float32)
+                w = w.to(tl.float32)
+            acc = tl.dot(a, w.T, acc)
+        tile_id_c += NUM_SMS
+        pid_m, pid_n = _tile_coords(tile_id_c, num_pid_m, num_pid_n, GROUP_M)
+        off_cm = pid_m * BLOCK_M
+        off_cn = pid_n * BLOCK_N
+        if HAS_SCALES:
+            acc = acc * scale
+        if EPILOGUE_SUBTILE:
+            # two [BLOCK_M, BLOCK_N / 2] halves: half the epilogue registers and staging smem
+            acc = tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2))
+            acc = tl.permute(acc, (0, 2, 1))
+            acc0, acc1 = tl.split(acc)
+            _store_tile(c_desc, c_ptr, acc0, off_cm, off_cn, M, N, stride_cm, stride_cn,
+                        BLOCK_M, BLOCK_N // 2, C_TMA)
+            _store_tile(c_desc, c_ptr, acc1, off_cm, off_cn + BLOCK_N // 2, M, N, stride_cm, stride_cn,
+                        BLOCK_M, BLOCK_N // 2, C_TMA)
+        else:
+            _store_tile(c_desc, c_ptr, acc, off_cm, off_cn, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, C_TMA)
+
+
+@triton.jit
+def _skinny_kernel(
+    a_desc, w_desc, c_ptr, ws_ptr, count_ptr, a_scale_ptr, w_scale_ptr,
+    M, N, K, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
+    HAS_SCALES: tl.constexpr, UPCAST: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_n = tile % num_pid_n  # neighbouring programs stream neighbouring bands of W
+    pid_m = tile // num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_tiles, SPLIT_K)
+    kt_start = pid_k * per_split
+    kt_end = min(kt_start + per_split, k_tiles)
+    off_n = pid_n * BLOCK_N
+    off_m = pid_m * BLOCK_M
+    # swap-AB: acc = W_band @ A_rows^T, [BLOCK_N, BLOCK_M] (W rows on the MMA's M side)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for kt in range(kt_start, kt_end):
+        w = w_desc.load([off_n, kt * BLOCK_K])
+        a = a_desc.load([off_m, kt * BLOCK_K])
+        if UPCAST:
+            w = w.to(tl.float32)
+            a = a.to(tl.float32)
+        acc = tl.dot(w, a.T, acc)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    c_ptrs = c_ptr + offs_m[None, :] * stride_cm + offs_n[:, None] * stride_cn
+    c_mask = (offs_n[:, None] < N) & (offs_m[None, :] < M)
+    if SPLIT_K == 1:
+        if HAS_SCALES:
+            acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr))
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    else:
+        # serial fix-up: publish this split's partial, count arrivals; the last one reduces
+        offs_t = tl.arange(0, BLOCK_N)[:, None] * BLOCK_M + tl.arange(0, BLOCK_M)[None, :]
+        tile_ws = ws_ptr + tile.to(tl.int64) * (SPLIT_K * BLOCK_N * BLOCK_M)
+        tl.store(tile_ws + pid_k * (BLOCK_N * BLOCK_M) + offs_t, acc)
+        tl.debug_barrier()  # every thread's partial is written before the (release) count
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+            for s in range(SPLIT_K):  # fixed order: the result does not depend on arrival order
+                total += tl.load(tile_ws + s * (BLOCK_N * BLOCK_M) + offs_t, cache_modifier=".cg")
+            if HAS_SCALES:
+                total = total * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr))
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=c_mask)
+            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch (graph replays too)
+
+
+_PERSISTENT_KEY = ["M", "N", "K", "NUM_SMS", "C_TMA", "HAS_SCALES"]
+_persistent_16bit = triton.autotune(configs=PERSISTENT_16BIT, key=_PERSISTENT_KEY)(_persistent_kernel)
+_persistent_fp8 = triton.autotune(configs=PERSISTENT_FP8, key=_PERSISTENT_KEY)(_persistent_kernel)
+#: one autotuner per token tile (BLOCK_M sets the grid); SPLIT_K is a tuned value and sets the rest
+_skinny = {
+    bm: triton.autotune(configs=skinny_configs(bm), key=["M", "N", "K", "HAS_SCALES"])(_skinny_kernel)
+    for bm in SKINNY_BLOCK_MS
+}
 
 _FP8 = torch.float8_e4m3fn
 _IN_DTYPES = (torch.bfloat16, torch.float16, _FP8)
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def skinny_block_m(M: int) -> int:
-    """BLOCK_M of the skinny configs: the smallest of 16, 32, 64 that covers M."""
-    return 16 if M <= 16 else 32 if M <= 32 else 64
+    """Token tile of the skinny kernel: the smallest of ``SKINNY_BLOCK_MS`` that covers M."""
+    return next(bm for bm in SKINNY_BLOCK_MS if M <= bm)
 
 
-def split_k_for(M: int, N: int, K: int, num_sms: int) -> int:
-    """untuned heuristic: double the K split (up to 8) while the skinny grid (nominal 64-wide tiles)
-    stays within two programs per SM and each split keeps at least 1024 of K; 1 for M > 64.
-    N = K = 8192 on 132 SMs: M <= 64 -> 2 (256 programs)."""
-    if M > SKINNY_MAX_M:
-        return 1
-    tiles = triton.cdiv(M, skinny_block_m(M)) * triton.cdiv(N, 64)
-    split = 1
-    while split < 8 and tiles * split * 2 <= 2 * num_sms and K // (split * 2) >= 1024:
-        split *= 2
-    return split
+@lru_cache(maxsize=16)
+def _num_sms(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def kernel_args(a, w, out, ws, a_scale, w_scale, split_k: int) -> dict:
-    """Arguments of ``_gemm_kernel`` but the tile constexprs (also used to compile it ahead of time
-    in the tests). ``ws``: fp32 [SPLIT_K, M, N] partials (``out`` when SPLIT_K = 1)."""
-    fp8 = a.dtype == _FP8
+def num_sms_of(device: torch.device) -> int:
+    """SMs of a CUDA device (cached: the property query costs microseconds); 132 off the GPU."""
+    if device.type != "cuda":
+        return DEFAULT_NUM_SMS
+    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+# ---------------------------------------------------------------------------------------------
+# Launcher
+# ---------------------------------------------------------------------------------------------
+
+
+def _tma_problem(t: torch.Tensor) -> str | None:
+    """None if the TMA engine can address ``t`` (2-D), else why not."""
+    if t.stride(1) != 1:
+        return f"contiguous along its last dimension (strides {tuple(t.stride())})"
+    if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+        return "16-byte aligned with a row stride of whole 16 bytes (the TMA engine's rule)"
+    return None
+
+
+def check_gemm_args(a, w, a_scale, w_scale, out):
+    """Validate the inputs; one ``ValueError`` naming the limit. Returns (M, N, K, out dtype)."""
+    if a.ndim != 2 or w.ndim != 2:
+        raise ValueError(f"gemm: a must be [M, K] and w [N, K], got {tuple(a.shape)} and {tuple(w.shape)}")
     M, K = a.shape
-    N = w.shape[0]
-    return dict(
-        a_ptr=a, w_ptr=w, c_ptr=out, ws_ptr=ws,
-        # the scale pointers are unused (never traced) unless HAS_SCALES
-        a_scale_ptr=a_scale if fp8 else out, w_scale_ptr=w_scale if fp8 else out,
-        M=M, N=N, K=K,
-        stride_am=a.stride(0), stride_ak=a.stride(1), stride_wn=w.stride(0), stride_wk=w.stride(1),
-        stride_cm=out.stride(0), stride_cn=out.stride(1),
-        SPLIT_K=split_k, HAS_SCALES=fp8, UPCAST=_interpreting() and a.dtype == torch.bfloat16,
-    )
+    N, K_w = w.shape
+    if K != K_w:
+        raise ValueError(f"gemm: inner dimensions differ: a is [M={M}, K={K}], w is [N={N}, K={K_w}]")
+    if a.dtype not in _IN_DTYPES or w.dtype != a.dtype:
+        raise ValueError(f"gemm: a and w must share a dtype in bf16/fp16/fp8 e4m3, got {a.dtype} and {w.dtype}")
+    if a.device != w.device:
+        raise ValueError(f"gemm: a on {a.device} and w on {w.device}")
+    if K % K_MULTIPLE:
+        raise ValueError(f"gemm: K = {K} must be a multiple of {K_MULTIPLE} (16-byte aligned TMA rows)")
+    fp8 = a.dtype == _FP8
+    if fp8:
+        for name, s in (("a_scale", a_scale), ("w_scale", w_scale)):
+            if s is None or s.numel() != 1 or s.dtype != torch.float32 or s.device != a.device:
+                raise ValueError(f"gemm: fp8 inputs need {name} as a one-element fp32 tensor on {a.device} (per-tensor scale)")
+    elif a_scale is not None or w_scale is not None:
+        raise ValueError("gemm: a_scale/w_scale are for fp8 inputs only")
+    for name, t in (("a", a), ("w", w)):
+        why = _tma_problem(t) if t.numel() else None
+        if why:
+            raise ValueError(f"gemm: {name} must be {why}")
+    out_dtype = torch.bfloat16 if fp8 else a.dtype
+    if out is not None and (tuple(out.shape) != (M, N) or out.dtype != out_dtype or out.device != a.device):
+        raise ValueError(f"gemm: out must be [{M}, {N}] {out_dtype} on {a.device}, got {tuple(out.shape)} {out.dtype}")
+    if max(M * K, N * K, M * N) >= 2**31:
+        raise ValueError("gemm: operands above 2^31 elements are not supported (32-bit offsets)")
+    return M, N, K, out_dtype
+
+
+#: fp32 split-K partials and per-tile arrival counters per device, grown on demand, never freed: a
+#: launch leaves its counters at zero, so the buffers are reused by the next launch and graph replay
+_WORKSPACE: dict = {}
+
+
+def _workspace(device: torch.device, floats: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    key = str(device)
+    ws, counts = _WORKSPACE.get(key, (None, None))
+    if ws is None or ws.numel() < floats or counts.numel() < tiles:
+        ws = torch.empty(max(floats, 1), dtype=torch.float32, device=device)
+        counts = torch.zeros(max(tiles, 1), dtype=torch.int32, device=device)
+        _WORKSPACE[key] = (ws, counts)
+    return ws, counts
+
+
+def _scale_args(a, a_scale, w_scale, dummy):
+    if a.dtype == _FP8:
+        return a_scale, w_scale
+    return dummy, dummy  # never read: HAS_SCALES is False
+
+
+def skinny_workspace_floats(M: int, N: int, split_k: int) -> int:
+    """fp32 partials the serial fix-up needs: one [64, BLOCK_M] tile per program."""
+    bm = skinny_block_m(M)
+    return triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm) * split_k * SKINNY_BLOCK_N * bm
+
+
+#: the largest SPLIT_K any skinny config takes (sizes the workspace for the autotuner)
+MAX_SPLIT_K = 4
+
+
+def _skinny_launch(a, w, out, a_scale, w_scale, M, N, K, config):
+    bm = skinny_block_m(M)
+    tiles = triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm)
+    interp = _interpreting()
+    cfg = config if config is not None else (INTERPRET_SKINNY_CONFIG if interp else None)
+    max_split = cfg["SPLIT_K"] if cfg is not None else (1 if bm <= NO_WORKSPACE_MAX_M else MAX_SPLIT_K)
+    if max_split < 1:
+        raise ValueError(f"gemm: SPLIT_K must be >= 1, got {max_split}")
+    if max_split > 1:
+        ws, counts = _workspace(a.device, skinny_workspace_floats(M, N, max_split), tiles)
+    else:
+        ws = counts = out  # never touched with SPLIT_K = 1
+    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, 16])
+    w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [SKINNY_BLOCK_N, 16])
+    s_a, s_w = _scale_args(a, a_scale, w_scale, out)
+    args = (a_desc, w_desc, out, ws, counts, s_a, s_w, M, N, K, out.stride(0), out.stride(1))
+    flags = dict(BLOCK_M=bm, BLOCK_N=SKINNY_BLOCK_N, HAS_SCALES=a.dtype == _FP8,
+                 UPCAST=interp and a.dtype == torch.bfloat16)
+    if cfg is not None:
+        a_desc.block_shape = [bm, cfg["BLOCK_K"]]
+        w_desc.block_shape = [SKINNY_BLOCK_N, cfg["BLOCK_K"]]
+        meta = dict(BLOCK_K=cfg["BLOCK_K"], SPLIT_K=cfg["SPLIT_K"],
+                    num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
+        _skinny_kernel[(tiles, cfg["SPLIT_K"])](*args, **flags, **meta)
+        return
+    _launch_tuned(_skinny[bm], lambda meta: (tiles, meta["SPLIT_K"]), args, flags)
+
+
+def _persistent_launch(a, w, out, a_scale, w_scale, M, N, K, config):
+    interp = _interpreting()
+    cfg = config if config is not None else (INTERPRET_CONFIG if interp else None)
+    c_tma = _tma_problem(out) is None
+    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [64, 16])
+    w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [64, 16])
+    c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [64, 16]) if c_tma else out
+    sms = num_sms_of(a.device)
+    s_a, s_w = _scale_args(a, a_scale, w_scale, out)
+    args = (a_desc, w_desc, c_desc, out, s_a, s_w, M, N, K, out.stride(0), out.stride(1))
+    flags = dict(NUM_SMS=sms, C_TMA=c_tma, HAS_SCALES=a.dtype == _FP8, UPCAST=interp and a.dtype == torch.bfloat16)
+
+    def grid(meta):
+        return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
+
+    if cfg is not None:
+        meta = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
+        meta["EPILOGUE_SUBTILE"] = cfg.get("EPILOGUE_SUBTILE", True)
+        _set_block_shapes({"a_desc": a_desc, "w_desc": w_desc, "c_desc": c_desc, **meta})
+        _persistent_kernel[grid(meta)](
+            *args, **flags, **meta, num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3)
+        )
+        return
+    _launch_tuned(_persistent_fp8 if a.dtype == _FP8 else _persistent_16bit, grid, args, flags)
+
+
+#: (autotuner, key values) -> its best config, so later calls skip the autotuner's bookkeeping
+_BEST: dict = {}
+
+
+def _launch_tuned(tuner, grid, args, flags):
+    """Launch through ``tuner`` the first time a shape is seen (it benchmarks its configs, or takes
+    a committed one), then straight through the JIT kernel with the config it chose."""
+    M, N, K = args[-5], args[-4], args[-3]
+    key = (id(tuner), M, N, K, tuple(sorted(flags.items())))
+    best = _BEST.get(key)
+    # an instance-level ``run`` is kernels.tuning.Recorder watching the autotuner: go through it
+    if best is None or "run" in tuner.__dict__:
+        tuner[grid](*args, **flags)
+        _BEST[key] = tuner.best_config
+        return
+    nargs = dict(zip(tuner.arg_names, args))
+    nargs.update(flags, **best.kwargs)
+    if best.pre_hook is not None:
+        best.pre_hook(nargs)
+    tuner.fn[grid(best.kwargs)](*args, **flags, **best.all_kwargs())
 
 
 def gemm(
@@ -210,65 +474,21 @@ def gemm(
     """C[M, N] = A[M, K] @ W[N, K]^T (times ``a_scale * w_scale`` for fp8).
 
     a: [M, K] and w: [N, K], both bf16, both fp16, or both fp8 e4m3 (then ``a_scale`` and
-    ``w_scale`` are one-element fp32 tensors and C is bf16). ``config`` (BLOCK_M, BLOCK_N,
-    BLOCK_K, GROUP_M, SPLIT_K, optional num_warps/num_stages) bypasses autotuning."""
-    if a.ndim != 2 or w.ndim != 2:
-        raise ValueError(f"gemm: a must be [M, K] and w [N, K], got {tuple(a.shape)} and {tuple(w.shape)}")
-    M, K = a.shape
-    N, K_w = w.shape
-    if K != K_w:
-        raise ValueError(f"gemm: inner dimensions differ: a is [M={M}, K={K}], w is [N={N}, K={K_w}]")
-    if a.dtype not in _IN_DTYPES or w.dtype != a.dtype:
-        raise ValueError(f"gemm: a and w must share a dtype in bf16/fp16/fp8 e4m3, got {a.dtype} and {w.dtype}")
-    if a.device != w.device:
-        raise ValueError(f"gemm: a on {a.device} and w on {w.device}")
-    fp8 = a.dtype == _FP8
-    if fp8:
-        for name, s in (("a_scale", a_scale), ("w_scale", w_scale)):
-            if s is None or s.numel() != 1 or s.dtype != torch.float32:
-                raise ValueError(f"gemm: fp8 inputs need {name} as a one-element fp32 tensor (per-tensor scale)")
-    elif a_scale is not None or w_scale is not None:
-        raise ValueError("gemm: a_scale/w_scale are for fp8 inputs only")
-    out_dtype = torch.bfloat16 if fp8 else a.dtype
+    ``w_scale`` are one-element fp32 tensors and C is bf16); K a multiple of 16, rows contiguous
+    and 16-byte aligned (TMA). ``config`` bypasses autotuning: for M > ``SKINNY_MAX_M`` it holds
+    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M (optional EPILOGUE_SUBTILE, num_warps, num_stages), for
+    M <= ``SKINNY_MAX_M`` BLOCK_K and SPLIT_K (optional num_warps, num_stages)."""
+    M, N, K, out_dtype = check_gemm_args(a, w, a_scale, w_scale, out)
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype, device=a.device)
-    if out.shape != (M, N) or out.dtype != out_dtype:
-        raise ValueError(f"gemm: out must be [{M}, {N}] {out_dtype}, got {tuple(out.shape)} {out.dtype}")
     if M == 0 or N == 0:
         return out
-    if max(M * K, N * K, M * N) >= 2**31:
-        raise ValueError("gemm: operands above 2^31 elements are not supported (32-bit offsets)")
     if K == 0:
         return out.zero_()
-
-    if config is None and _interpreting():
-        config = INTERPRET_CONFIG
-    if config is not None:
-        split_k = config.get("SPLIT_K", 1)
-        kernel = _gemm_kernel
-        meta = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
-        meta.update(num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 3))
+    if M <= SKINNY_MAX_M:
+        _skinny_launch(a, w, out, a_scale, w_scale, M, N, K, config)
     else:
-        num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        split_k = split_k_for(M, N, K, num_sms)
-        if M <= SKINNY_MAX_M:
-            kernel = _skinny[skinny_block_m(M)]
-        else:
-            kernel = _large_fp8 if fp8 else _large_16bit
-        meta = {}
-    if split_k < 1:
-        raise ValueError(f"gemm: SPLIT_K must be >= 1, got {split_k}")
-    ws = torch.empty((split_k, M, N), dtype=torch.float32, device=a.device) if split_k > 1 else out
-
-    def grid(META):
-        return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]), split_k)
-
-    kernel[grid](**kernel_args(a, w, out, ws, a_scale, w_scale, split_k), **meta)
-    if split_k > 1:
-        block = 1024  # untuned: a plain streaming reduction of M*N*SPLIT_K fp32 partials
-        _splitk_reduce_kernel[(triton.cdiv(M * N, block),)](
-            ws, out, M, N, out.stride(0), out.stride(1), SPLIT_K=split_k, BLOCK=block, num_warps=4
-        )
+        _persistent_launch(a, w, out, a_scale, w_scale, M, N, K, config)
     return out
 
 
@@ -334,10 +554,13 @@ OP = KernelOp(
     baseline=baseline,
     cost=_cost,
     cases={
+        # persistent (M > 256: several tiles per program at the interpreter's 32 x 32 tiles with a
+        # partial last row and column tile) and skinny (M = 1, 5, 63) paths, every dtype
         "test": (
-            *(_case(63, 123, 500, dt) for dt in ("bf16", "fp16", "fp8")),
-            _case(1, 123, 500, "bf16"),
+            *(_case(263, 123, 496, dt) for dt in ("bf16", "fp16", "fp8")),
+            _case(1, 123, 496, "bf16"),
             _case(5, 64, 256, "fp16"),
+            _case(63, 90, 208, "fp8"),
         ),
         "quick": (_case(4096, 4096, 4096, "bf16"), _case(1, 8192, 8192, "bf16"), _case(64, 8192, 8192, "bf16")),
         "full": (
@@ -353,5 +576,9 @@ OP = KernelOp(
     model_kind="gemm",
     dtypes=("bf16", "fp16", "fp8"),
     supported=_supported,
-    notes="C = A @ W^T with W [N, K] (nn.Linear layout); baseline torch.matmul(a, w.T) / torch._scaled_mm for fp8.",
+    notes=(
+        "C = A @ W^T with W [N, K] (nn.Linear layout), K a multiple of 16; persistent TMA kernel for "
+        "M > 256, swap-AB skinny kernel (split-K by serial fix-up, one launch) for M <= 256; baseline "
+        "torch.matmul(a, w.T) / torch._scaled_mm for fp8."
+    ),
 )
