@@ -245,3 +245,101 @@ def test_blas_candidates_wrap_the_baseline_and_restore_the_library(monkeypatch):
 
     call = baselines.with_blas_library("cublaslt", lambda: got.append(state["lib"]) or 7)
     assert call() == 7 and got == ["cublaslt"] and state["lib"] == "cublas" and log == ["cublaslt", "cublas"]
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline tune: interleaving and the choice, with the CUDA calls stubbed (no GPU here)
+# ------------------------------------------------------------------------------------------------
+
+
+class _Clock:
+    """A fake GPU timeline: graphs advance it by their duration, events stamp it."""
+
+    def __init__(self):
+        self.t_ms = 0.0
+        self.log: list[str] = []
+
+    def install(self, monkeypatch):
+        import rooflinecli.bench.timing as timing
+
+        clock = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = clock.t_ms
+
+            def elapsed_time(self, other):
+                return other.t - self.t
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+        monkeypatch.setattr(timing, "gpu_sleep", lambda s: None)
+
+
+class _Graph:
+    def __init__(self, clock: _Clock, name: str, ms: float):
+        self.clock, self.name, self.ms = clock, name, ms
+
+    def replay(self):
+        self.clock.log.append(self.name)
+        self.clock.t_ms += self.ms
+
+
+def test_interleaved_rounds_rotate_the_order_and_take_medians(monkeypatch):
+    from rooflinecli.bench.tuner import interleaved_medians
+
+    clock = _Clock()
+    clock.install(monkeypatch)
+    graphs = {n: _Graph(clock, n, ms) for n, ms in (("a", 2.0), ("b", 1.0), ("c", 3.0))}
+    med = interleaved_medians(graphs, launches=10, rounds=5)
+    assert med == {"a": pytest.approx(2e-4), "b": pytest.approx(1e-4), "c": pytest.approx(3e-4)}
+    timed = clock.log[3:]  # after one upload replay each
+    rounds = [timed[i : i + 3] for i in range(0, 15, 3)]
+    assert rounds == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"], ["b", "c", "a"]]
+
+
+def test_tune_key_times_every_config_and_gives_near_ties_to_the_simpler(monkeypatch):
+    import rooflinecli.bench.timing as timing
+    from rooflinecli.bench.tuner import tune_key
+
+    clock = _Clock()
+    clock.install(monkeypatch)
+    configs = [
+        triton.Config({"BLOCK": 32}, num_warps=4, num_stages=2),  # simplest, 1% slower than the fastest
+        triton.Config({"BLOCK": 64}, num_warps=8, num_stages=3),  # fastest
+        triton.Config({"BLOCK": 128}, num_warps=8, num_stages=4),  # fails to compile
+    ]
+    at = triton.autotune(configs=configs, key=["n"])(_scale_kernel)
+    key = (100, "torch.float32", "torch.float32")
+    us = {32: 101.0, 64: 100.0}
+
+    def capture(fns, launches):
+        block = at.cache[key].kwargs["BLOCK"]  # the config in the cache is what the capture records
+        if block == 128:
+            raise RuntimeError("out of resource: shared memory")
+        return _Graph(clock, str(block), us[block] * launches / 1e3)
+
+    monkeypatch.setattr(timing, "capture_graph", capture)
+    chosen, medians, failed = tune_key(at, key, [lambda: None], rounds=5)
+    assert chosen is configs[0] and at.cache[key] is configs[0]
+    assert sorted(round(v * 1e6, 6) for v in medians.values()) == [100.0, 101.0]
+    assert len(failed) == 1 and "out of resource" in next(iter(failed.values()))
+    us[32] = 103.0  # 3% slower: no longer a tie
+    chosen, _, _ = tune_key(at, key, [lambda: None], rounds=5)
+    assert chosen is configs[1]
+
+
+def test_tune_without_a_gpu_is_one_line_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from rooflinecli.cli import app
+
+    assert not torch.cuda.is_available()
+    r = CliRunner().invoke(app, ["tune", "--out", str(tmp_path / "t.json")])
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no CUDA GPU found") and "roofline tune" in lines[0]
+    assert not (tmp_path / "t.json").exists()
