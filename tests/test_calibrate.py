@@ -129,7 +129,7 @@ def test_calibrate_cli_writes_sustained_ceilings_burst_beside_and_a_calibration_
     assert "sustained" in mw["method peak_dense_tflops.bf16"] and "burst" in mw["method peak_dense_tflops.bf16"]
     cal_path = out.with_name("cpu.calibration.json")
     named = getattr(spec, "calibration", None) or mw.get("calibration")
-    assert named == "cpu.calibration.json"
+    assert str(named).endswith("cpu.calibration.json") and cal_path.is_file()
     cal = json.loads(cal_path.read_text())
     assert cal["schema"] == "rooflinecli.calibration/1"
     assert set(cal) >= {"created_utc", "gpu", "environment", "method", "l2_bytes", "rows", "sustained"}
