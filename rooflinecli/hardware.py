@@ -258,12 +258,12 @@ def all_specs() -> dict[str, HardwareSpec]:
     return {**builtin_specs(), **measured_specs()}
 
 
-def _ids_on_disk() -> dict[str, list[Path]]:
-    """The ``id`` of every built-in and measured spec file, read without validating the files (so
-    that a bad file among them cannot hide a clash): id -> the files that use it."""
+def _ids_on_disk(measured: bool) -> dict[str, list[Path]]:
+    """The ``id`` of every built-in (and, if ``measured``, measured) spec file, read without
+    validating the files (so that a bad file among them cannot hide a clash): id -> its files."""
     d = specs_dir()
     ids: dict[str, list[Path]] = {}
-    for p in sorted(d.glob("*.toml")) + sorted((d / "measured").glob("*.toml")):
+    for p in sorted(d.glob("*.toml")) + (sorted((d / "measured").glob("*.toml")) if measured else []):
         try:
             spec_id = read_spec_toml(p).get("id")
         except RooflineError:
@@ -275,13 +275,15 @@ def _ids_on_disk() -> dict[str, list[Path]]:
 
 def load_user_spec(path: str | Path) -> HardwareSpec:
     """A spec file named by path (``--hw my-gpu.toml``, ``hw validate``): the checks of
-    ``load_spec_file`` plus its id being unique among the built-in and measured spec files (a copy
-    of ``h100-sxm.toml`` that keeps ``id = "h100-sxm"`` would make two GPUs of one name). ``hw
-    validate`` and every command load a path through this one function, so a file that validates
-    loads everywhere."""
+    ``load_spec_file`` plus its id being unique among the built-in datasheet specs (a copy of
+    ``h100-sxm.toml`` that keeps ``id = "h100-sxm"`` would make two GPUs of one name) and, for a
+    file inside ``hardware_specs/`` (where a clash breaks every command), among the measured specs
+    too. ``hw validate`` and every command load a path through this one function, so a file that
+    validates loads everywhere."""
     spec = load_spec_file(path)
     here = Path(path).resolve()
-    others = [p for p in _ids_on_disk().get(spec.id, []) if p.resolve() != here]
+    inside = specs_dir().resolve() in here.parents
+    others = [p for p in _ids_on_disk(measured=inside).get(spec.id, []) if p.resolve() != here]
     if others:
         raise RooflineError(f"{path}: id: duplicate id '{spec.id}' (also in {others[0]}); give this GPU its own id")
     return spec

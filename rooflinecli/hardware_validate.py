@@ -33,7 +33,9 @@ class Field:
 
     attr: str  # HardwareSpec attribute it fills
     kind: type  # float (any number), int or str
-    lo: float = 1.0  # inclusive lower bound ("absurd" below it: 1e-300 is a typo, not a part)
+    #: inclusive lower bound ("absurd" below it: 1e-300 is a typo, not a part). Low enough for the
+    #: ceilings `roofline calibrate` measures on a CPU under Triton's interpreter (about 1 GB/s).
+    lo: float = 1e-3
     hi: float = math.inf  # inclusive upper bound ("absurd" above it)
     unit: str = ""
     required: bool = True  # an optional key may be absent (its attribute keeps its default)
@@ -43,11 +45,11 @@ class Field:
 TABLES: dict[str, dict[str, Field]] = {
     "memory": {
         "type": Field("memory_type", str),
-        "capacity_gb": Field("memory_capacity_gb", float, lo=0.1, hi=10_000, unit="GB"),
+        "capacity_gb": Field("memory_capacity_gb", float, hi=10_000, unit="GB"),
         "bandwidth_gb_per_s": Field("memory_bandwidth_gb_per_s", float, hi=100_000, unit="GB/s (100 TB/s)"),
     },
     "cache": {
-        "l2_size_mb": Field("l2_size_mb", float, lo=0.01, hi=4096, unit="MB"),
+        "l2_size_mb": Field("l2_size_mb", float, hi=4096, unit="MB"),
         "l2_bandwidth_gb_per_s": Field("l2_bandwidth_gb_per_s", float, hi=500_000, unit="GB/s (500 TB/s)"),
         "smem_per_sm_kb": Field("smem_per_sm_kb", float, hi=4096, unit="KB"),
         "smem_bandwidth_gb_per_s": Field("smem_bandwidth_gb_per_s", float, hi=1_000_000, unit="GB/s (1 PB/s)", required=False),
@@ -57,8 +59,8 @@ TABLES: dict[str, dict[str, Field]] = {
         "boost_clock_mhz": Field("boost_clock_mhz", float, hi=10_000, unit="MHz"),
     },
     "interconnect": {
-        "gpu_link_gb_per_s": Field("gpu_link_gb_per_s", float, lo=0.1, hi=100_000, unit="GB/s"),
-        "pcie_gb_per_s": Field("pcie_gb_per_s", float, lo=0.1, hi=10_000, unit="GB/s"),
+        "gpu_link_gb_per_s": Field("gpu_link_gb_per_s", float, hi=100_000, unit="GB/s"),
+        "pcie_gb_per_s": Field("pcie_gb_per_s", float, hi=10_000, unit="GB/s"),
     },
     "power": {
         "tdp_w": Field("tdp_w", float, hi=10_000, unit="W"),
@@ -68,8 +70,8 @@ TABLES: dict[str, dict[str, Field]] = {
 #: dense peak per dtype, TFLOP/s (TOP/s for integer types); 100 PFLOP/s is absurd for one GPU.
 PEAK_TABLE = "peak_dense_tflops"
 PEAK_HI_TFLOPS = 100_000.0
-#: below 1 GFLOP/s (0.001 TFLOP/s) a peak is a unit typo
-PEAK_LO_TFLOPS = 0.001
+#: below 1 MFLOP/s a peak is a unit typo (a CPU under Triton's interpreter measures about 250 MFLOP/s)
+PEAK_LO_TFLOPS = 1e-6
 EFFICIENCY_LO = 0.001
 EFFICIENCY_HI = 1.5
 #: op kinds an ``[efficiency.<kind>]`` table may name: the analysis's op kinds

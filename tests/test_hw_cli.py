@@ -225,9 +225,9 @@ def test_a_cycle_of_base_references_is_one_line(tmp_path):
 @pytest.mark.parametrize(
     "old, new, key, what",
     [
-        ("bf16 = 989.5", "bf16 = 1e-300", "peak_dense_tflops.bf16", "below 0.001"),
+        ("bf16 = 989.5", "bf16 = 1e-300", "peak_dense_tflops.bf16", "below 1e-06"),
         ("bf16 = 989.5", "bf16 = 1e40", "peak_dense_tflops.bf16", "above 100000"),
-        ("capacity_gb = 80", "capacity_gb = 1e-9", "memory.capacity_gb", "below 0.1"),
+        ("capacity_gb = 80", "capacity_gb = 1e-9", "memory.capacity_gb", "below 0.001"),
         ("tdp_w = 700", "tdp_w = nan", "power.tdp_w", "must be > 0"),
         ("tdp_w = 700", "tdp_w = inf", "power.tdp_w", "must be > 0"),
         ("sm_count = 132", "sm_count = 99999999999999999999", "compute.sm_count", "absurd"),
