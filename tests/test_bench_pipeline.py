@@ -392,3 +392,23 @@ def test_old_results_without_host_times_still_load():
     for row in res.rows:
         assert row.host_us_per_call is None and row.config == {} and row.tuning == "" and row.backend == ""
         assert row.method == "cuda_events" or row.method == "cuda_graph"
+
+
+def test_quality_lines_name_the_rows_off_target():
+    from rooflinecli.bench.runner import quality_lines
+    from rooflinecli.results import ResultRow
+
+    def row(shape, p20, p50, p80):
+        return ResultRow(op="gemm", impl="triton", shape=shape, dtype="bf16", samples_s=(p20, p50, p80), p20_s=p20, p50_s=p50, p80_s=p80, flops=1.0, bytes=1.0)
+
+    rows = [row("tight", 99e-6, 100e-6, 101e-6), row("wide", 80e-6, 100e-6, 120e-6), row("tiny", 1e-6, 5e-6, 9e-6)]
+    cc = [
+        {"op": "gemm", "impl": "triton", "shape": "tight", "dtype": "bf16", "ours_us": 100.0, "ratio": 1.01},
+        {"op": "gemm", "impl": "triton", "shape": "wide", "dtype": "bf16", "ours_us": 100.0, "ratio": 1.2},
+        {"op": "gemm", "impl": "triton", "shape": "tiny", "dtype": "bf16", "ours_us": 5.0, "ratio": 3.0},  # under 20 us: not held to it
+        {"op": "gemm", "impl": "torch", "shape": "tight", "dtype": "bf16", "ours_us": 90.0, "ratio": None},
+    ]
+    spread, agree = quality_lines(rows, cc)
+    assert spread.startswith("spread: 1 of 2 timed rows >= 20 us have p80/p20 <= 1.1; widest: gemm[triton] wide bf16 1.50")
+    assert agree.startswith("crosscheck: 1 of 2 rows >= 20 us within 5% of do_bench_cudagraph (1 could not run it); worst: gemm[triton] wide bf16 1.200")
+    assert len(quality_lines(rows)) == 1

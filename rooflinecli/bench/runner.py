@@ -320,7 +320,14 @@ class Bencher:
             return None
         from rooflinecli.bench.timing import crosscheck_s
 
-        return crosscheck_s(fn)
+        try:
+            return crosscheck_s(fn)
+        except Exception:  # noqa: BLE001 - a launcher it cannot capture: no cross-check, the row stands
+            try:
+                self.torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a dead context is caught by the runner's next check
+                pass
+            return None
 
     # ------------------------------------------------------------------------------------------
     def supported(self, op, case) -> str | None:
@@ -458,6 +465,11 @@ class Bencher:
                  "ours_us": p50 * 1e6, "do_bench_cudagraph_us": m.crosscheck_s * 1e6, "ratio": p50 / m.crosscheck_s}
             )
             extra.append(f"do_bench_cudagraph median {m.crosscheck_s * 1e6:.4g} us (ours / it = {p50 / m.crosscheck_s:.3f})")
+        elif self.cuda and self.opts.crosscheck:  # it raised (a launcher it cannot capture)
+            self.crosschecks.append(
+                {"op": op.name, "impl": impl, "shape": case.shape, "dtype": case.dtype, "backend": m.backend,
+                 "ours_us": p50 * 1e6, "do_bench_cudagraph_us": None, "ratio": None}
+            )
         if m.others:
             extra.append(m.others)
         return ResultRow(
@@ -625,3 +637,31 @@ def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
             ]
         )
     return out
+
+
+#: the issue's agreement targets, for cases of at least CHECKED_MIN_US
+CHECKED_MIN_US = 20.0
+CROSSCHECK_TOLERANCE = 0.05
+SPREAD_MAX = 1.10
+
+
+def quality_lines(rows: Sequence[ResultRow], crosschecks: Sequence[dict[str, Any]] | None = None) -> list[str]:
+    """One line on the p80/p20 spread of the timed rows of >= 20 us (target <= 1.10), and with
+    crosschecks one on the agreement with do_bench_cudagraph (target within 5%), naming the
+    worst offenders."""
+    timed = [r for r in rows if r.correct and r.samples_s and r.p50_s * 1e6 >= CHECKED_MIN_US]
+    wide = sorted(((r.p80_s / r.p20_s, r) for r in timed if r.p80_s / r.p20_s > SPREAD_MAX), key=lambda x: -x[0])
+    lines = [
+        f"spread: {len(timed) - len(wide)} of {len(timed)} timed rows >= {CHECKED_MIN_US:g} us have p80/p20 <= {SPREAD_MAX}"
+        + (f"; widest: {', '.join(f'{r.name} {s:.2f}' for s, r in wide[:3])}" if wide else "")
+    ]
+    if crosschecks is not None:
+        cc = [c for c in crosschecks if c["ours_us"] >= CHECKED_MIN_US]
+        ran = [c for c in cc if c["ratio"] is not None]
+        off = sorted((c for c in ran if abs(c["ratio"] - 1) > CROSSCHECK_TOLERANCE), key=lambda c: -abs(c["ratio"] - 1))
+        lines.append(
+            f"crosscheck: {len(ran) - len(off)} of {len(ran)} rows >= {CHECKED_MIN_US:g} us within {CROSSCHECK_TOLERANCE:.0%} of do_bench_cudagraph"
+            + (f" ({len(cc) - len(ran)} could not run it)" if len(cc) > len(ran) else "")
+            + ("; worst: " + ", ".join(f"{c['op']}[{c['impl']}] {c['shape']} {c['dtype']} {c['ratio']:.3f}" for c in off[:3]) if off else "")
+        )
+    return lines

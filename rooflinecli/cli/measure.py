@@ -174,6 +174,11 @@ def bench(
             summary_rows(results.rows),
             right={4, 5, 6, 7},
         )
+    if not cpu:
+        from rooflinecli.bench.runner import quality_lines
+
+        for line in quality_lines(results.rows, state.crosscheck if crosscheck else None):
+            typer.echo(line)
     typer.echo(f"wrote {out} ({len(results.rows)} rows, {len(failed)} failed checks, {len(state.skipped)} cases skipped)")
     if failed:
         typer.echo(f"{len(failed)} rows failed their correctness check and were not timed", err=True)
