@@ -6,25 +6,32 @@ expert_e(x) = w2[e] @ (silu(w1[e, :I] @ x) * (w1[e, I:] @ x)) (gate rows first, 
 vLLM's fused w13). ``route(router_logits, k)`` gives ids and weights from logits (softmax, top-k,
 renormalized, Mixtral/Qwen3 style).
 
-Steps (``moe``):
-1. Permute (torch, no host sync so the op can be captured in a CUDA graph): the T*k (token, choice)
-   slots are sorted by expert and each expert's run is padded to a multiple of ``BLOCK_M``
-   (``align_by_expert``); each block of ``BLOCK_M`` sorted slots belongs to one expert.
-2. ``_moe_gate_up_kernel`` (Triton): per block, gathers its tokens' rows of ``hidden``, multiplies by
-   the expert's gate and up rows of ``w1`` (fp32 accumulation) and writes silu(gate) * up.
+Four launches (``moe``), none reading anything back to the host, so the op can be captured in a
+CUDA graph:
+1. ``_align_kernel`` (Triton, one program): counts the T*k (token, choice) slots per expert, pads
+   each expert's run to a multiple of ``BLOCK_M`` and writes the slots sorted by expert (stable: in
+   slot order within an expert) plus the expert of each block of ``BLOCK_M`` sorted slots, into
+   buffers sized for the worst case (``padded_slots``), unused blocks marked -1.
+2. ``_moe_gate_up_kernel`` (Triton): per block and band of ``BLOCK_N`` intermediate columns, gathers
+   its tokens' rows of ``hidden`` and multiplies by the expert's gate and up rows of ``w1`` (one w13
+   GEMM, two fp32 accumulators), writing silu(gate) * up.
 3. ``_moe_down_kernel`` (Triton): multiplies by the expert's ``w2``, scales by the routing weight and
    writes each slot's row back at its original (token, choice) position: the un-permute.
 4. Combine (torch): sum over the k choices of each token.
 
-Only the experts some token chose are read: bytes = touched experts' weights + activations.
+Both GEMMs read the weights through TMA tensor descriptors (w1 as [E * 2I, d], w2 as [E * d, I])
+and compute swap-AB (W rows on the MMA's M side, the block's tokens on its N side, so a decode block
+of 16 tokens still feeds a 64-row warpgroup MMA). Only the experts some token chose are read:
+bytes = touched experts' weights + activations.
 
 Baseline: ``torch._grouped_mm`` (CUTLASS grouped GEMM, bf16 only, sm_90+) over the same sorted slots
 when available and the shapes are 16-byte aligned; otherwise the Hugging Face style loop over experts
 (``torch.where`` per expert: host syncs, not capturable in a CUDA graph).
 
-Tile sizes are picked from the average tokens per expert (``moe_config``); they are not autotuned
-because ``BLOCK_M`` also sets the padding of step 1. Under ``TRITON_INTERPRET=1`` bf16 tiles are cast
-to fp32 before ``tl.dot`` (``UPCAST``; Triton 3.9's interpreter multiplies bf16 bit patterns).
+Tile sizes come from a table by average slots per expert (T*k / E, ``moe_config``); they are not
+autotuned because ``BLOCK_M`` also sets the padding of step 1. Under ``TRITON_INTERPRET=1`` bf16
+tiles are cast to fp32 before ``tl.dot`` (``UPCAST``; Triton 3.9's interpreter multiplies bf16 bit
+patterns).
 """
 
 from __future__ import annotations
@@ -36,102 +43,151 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
+#: d and I must be multiples of this (TMA: 16-byte aligned weight rows)
+DIM_MULTIPLE = 8
+#: slots per step of the alignment kernel (its rank computation holds a CHUNK x CHUNK compare)
+ALIGN_CHUNK = 64
+
+
+@triton.jit
+def _align_kernel(
+    ids_ptr, sorted_slots_ptr, block_expert_ptr, num_slots, E, P, NB,
+    BLOCK_M: tl.constexpr, E_PAD: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """One program: sorted_slots[P] (slot t*k + j in expert order, num_slots for padding) and
+    block_expert[NB] (the expert of each BLOCK_M run, -1 past the last)."""
+    bins = tl.arange(0, E_PAD)
+    lanes = tl.arange(0, CHUNK)
+    # 1. slots per expert (bin E_PAD - 1 >= E collects the masked lanes)
+    counts = tl.zeros((E_PAD,), dtype=tl.int32)
+    for c0 in range(0, num_slots, CHUNK):
+        offs = c0 + lanes
+        ids = tl.load(ids_ptr + offs, mask=offs < num_slots, other=E_PAD - 1).to(tl.int32)
+        counts += tl.histogram(ids, E_PAD)
+    counts = tl.where(bins < E, counts, 0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, 0)
+    starts = ends - padded
+    # 2. padding sentinel everywhere, and each block's expert: the first e with ends[e] > its start
+    for p0 in range(0, P, CHUNK):
+        offs = p0 + lanes
+        tl.store(sorted_slots_ptr + offs, tl.zeros((CHUNK,), dtype=tl.int32) + num_slots, mask=offs < P)
+    for b0 in range(0, NB, CHUNK):
+        blocks = b0 + lanes
+        first = blocks * BLOCK_M
+        e = tl.sum((ends[None, :] <= first[:, None]).to(tl.int32), axis=1)
+        tl.store(block_expert_ptr + blocks, tl.where(e < E, e, -1), mask=blocks < NB)
+    tl.debug_barrier()  # the sentinel stores land before the scatter below overwrites them
+    # 3. scatter: position = start of the expert + earlier slots of the same expert (stable)
+    seen = starts
+    earlier = lanes[None, :] < lanes[:, None]
+    for c0 in range(0, num_slots, CHUNK):
+        offs = c0 + lanes
+        valid = offs < num_slots
+        ids = tl.load(ids_ptr + offs, mask=valid, other=E_PAD - 1).to(tl.int32)
+        same = (ids[:, None] == ids[None, :]) & earlier
+        rank = tl.sum(same.to(tl.int32), axis=1)
+        onehot = ids[:, None] == bins[None, :]
+        base = tl.sum(tl.where(onehot, seen[None, :], 0), axis=1)
+        tl.store(sorted_slots_ptr + base + rank, offs, mask=valid)
+        seen += tl.histogram(ids, E_PAD)
+
 
 @triton.jit
 def _moe_gate_up_kernel(
-    x_ptr, w1_ptr, act_ptr, sorted_slots_ptr, block_expert_ptr,
-    num_slots, D, I, top_k,
-    stride_xt, stride_xd, stride_we, stride_wn, stride_wk, stride_am, stride_ai,
+    x_ptr, w1_desc, act_ptr, sorted_slots_ptr, block_expert_ptr,
+    num_slots, D, I, top_k, stride_xt, stride_am,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    expert = tl.load(block_expert_ptr + pid_m)
     if expert < 0:  # a block past the last padded expert run
         return
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slots = tl.load(sorted_slots_ptr + offs_m)
     valid = slots < num_slots  # padding slots hold num_slots
-    tokens = tl.where(valid, slots // top_k, 0)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_wn = offs_n % I  # columns past I wrap onto valid rows of w1; never stored
-    w_base = w1_ptr + expert * stride_we
-    gate = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    up = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    tokens = tl.where(valid, slots // top_k, 0).to(tl.int64)
+    # w1 viewed as [E * 2I, d]: gate rows of this band, and the up rows I further on (rows past
+    # the band's end belong to the next rows or expert: their columns are never stored)
+    row_gate = expert * 2 * I + pid_n * BLOCK_N
+    row_up = row_gate + I
+    gate = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    up = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, D, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        k_mask = offs_k < D
-        x = tl.load(x_ptr + tokens[:, None] * stride_xt + offs_k[None, :] * stride_xd,
-                    mask=valid[:, None] & k_mask[None, :], other=0.0)
-        wg = tl.load(w_base + offs_wn[:, None] * stride_wn + offs_k[None, :] * stride_wk,
-                     mask=k_mask[None, :], other=0.0)
-        wu = tl.load(w_base + (offs_wn + I)[:, None] * stride_wn + offs_k[None, :] * stride_wk,
-                     mask=k_mask[None, :], other=0.0)
+        x = tl.load(x_ptr + tokens[:, None] * stride_xt + offs_k[None, :],
+                    mask=valid[:, None] & (offs_k < D)[None, :], other=0.0)
+        wg = w1_desc.load([row_gate, k0])
+        wu = w1_desc.load([row_up, k0])
         if UPCAST:
             x = x.to(tl.float32)
             wg = wg.to(tl.float32)
             wu = wu.to(tl.float32)
-        gate = tl.dot(x, tl.trans(wg), gate)
-        up = tl.dot(x, tl.trans(wu), up)
+        gate = tl.dot(wg, x.T, gate)
+        up = tl.dot(wu, x.T, up)
     act = gate * tl.sigmoid(gate) * up
-    a_ptrs = act_ptr + offs_m[:, None] * stride_am + offs_n[None, :] * stride_ai
-    tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=valid[:, None] & (offs_n[None, :] < I))
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    a_ptrs = act_ptr + offs_m[None, :].to(tl.int64) * stride_am + offs_n[:, None]
+    tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=valid[None, :] & (offs_n < I)[:, None])
 
 
 @triton.jit
 def _moe_down_kernel(
-    act_ptr, w2_ptr, y_ptr, sorted_slots_ptr, block_expert_ptr, topk_weights_ptr,
-    num_slots, D, I,
-    stride_am, stride_ai, stride_we, stride_wn, stride_wk, stride_ys, stride_yd,
+    act_ptr, w2_desc, y_ptr, sorted_slots_ptr, block_expert_ptr, topk_weights_ptr,
+    num_slots, D, I, stride_am, stride_ys,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, UPCAST: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    expert = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    expert = tl.load(block_expert_ptr + pid_m)
     if expert < 0:
         return
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     slots = tl.load(sorted_slots_ptr + offs_m)
     valid = slots < num_slots
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_wn = offs_n % D
-    w_base = w2_ptr + expert * stride_we
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    row = expert * D + pid_n * BLOCK_N  # w2 viewed as [E * d, I]
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for k0 in range(0, I, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        k_mask = offs_k < I
-        a = tl.load(act_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ai,
-                    mask=valid[:, None] & k_mask[None, :], other=0.0)
-        w = tl.load(w_base + offs_wn[:, None] * stride_wn + offs_k[None, :] * stride_wk,
-                    mask=k_mask[None, :], other=0.0)
+        a = tl.load(act_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :],
+                    mask=valid[:, None] & (offs_k < I)[None, :], other=0.0)
+        w = w2_desc.load([row, k0])
         if UPCAST:
             a = a.to(tl.float32)
             w = w.to(tl.float32)
-        acc = tl.dot(a, tl.trans(w), acc)
+        acc = tl.dot(w, a.T, acc)
     route_w = tl.load(topk_weights_ptr + slots, mask=valid, other=0.0).to(tl.float32)
-    acc = acc * route_w[:, None]
+    acc = acc * route_w[None, :]
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     safe_slots = tl.where(valid, slots, 0).to(tl.int64)
-    y_ptrs = y_ptr + safe_slots[:, None] * stride_ys + offs_n[None, :] * stride_yd
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=valid[:, None] & (offs_n[None, :] < D))
+    y_ptrs = y_ptr + safe_slots[None, :] * stride_ys + offs_n[:, None]
+    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=valid[None, :] & (offs_n < D)[:, None])
+
+
+#: per-M configs: (largest average slots per expert T*k/E, config), first match wins. untuned:
+#: decode (<= 16 slots per expert) takes 16-token blocks (the smallest wgmma N) and streams 64-row
+#: bands of the weights in 128-wide K tiles, 4 stages (2 x 16 KB of w1 per stage in the w13 GEMM:
+#: the ~36 KB per SM in flight a 4.8 TB/s stream needs); prefill-like runs take 64/128-token blocks
+#: and 128-row bands, as compute-friendly tiles of Triton's matmul tutorial.
+MOE_CONFIGS = (
+    (16, dict(BLOCK_M=16, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K=128, num_warps=4, num_stages=4)),
+    (128, dict(BLOCK_M=64, BLOCK_N_UP=64, BLOCK_N_DOWN=128, BLOCK_K=64, num_warps=4, num_stages=4)),
+    (float("inf"), dict(BLOCK_M=128, BLOCK_N_UP=128, BLOCK_N_DOWN=128, BLOCK_K=64, num_warps=8, num_stages=3)),
+)
 
 
 def moe_config(num_slots: int, E: int) -> dict:
-    """Tile sizes from the average slots per expert. untuned: decode-like runs (<= 16 slots per
-    expert) take BLOCK_M = 16 and stream wide K tiles of the weights, like the skinny GEMM configs;
-    prefill-like runs take the compute-friendly 64/128 tiles of Triton's matmul tutorial (the fused
-    gate/up kernel holds two accumulators, so its BLOCK_N is half the down kernel's)."""
+    """The ``MOE_CONFIGS`` row for T*k = ``num_slots`` routed over ``E`` experts."""
     per_expert = num_slots / max(E, 1)
-    if per_expert <= 16:
-        return dict(BLOCK_M=16, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K=128, num_warps=4, num_stages=4)
-    if per_expert <= 128:
-        return dict(BLOCK_M=64, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K=64, num_warps=4, num_stages=4)
-    return dict(BLOCK_M=128, BLOCK_N_UP=64, BLOCK_N_DOWN=128, BLOCK_K=64, num_warps=8, num_stages=3)
+    return next(cfg for limit, cfg in MOE_CONFIGS if per_expert <= limit)
 
 
 #: the config the CPU interpreter runs (small tiles keep the interpreter fast)
@@ -139,7 +195,7 @@ INTERPRET_CONFIG = dict(BLOCK_M=16, BLOCK_N_UP=32, BLOCK_N_DOWN=32, BLOCK_K=32, 
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,31 +208,30 @@ def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.
     return ids.to(torch.int32), w / w.sum(dim=-1, keepdim=True)
 
 
+def padded_slots(num_slots: int, E: int, block_m: int) -> int:
+    """Worst-case length of the expert-sorted slot list: every touched expert's run (at most
+    min(E, T*k) of them) padded by up to block_m - 1, rounded up to whole blocks."""
+    return triton.cdiv(num_slots + min(E, num_slots) * (block_m - 1), block_m) * block_m
+
+
 def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort the T*k slots by expert and pad each expert's run to a multiple of ``block_m``.
+    """Sort the T*k slots by expert and pad each expert's run to a multiple of ``block_m``: one
+    Triton launch (``_align_kernel``), no host sync.
 
     Returns ``sorted_slots`` [P] int32 (slot index t*k + j, or T*k for padding) and
-    ``block_expert`` [P / block_m] int32 (the expert of each block, -1 past the last run), where
-    P = T*k + min(E, T*k) * (block_m - 1) rounded up to ``block_m`` is the worst case, so that no
-    step needs the actual counts on the host."""
-    device = topk_ids.device
-    flat = topk_ids.reshape(-1).to(torch.int64)
-    n = flat.numel()
-    counts = torch.zeros(E, dtype=torch.int64, device=device).scatter_add_(0, flat, torch.ones_like(flat))
-    padded = (counts + block_m - 1) // block_m * block_m
-    padded_end = torch.cumsum(padded, 0)
-    padded_start = padded_end - padded
-    count_start = torch.cumsum(counts, 0) - counts
-    order = torch.argsort(flat, stable=True)
-    sorted_experts = flat[order]
-    rank = torch.arange(n, device=device) - count_start[sorted_experts]
-    positions = padded_start[sorted_experts] + rank
-    P = triton.cdiv(n + min(E, n) * (block_m - 1), block_m) * block_m
-    sorted_slots = torch.full((P,), n, dtype=torch.int32, device=device)
-    sorted_slots[positions] = order.to(torch.int32)
-    block_starts = torch.arange(0, P, block_m, device=device)
-    block_expert = torch.searchsorted(padded_end, block_starts, right=True)
-    block_expert = torch.where(block_expert < E, block_expert, -1).to(torch.int32)
+    ``block_expert`` [P / block_m] int32 (the expert of each block, -1 past the last run), with
+    P = ``padded_slots(T*k, E, block_m)``, the worst case, so that no step needs the actual counts
+    on the host."""
+    n = topk_ids.numel()
+    P = padded_slots(n, E, block_m)
+    nb = P // block_m
+    buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
+    sorted_slots, block_expert = buf[:P], buf[P:]
+    ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
+    _align_kernel[(1,)](
+        ids, sorted_slots, block_expert, n, E, P, nb,
+        BLOCK_M=block_m, E_PAD=triton.next_power_of_2(E + 1), CHUNK=ALIGN_CHUNK, num_warps=4,
+    )
     return sorted_slots, block_expert
 
 
@@ -197,8 +252,13 @@ def _check(hidden, w1, w2, topk_ids, topk_weights):
             f"moe: with hidden [T={T}, d={d}], w1 must be [E, 2I, {d}] and w2 [E, {d}, I]; got "
             f"{tuple(w1.shape)} and {tuple(w2.shape)}"
         )
+    if d % DIM_MULTIPLE or I % DIM_MULTIPLE:
+        raise ValueError(f"moe: d = {d} and I = {I} must be multiples of {DIM_MULTIPLE} (16-byte aligned TMA rows)")
     if hidden.dtype not in _DTYPES or w1.dtype != hidden.dtype or w2.dtype != hidden.dtype:
         raise ValueError(f"moe: hidden, w1, w2 must share bf16 or fp16, got {hidden.dtype}, {w1.dtype}, {w2.dtype}")
+    for name, t in (("hidden", hidden), ("w1", w1), ("w2", w2)):
+        if not t.is_contiguous() or t.data_ptr() % 16:
+            raise ValueError(f"moe: {name} must be contiguous and 16-byte aligned")
     if topk_ids.ndim != 2 or topk_ids.shape[0] != T or topk_weights.shape != topk_ids.shape:
         raise ValueError(
             f"moe: topk_ids and topk_weights must both be [T={T}, k], got {tuple(topk_ids.shape)} "
@@ -214,12 +274,11 @@ def _check(hidden, w1, w2, topk_ids, topk_weights):
 def gate_up_args(hidden, w1, act, sorted_slots, block_expert, top_k: int, cfg: dict) -> dict:
     """Arguments of ``_moe_gate_up_kernel`` (also used to compile it ahead of time in the tests)."""
     T, d = hidden.shape
+    E, two_I, _ = w1.shape
     return dict(
-        x_ptr=hidden, w1_ptr=w1, act_ptr=act, sorted_slots_ptr=sorted_slots, block_expert_ptr=block_expert,
-        num_slots=T * top_k, D=d, I=w1.shape[1] // 2, top_k=top_k,
-        stride_xt=hidden.stride(0), stride_xd=hidden.stride(1),
-        stride_we=w1.stride(0), stride_wn=w1.stride(1), stride_wk=w1.stride(2),
-        stride_am=act.stride(0), stride_ai=act.stride(1),
+        x_ptr=hidden, w1_desc=TensorDescriptor(w1, [E * two_I, d], [d, 1], [cfg["BLOCK_N_UP"], cfg["BLOCK_K"]]),
+        act_ptr=act, sorted_slots_ptr=sorted_slots, block_expert_ptr=block_expert,
+        num_slots=T * top_k, D=d, I=two_I // 2, top_k=top_k, stride_xt=hidden.stride(0), stride_am=act.stride(0),
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N_UP"], BLOCK_K=cfg["BLOCK_K"],
         UPCAST=_interpreting() and hidden.dtype == torch.bfloat16,
     )
@@ -227,13 +286,11 @@ def gate_up_args(hidden, w1, act, sorted_slots, block_expert, top_k: int, cfg: d
 
 def down_args(act, w2, y, sorted_slots, block_expert, topk_weights_flat, cfg: dict) -> dict:
     """Arguments of ``_moe_down_kernel``; ``y`` [T*k, d] receives each slot's weighted output."""
+    E, d, I = w2.shape
     return dict(
-        act_ptr=act, w2_ptr=w2, y_ptr=y, sorted_slots_ptr=sorted_slots, block_expert_ptr=block_expert,
-        topk_weights_ptr=topk_weights_flat,
-        num_slots=y.shape[0], D=w2.shape[1], I=w2.shape[2],
-        stride_am=act.stride(0), stride_ai=act.stride(1),
-        stride_we=w2.stride(0), stride_wn=w2.stride(1), stride_wk=w2.stride(2),
-        stride_ys=y.stride(0), stride_yd=y.stride(1),
+        act_ptr=act, w2_desc=TensorDescriptor(w2, [E * d, I], [I, 1], [cfg["BLOCK_N_DOWN"], cfg["BLOCK_K"]]),
+        y_ptr=y, sorted_slots_ptr=sorted_slots, block_expert_ptr=block_expert, topk_weights_ptr=topk_weights_flat,
+        num_slots=y.shape[0], D=d, I=I, stride_am=act.stride(0), stride_ys=y.stride(0),
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N_DOWN"], BLOCK_K=cfg["BLOCK_K"],
         UPCAST=_interpreting() and act.dtype == torch.bfloat16,
     )
@@ -253,7 +310,8 @@ def moe(
     """MoE SwiGLU FFN over routed tokens; returns out [T, d] in hidden's dtype.
 
     Give either ``topk_ids`` [T, k] (int, values in [0, E): not checked, that would need a device
-    sync) with ``topk_weights`` [T, k], or ``router_logits`` [T, E] with ``top_k``."""
+    sync) with ``topk_weights`` [T, k], or ``router_logits`` [T, E] with ``top_k``. d and I must be
+    multiples of 8 and the tensors contiguous (TMA)."""
     if router_logits is not None:
         if topk_ids is not None or top_k is None:
             raise ValueError("moe: give router_logits with top_k, or topk_ids with topk_weights, not both")
@@ -269,9 +327,10 @@ def moe(
         return out
     num_slots = T * k
     cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(num_slots, E))
-    bm = cfg["BLOCK_M"]
-    sorted_slots, block_expert = align_by_expert(topk_ids, E, bm)
-    weights_flat = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    sorted_slots, block_expert = align_by_expert(topk_ids, E, cfg["BLOCK_M"])
+    weights_flat = topk_weights.reshape(-1)
+    if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
+        weights_flat = weights_flat.to(torch.float32).contiguous()
     n_blocks = block_expert.numel()
     act = torch.empty((sorted_slots.numel(), I), dtype=hidden.dtype, device=hidden.device)
     y = torch.empty((num_slots, d), dtype=hidden.dtype, device=hidden.device)
@@ -422,12 +481,15 @@ OP = KernelOp(
             _case(7, 8, 2, 200, 56, "bf16"),
             _case(7, 8, 2, 200, 56, "fp16"),
             _case(33, 16, 4, 128, 40, "bf16"),
-            _case(50, 6, 3, 72, 100, "fp16"),
+            _case(50, 6, 3, 72, 104, "fp16"),
+            # Mixtral (E 8, k 2, I / d = 3.5) and Qwen3 (E 128, k 8, I / d = 0.375) scaled down
+            _case(4, 8, 2, 128, 448, "bf16"),
+            _case(3, 128, 8, 64, 24, "bf16"),
         ),
         "quick": (_mixtral(8), _qwen3_moe(16)),
         "full": (
-            _mixtral(1), _mixtral(8), _mixtral(64), _mixtral(4096),
-            _qwen3_moe(1), _qwen3_moe(16), _qwen3_moe(64), _qwen3_moe(4096),
+            *(_mixtral(t) for t in (1, 4, 16, 64, 4096)),
+            *(_qwen3_moe(t) for t in (1, 4, 16, 64, 4096)),
         ),
     },
     # roundings of the activation and of each choice's output: 2.4x the CPU-measured bf16 error, 5x fp16

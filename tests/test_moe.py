@@ -77,11 +77,28 @@ def test_router_logits_path(gen):
     _check(out, {"hidden": hidden, "w1": w1, "w2": w2, "topk_ids": ids, "topk_weights": weights}, "fp16")
 
 
+def _align_by_expert_torch(ids: torch.Tensor, E: int, block_m: int):
+    """The same permutation from torch ops (stable sort): what the one-launch kernel replaces."""
+    flat = ids.reshape(-1).to(torch.int64)
+    n = flat.numel()
+    counts = torch.bincount(flat, minlength=E)
+    padded = (counts + block_m - 1) // block_m * block_m
+    ends = torch.cumsum(padded, 0)
+    order = torch.argsort(flat, stable=True)
+    rank = torch.arange(n) - (torch.cumsum(counts, 0) - counts)[flat[order]]
+    P = MOE.padded_slots(n, E, block_m)
+    sorted_slots = torch.full((P,), n, dtype=torch.int32)
+    sorted_slots[(ends - padded)[flat[order]] + rank] = order.to(torch.int32)
+    block_expert = torch.searchsorted(ends, torch.arange(0, P, block_m), right=True)
+    return sorted_slots, torch.where(block_expert < E, block_expert, -1).to(torch.int32)
+
+
 @pytest.mark.parametrize("block_m", [1, 4, 16])
 def test_align_by_expert(block_m):
     ids = torch.tensor([[3, 0], [3, 1], [0, 3], [4, 2], [3, 4]], dtype=torch.int32)  # E=6: expert 5 unused
     E, n = 6, ids.numel()
-    sorted_slots, block_expert = align_by_expert(ids, E, block_m)
+    sorted_slots, block_expert = align_by_expert(ids.to(DEVICE), E, block_m)
+    sorted_slots, block_expert = sorted_slots.cpu(), block_expert.cpu()
     assert sorted_slots.numel() % block_m == 0 and block_expert.numel() == sorted_slots.numel() // block_m
     real = sorted_slots[sorted_slots < n]
     assert sorted(real.tolist()) == list(range(n))  # each (token, choice) slot exactly once
@@ -96,6 +113,21 @@ def test_align_by_expert(block_m):
             assert members.numel() > 0 and torch.all(flat[members.long()] == e)  # one expert per block
     used = [e for e in block_expert.tolist() if e >= 0]
     assert used == sorted(used) and 5 not in used
+
+
+@pytest.mark.parametrize(
+    ("T", "E", "k", "block_m", "dtype"),
+    [(1, 8, 2, 16, torch.int32), (16, 128, 8, 16, torch.int64), (77, 8, 2, 64, torch.int32), (40, 20, 5, 32, torch.int64)],
+    ids=["mixtral-T1", "qwen3-T16", "several-chunks", "E20"],
+)
+def test_align_kernel_matches_torch_permutation(T, E, k, block_m, dtype):
+    # the one-launch kernel gives exactly the stable torch permutation, over several 64-slot chunks
+    ids, _ = case_routing(T, E, k, seed=T + E)
+    ids = torch.from_numpy(ids).to(dtype)
+    got_slots, got_blocks = align_by_expert(ids.to(DEVICE), E, block_m)
+    want_slots, want_blocks = _align_by_expert_torch(ids, E, block_m)
+    assert torch.equal(got_slots.cpu(), want_slots)
+    assert torch.equal(got_blocks.cpu(), want_blocks)
 
 
 def test_baseline_both_paths_match_reference(gen):
@@ -130,6 +162,11 @@ def test_launcher_rejects_bad_arguments(gen):
         moe(h, w1, w2, ids, wts, router_logits=torch.zeros((T, E), device=DEVICE), top_k=2)
     with pytest.raises(ValueError, match="out must be"):
         moe(h, w1, w2, ids, wts, out=torch.empty((T, d), dtype=torch.float16, device=DEVICE))
+    # d = 12: weight rows of 24 bytes, which the TMA engine cannot address
+    with pytest.raises(ValueError, match="d = 12 and I = 8 must be multiples of 8"):
+        moe(h[:, :12], w1[:, :, :12], w2[:, :12].contiguous(), ids, wts)
+    with pytest.raises(ValueError, match="w1 must be contiguous"):
+        moe(h, w1.transpose(1, 2).contiguous().transpose(1, 2), w2, ids, wts)
 
 
 def test_cost_by_hand():
@@ -165,46 +202,68 @@ def test_case_routing_is_deterministic_and_uniformish():
     assert counts.min() > 0.5 * counts.mean() and counts.max() < 1.5 * counts.mean()  # uniform routing
 
 
-def test_moe_config_regimes():
-    assert MOE.moe_config(2, 8)["BLOCK_M"] == 16  # decode: weight streaming
-    assert MOE.moe_config(8192, 8)["BLOCK_M"] == 128  # prefill: compute tiles
+def test_moe_config_table():
+    # per-M configs by average slots per expert: decode (Mixtral T <= 64, Qwen3 T <= 256) streams
+    # weights with 16-token blocks; prefill takes compute tiles
+    assert MOE.moe_config(1 * 2, 8)["BLOCK_M"] == 16 and MOE.moe_config(16 * 8, 128)["BLOCK_M"] == 16
+    assert MOE.moe_config(64 * 2, 8)["BLOCK_M"] == 16  # 16 slots per expert
     assert MOE.moe_config(500, 8)["BLOCK_M"] == 64
+    assert MOE.moe_config(4096 * 2, 8)["BLOCK_M"] == 128
+    limits = [limit for limit, _ in MOE.MOE_CONFIGS]
+    assert limits == sorted(limits) and limits[-1] == float("inf")
 
 
+def test_padded_slots_worst_case():
+    # every touched expert may waste block_m - 1 slots; never fewer slots than T*k
+    assert MOE.padded_slots(8, 128, 16) == 8 * 16  # Qwen3 T = 1: one 16-slot block per expert
+    assert MOE.padded_slots(2, 8, 16) == 32
+    assert MOE.padded_slots(8192, 8, 128) == 8192 + 8 * 128
+
+
+# Both GEMMs in every config regime and the alignment kernel, lowered for sm_90 with Triton's
+# bundled ptxas at the Mixtral and Qwen3 shapes, read back with cuobjdump.
 _COMPILE = """
 import json, torch
 from kernels import moe as MOE
 from kernels.testing import compile_for_gpu
+from kernels.cubin_report import cubin_report
 rows = []
-bf = torch.bfloat16
-for num_slots, E in ((2, 8), (500, 8), (8192, 8)):
+bf, i32 = torch.bfloat16, torch.int32
+for (num_slots, E, d, I) in ((2, 8, 4096, 14336), (128, 128, 2048, 768), (500, 8, 4096, 14336), (8192, 8, 4096, 14336)):
     cfg = MOE.moe_config(num_slots, E)
-    T, k, d, I = num_slots // 2, 2, 4096, 14336
+    k = 2 if E == 8 else 8
+    T = num_slots // k
     hidden, w1, w2 = torch.empty((T, d), dtype=bf), torch.empty((E, 2 * I, d), dtype=bf), torch.empty((E, d, I), dtype=bf)
-    act, y = torch.empty((num_slots * 2, I), dtype=bf), torch.empty((num_slots, d), dtype=bf)
-    slots, blocks, wts = torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32), torch.empty(0)
+    P = MOE.padded_slots(num_slots, E, cfg["BLOCK_M"])
+    act, y = torch.empty((P, I), dtype=bf), torch.empty((num_slots, d), dtype=bf)
+    slots, blocks, wts = torch.empty(P, dtype=i32), torch.empty(P // cfg["BLOCK_M"], dtype=i32), torch.empty(num_slots)
     for name, kernel, args in (
         ("gate_up", MOE._moe_gate_up_kernel, MOE.gate_up_args(hidden, w1, act, slots, blocks, k, cfg)),
         ("down", MOE._moe_down_kernel, MOE.down_args(act, w2, y, slots, blocks, wts, cfg)),
     ):
-        c = compile_for_gpu(kernel, args, cfg["num_warps"], cfg["num_stages"])
-        ptx = c.asm["ptx"]
-        rows.append({"name": f"{name} {cfg}", "shared": c.metadata.shared, "mma": "mma" in ptx, "cp_async": "cp.async" in ptx})
+        c = compile_for_gpu(kernel, {**args, "UPCAST": False}, cfg["num_warps"], cfg["num_stages"])
+        rows.append({"name": f"{name} E{E} slots{num_slots} {cfg}", **cubin_report(c)})
+    c = compile_for_gpu(MOE._align_kernel, dict(ids_ptr=torch.empty(1, dtype=i32), sorted_slots_ptr=slots,
+                        block_expert_ptr=blocks, num_slots=num_slots, E=E, P=P, NB=P // cfg["BLOCK_M"],
+                        BLOCK_M=cfg["BLOCK_M"], E_PAD=MOE.triton.next_power_of_2(E + 1), CHUNK=MOE.ALIGN_CHUNK))
+    rows.append({"name": f"align E{E} slots{num_slots}", **cubin_report(c)})
 print(json.dumps(rows))
 """
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile the kernels for real")
-def test_kernels_compile_for_h100_h200():
-    # both kernels in each tile regime lower for sm_90 (tensor-core MMA, pipelined cp.async loads)
-    # within the 227 KB of shared memory one block may use
+def test_kernels_compile_for_h200():
+    # both GEMMs: warpgroup MMA (HGMMA) on TMA-loaded weight tiles (UTMALDG); every kernel without
+    # register spills and within the 227 KB of shared memory one block may use
     import json
 
     from kernels.testing import run_without_interpreter
     from rooflinecli.hardware import get_spec
 
-    rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
-    assert len(rows) == 6
+    rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
+    assert len(rows) == 12
     limit = get_spec("h200").smem_per_sm_bytes - 1024
     for row in rows:
-        assert 0 < row["shared"] <= limit and row["mma"] and row["cp_async"], row
+        assert row["shared_bytes"] <= limit and row["stack_bytes"] == 0 and row["LDL"] == row["STL"] == 0, row
+        if not row["name"].startswith("align"):
+            assert row["HGMMA"] > 0 and row["UTMALDG"] > 0, row
