@@ -42,6 +42,7 @@ __all__ = [
     "phase_achievable",
     "predict_step_breakdown",
     "predict_step_s",
+    "resolve_mode",
 ]
 
 
@@ -90,6 +91,18 @@ def require_models(spec):
             f"e.g. --hw h200-measured); {spec.id} is {spec.kind}: use --mode roof"
         )
     return m
+
+
+def resolve_mode(spec, mode: str | None, engine: str = "torch") -> str:
+    """The mode a command runs in: ``mode`` checked, or (None) "achievable" on a calibrated spec and
+    "roof" otherwise. Achievable on a spec without a calibration is a RooflineError."""
+    get_engine(engine)
+    if mode is None:
+        return "achievable" if calibration_path(spec) is not None else "roof"
+    check_mode(mode)
+    if mode == "achievable":
+        require_models(spec)
+    return mode
 
 
 def phase_achievable(cfg, spec, wl, phase: str, batch, context, engine: str = "torch"):

@@ -155,6 +155,14 @@ class Analysis:
     cost_per_million_output_tokens_usd: float | None
     memory: dict
     warnings: list[str] = field(default_factory=list)
+    #: "roof" or "achievable": which model ttft_s / tpot_s and the throughputs come from
+    mode: str = "roof"
+    engine: str | None = None
+    roof_ttft_s: float = 0.0  # the roofline's figures on the same spec (= ttft_s in roof mode)
+    roof_tpot_s: float = 0.0
+    calibration: dict | None = None  # source of the calibration (achievable mode)
+    #: achievable mode: per-op rows {"prefill": [...], "decode": [...]} (decode: mean over steps)
+    achievable_ops: dict | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -171,8 +179,13 @@ class Analysis:
             "hardware": self.spec.id,
             "hardware_kind": self.spec.kind,
             "workload": w,
+            "mode": self.mode,
+            "engine": self.engine,
+            "calibration": self.calibration,
             "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s,
+            "roof_ttft_s": self.roof_ttft_s,
+            "roof_tpot_s": self.roof_tpot_s,
             "tpot_first_s": self.tpot_first_s,
             "tpot_last_s": self.tpot_last_s,
             "e2e_latency_s": self.e2e_latency_s,
@@ -190,6 +203,7 @@ class Analysis:
             "decode_naive_mla": self.decode_naive_mla.to_json() if self.decode_naive_mla else None,
             "memory": self.memory,
             "warnings": list(self.warnings),
+            "achievable_ops": self.achievable_ops,
         }
 
 
@@ -268,7 +282,12 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         naive = _phase_result("decode", B, f"{S}..{S + G - 1}", phase_times(cfg, spec, replace(wl, mla_decode=other), "decode", float(B), steps))
         naive.phase = f"decode ({other} MLA)"
 
-    ttft = prefill.time_s
+    roof_ttft, roof_tpot = prefill.time_s, float(np.mean(step_times))
+    ach = None
+    if wl.mode == "achievable":
+        ach = _achievable(cfg, spec, wl, steps, warnings)
+        step_times = ach["step_times_s"]
+    ttft = ach["ttft_s"] if ach else roof_ttft
     tpot = float(np.mean(step_times))
     e2e = ttft + float(np.sum(step_times))
     n_gpus = wl.num_gpus
@@ -326,7 +345,45 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         cost_per_million_output_tokens_usd=cost,
         memory=memory,
         warnings=warnings,
+        mode=wl.mode,
+        engine=wl.engine if ach else None,
+        roof_ttft_s=roof_ttft,
+        roof_tpot_s=roof_tpot,
+        calibration=ach["calibration"] if ach else None,
+        achievable_ops=ach["ops"] if ach else None,
     )
+
+
+def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.ndarray, warnings: list[str]) -> dict:
+    """Achievable prefill time, decode step times and per-op rows (``rooflinecli.achievable``)."""
+    from rooflinecli.achievable import calibration_for, phase_achievable
+
+    if wl.efficiency or wl.use_fitted_efficiency or wl.launch_overhead_s:
+        warnings.append("achievable mode: --efficiency, --fitted-efficiency and --launch-overhead-us apply to the roofline only (ignored)")
+    B = float(wl.batch)
+    pre = phase_achievable(cfg, spec, wl, "prefill", B, float(wl.prompt_len), wl.engine)
+    dec = phase_achievable(cfg, spec, wl, "decode", B, steps, wl.engine)
+
+    def rows(rs):
+        return [
+            {"name": r.name, "kind": r.kind, "layers": r.layers, "kernels_per_layer": r.kernels,
+             "roof_time_s": float(np.mean(r.roof_s)), "time_s": float(np.mean(r.time_s)), "fixed_s": float(np.mean(r.fixed_s)),
+             "efficiency": _finite_or_none(np.nanmean(r.efficiency) if np.any(np.isfinite(r.efficiency)) else np.nan), "note": r.note}
+            for r in rs
+        ]
+
+    cal = calibration_for(spec)
+    return {
+        "ttft_s": float(sum(np.sum(r.time_s) for r in pre)),
+        "step_times_s": sum((np.broadcast_to(r.time_s, steps.shape) for r in dec), np.zeros(steps.shape)),
+        "ops": {"prefill": rows(pre), "decode": rows(dec)},
+        "calibration": {**cal.describe(), "spec": spec.id},
+    }
+
+
+def _finite_or_none(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
 
 
 def layer_prediction(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str) -> list[dict]:

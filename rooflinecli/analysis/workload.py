@@ -55,6 +55,10 @@ class Workload:
     #: budget is of this order), so the activation workspace is sized for one chunk; None sizes it
     #: for the whole unchunked prefill. Prefill *time* is modelled unchunked either way.
     prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS
+    #: "roof" (the roofline on the spec's ceilings) or "achievable" (the spec's calibrated
+    #: vendor-kernel model, ``rooflinecli.achievable``; needs a calibrated measured spec)
+    mode: str = "roof"
+    engine: str = "torch"  # achievable mode: the engine profile (``achievable.ENGINES``)
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -125,6 +129,10 @@ def validate_workload(wl: Workload) -> Workload:
         raise RooflineError(f"--price-per-gpu-hour must be >= 0, got {wl.price_per_gpu_hour}")
     if wl.mla_decode not in MLA_DECODE_FORMS:
         raise RooflineError(f"MLA decode form must be one of {', '.join(MLA_DECODE_FORMS)}, got '{wl.mla_decode}'")
+    from rooflinecli.achievable.profiles import check_mode, get_engine
+
+    check_mode(wl.mode)
+    get_engine(wl.engine)
     return wl
 
 

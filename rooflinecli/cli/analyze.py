@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from rooflinecli.fmt import json_default
+from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 
 
@@ -39,13 +40,17 @@ def analyze_cmd(
     expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1 (1 = uniform).")] = 1.0,
     mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.")] = "absorbed",
     weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     ops: Annotated[bool, typer.Option("--ops/--no-ops", help="Print the per-op tables.")] = True,
     as_json: JsonOption = False,
 ) -> None:
     """How fast a model should run: prefill (TTFT) and decode (TPOT) on the roofline, per op.
 
-    Defaults: pure datasheet roofline (efficiency 1.0, no launch overhead), llama-3-8b on h100-sxm,
-    batch 1, prompt 1024, gen 256. Times are per GPU of a --tp x --ep replica.
+    Defaults: llama-3-8b on h100-sxm, batch 1, prompt 1024, gen 256. On a datasheet spec: the pure
+    roofline (efficiency 1.0, no launch overhead). On a calibrated spec (--hw h200-measured): the
+    achievable times of the calibrated vendor-kernel model, roof beside (--mode roof for the roof
+    alone). Times are per GPU of a --tp x --ep replica.
     """
     from rooflinecli.analysis import Workload, analyze, parse_efficiency
     from rooflinecli.hardware import get_spec
@@ -73,8 +78,14 @@ def analyze_cmd(
     )
     from rooflinecli.analysis import validate_workload
 
+    from dataclasses import replace
+
+    from rooflinecli.achievable import resolve_mode
+
+    wl = replace(wl, engine=engine)
     validate_workload(wl)  # input errors first, before loading anything
     cfg, spec = get_model(model), get_spec(hw)
+    wl = replace(wl, mode=resolve_mode(spec, mode, engine))
     a = analyze(cfg, spec, wl)
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
@@ -113,6 +124,30 @@ def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
     return t
 
 
+def _achievable_table(title: str, rows: list[dict], roof_total_s: float, fmt_time):
+    """Where a phase's time goes beyond the roof: per op, roof and achievable time, the fixed
+    costs inside it, the efficiency of the rest (roof / (achievable - fixed)), kernels, excess."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["op", "L", "kernels/L", "roof time", "achievable", "fixed cost", "efficiency", "beyond roof", "%"]
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    total = sum(r["time_s"] for r in rows) or 1.0
+    for r in rows:
+        eff = "-" if not r["roof_time_s"] or r["efficiency"] is None else f"{r['efficiency']:.2f}"
+        t.add_row(
+            r["name"], str(r["layers"]), str(r["kernels_per_layer"]), fmt_time(r["roof_time_s"]) if r["roof_time_s"] else "-",
+            fmt_time(r["time_s"]), fmt_time(r["fixed_s"]), eff, fmt_time(r["time_s"] - r["roof_time_s"]), f"{r['time_s'] / total:.1%}",
+        )
+    kernels = sum(r["kernels_per_layer"] * r["layers"] for r in rows)
+    fixed = sum(r["fixed_s"] for r in rows)
+    t.add_row("total", "", f"{kernels:,} in all", fmt_time(roof_total_s), fmt_time(total), fmt_time(fixed), "",
+              fmt_time(total - roof_total_s), "100%", style="bold")
+    return t
+
+
 def render(a, show_ops: bool = True) -> None:
     """Rich summary and per-op tables of an ``Analysis``."""
     from rooflinecli.cli.console import make_console
@@ -133,9 +168,21 @@ def render(a, show_ops: bool = True) -> None:
         f"{spec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
         + (f"; launch overhead {wl.launch_overhead_s * 1e6:g} us/kernel" if wl.launch_overhead_s else "")
     )
+    if a.mode == "achievable":
+        cal = a.calibration or {}
+        c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {cal.get('path', '?')}); the roof beside")
+    elif spec.kind == "datasheet":
+        c.print("mode roof: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
+    else:
+        c.print("mode roof: roofline on this spec's measured ceilings")
+    ach = a.mode == "achievable"
+
+    def beside(t, roof_t):
+        return f"  (roof {fmt_time(roof_t)}, x{t / roof_t:.2f})" if ach and roof_t else ""
+
     lines = [
-        ("TTFT (prefill)", f"{fmt_time(a.ttft_s)}  ({a.prefill.bound}-bound)"),
-        ("TPOT first / mean / last", f"{fmt_time(a.tpot_first_s)} / {fmt_time(a.tpot_s)} / {fmt_time(a.tpot_last_s)}  ({a.decode.bound}-bound)"),
+        ("TTFT (prefill)", f"{fmt_time(a.ttft_s)}  ({a.prefill.bound}-bound){beside(a.ttft_s, a.roof_ttft_s)}"),
+        ("TPOT first / mean / last", f"{fmt_time(a.tpot_first_s)} / {fmt_time(a.tpot_s)} / {fmt_time(a.tpot_last_s)}  ({a.decode.bound}-bound){beside(a.tpot_s, a.roof_tpot_s)}"),
         ("end-to-end latency", fmt_time(a.e2e_latency_s)),
         ("decode tokens/s", f"{a.tokens_per_s_per_sequence:,.1f} per sequence, {a.tokens_per_s_per_gpu:,.0f} per GPU "
                             f"({a.end_to_end_tokens_per_s_per_gpu:,.0f} per GPU with prefill)"),
@@ -163,7 +210,12 @@ def render(a, show_ops: bool = True) -> None:
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         c.print(f"  {k:<{width}}  {v}")
-    if show_ops:
+    if show_ops and ach:
+        c.print(_achievable_table(f"prefill ({a.engine}, eager): {wl.batch} x {wl.prompt_len:,} tokens, achievable vs roof (summed over L layers, per GPU)",
+                                  a.achievable_ops["prefill"], a.roof_ttft_s, fmt_time))
+        c.print(_achievable_table(f"decode ({a.engine}, CUDA graph): one step, mean over contexts {a.decode.context}, achievable vs roof (summed over L layers, per GPU)",
+                                  a.achievable_ops["decode"], a.roof_tpot_s, fmt_time))
+    elif show_ops:
         c.print(_ops_table(f"prefill: {wl.batch} x {wl.prompt_len:,} tokens (summed over L layers, per GPU)", a.prefill, fmt_bytes, fmt_time, fmt_count))
         c.print(_ops_table(f"decode: one step, mean over contexts {a.decode.context} (summed over L layers, per GPU)", a.decode, fmt_bytes, fmt_time, fmt_count))
 

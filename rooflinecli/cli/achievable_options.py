@@ -1,0 +1,21 @@
+"""``--mode`` and ``--engine``: the options every command that predicts times takes.
+
+``--mode`` defaults to "achievable" on a calibrated spec (a measured spec naming its calibration
+file, e.g. ``--hw h200-measured``) and to "roof" otherwise; ``rooflinecli.achievable.resolve_mode``
+resolves it per spec.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+ModeOption = Annotated[
+    str | None,
+    typer.Option("--mode", help="roof (the roofline on the spec's ceilings) or achievable (the calibrated vendor-kernel model; default on a calibrated spec such as h200-measured)."),
+]
+EngineOption = Annotated[
+    str,
+    typer.Option("--engine", help="Achievable mode: engine profile, torch (one kernel per torch op, decode in a CUDA graph) or fused (vLLM/SGLang-style fused kernels)."),
+]

@@ -1,0 +1,204 @@
+"""The achievable model: calibration files (both layouts, bad input), the fitted vendor-kernel
+models against real H200 timings (leave one shape out), engine profiles and ``predict_step_s``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rooflinecli.achievable import calibration_for, models_for, predict_step_breakdown, predict_step_s
+from rooflinecli.achievable.calibration import SCHEMA, load_calibration, parse_calibration
+from rooflinecli.achievable.fit import fit_models, leave_one_out
+from rooflinecli.analysis import Workload
+from rooflinecli.errors import RooflineError
+from rooflinecli.hardware import get_spec
+from rooflinecli.model_registry import get_model
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "h200-2026-11-30" / "torch-op-timings.json"
+SHIPPED = ROOT / "hardware_specs" / "measured" / "h200-calibration.json"
+
+
+@pytest.fixture(scope="module")
+def cal():
+    return load_calibration(str(FIXTURE))
+
+
+def test_leave_one_shape_out_on_the_h200_fixture(cal):
+    """Drop each timed row, refit its op's model, predict it: median |error| <= 5%, p90 <= 15%."""
+    res = leave_one_out(cal)
+    errs = np.abs([e for _, e in res])
+    assert len(res) >= 250  # every timed row but the launch floor
+    med, p90 = float(np.median(errs)), float(np.percentile(errs, 90))
+    by_op: dict[str, list[float]] = {}
+    for r, e in res:
+        by_op.setdefault(r.op, []).append(abs(e))
+    print(f"\nleave-one-shape-out over {len(res)} rows: median |error| {med:.1%}, p90 {p90:.1%}")
+    for op, v in sorted(by_op.items()):
+        print(f"  {op:30s} {len(v):4d} rows  median {np.median(v):6.1%}  p90 {np.percentile(v, 90):6.1%}  max {max(v):6.1%}")
+    assert med <= 0.05 and p90 <= 0.15
+    assert np.median(by_op["gemm"]) <= 0.05  # the bulk of a step's time
+
+
+def test_fit_reproduces_the_rows_it_was_fitted_on_and_the_h200_facts(cal):
+    m = fit_models(cal)
+    assert 0.9e-6 < m.graph_floor_s < 1.0e-6  # ~1 us per kernel in a graph
+    assert 3e-6 < m.gemm.t0_s < 7e-6  # small projections pay a fixed cost of a few us
+    assert 600 < m.sustained_gemm_flops_per_s / 1e12 < 700  # sustained, below the 790 burst
+    assert 10e-6 < m.eager_launch_s < 25e-6  # eager host launch
+    errs = [abs(m.row_time_s(r) / r.t_graph_s - 1) for r in cal.rows if r.op == "gemm"]
+    assert np.median(errs) < 0.01  # the per-(N, K) table passes through its own points
+
+
+def test_both_layouts_load_the_same_rows(cal):
+    shipped = load_calibration(str(SHIPPED))
+    assert json.loads(SHIPPED.read_text())["schema"] == SCHEMA
+    assert [(r.op, r.shape, r.t_graph_s) for r in shipped.rows] == [(r.op, r.shape, r.t_graph_s) for r in cal.rows]
+    assert shipped.gpu == cal.gpu == "NVIDIA H200"
+    assert shipped.sustained["gemm_bf16_tflops"] == pytest.approx(cal.sustained["gemm_bf16_tflops"], rel=1e-3)
+
+
+def _doc():
+    return json.loads(FIXTURE.read_text())
+
+
+def test_unknown_ops_are_noted_not_fatal():
+    doc = _doc()
+    doc["rows"].append({"op": "fancy_new_op", "shape": {}, "flops": 1, "bytes": 1, "t_graph": 1e-6})
+    c = parse_calibration(doc, "x.json")
+    assert c.notes == ("ignored 1 row(s) of unknown op 'fancy_new_op'",)
+
+
+@pytest.mark.parametrize(
+    "mutate, expect",
+    [
+        (lambda d: d["rows"][3].__setitem__("t_graph", float("nan")), "rows[3] (gemm): t_graph: must be a positive finite number, got nan"),
+        (lambda d: d["rows"][3].__setitem__("t_graph", -1e-6), "rows[3] (gemm): t_graph: must be a positive finite number"),
+        (lambda d: d["rows"][5].pop("t_graph"), "rows[5] (gemm): t_graph: missing"),
+        (lambda d: d["rows"][5].__setitem__("bytes", -4), "rows[5] (gemm): bytes: must be a finite number >= 0, got -4"),
+        (lambda d: d["rows"][5]["shape"].pop("K"), "rows[5] (gemm): shape.K: missing"),
+        (lambda d: d["rows"].__setitem__(slice(None), []), "rows: missing or empty"),
+        (lambda d: d.__setitem__("schema", "other/9"), "schema: unknown 'other/9'"),
+        (lambda d: d.__setitem__("sustained", {"gemm_bf16_tflops": float("inf")}), "sustained.gemm_bf16_tflops: must be a positive finite number"),
+    ],
+    ids=["nan", "negative-time", "missing-time", "negative-bytes", "missing-shape-key", "no-rows", "bad-schema", "inf-sustained"],
+)
+def test_bad_calibration_is_one_line(tmp_path, mutate, expect):
+    doc = _doc()
+    mutate(doc)
+    p = tmp_path / "cal.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(RooflineError) as e:
+        load_calibration(str(p))
+    msg = str(e.value)
+    assert "\n" not in msg and expect in msg and str(p) in msg
+
+
+def test_missing_calibration_file_through_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from rooflinecli.cli import app
+
+    spec = tmp_path / "lab.toml"
+    spec.write_text('id = "lab"\nkind = "measured"\nbase = "h200"\n[measured_with]\ncalibration = "gone.json"\n')
+    r = CliRunner().invoke(app, ["analyze", "--hw", str(spec)])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "no such calibration file" in lines[0] and "gone.json" in lines[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# predictions
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def h200m():
+    return get_spec("h200-measured")
+
+
+def test_shipped_measured_spec_names_its_calibration(h200m):
+    assert h200m.kind == "measured" and h200m.base == "h200"
+    assert h200m.peak_dense_tflops["bf16"] == pytest.approx(677.4)  # sustained, burst beside
+    assert h200m.measured_with["burst peak_dense_tflops.bf16"] == "790.6"
+    assert calibration_for(h200m).gpu == "NVIDIA H200"
+    assert calibration_for(get_spec("h200")) is None and models_for(get_spec("h200")) is None
+
+
+def test_modes_order_and_breakdown_sums(h200m):
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=64, prompt_len=2048, gen_len=1)
+    t = {m: predict_step_s(cfg, h200m, wl, "decode", 64, 2048, mode=m) for m in ("roof", "roof_measured", "achievable")}
+    # the datasheet roof is the fastest; measured ceilings are lower; real kernels lower still
+    assert t["roof"] < t["roof_measured"] < t["achievable"]
+    assert 1.1 < t["achievable"] / t["roof"] < 1.6  # the H200 gap of the issue: 30-44% over the datasheet roof
+    rows = predict_step_breakdown(cfg, h200m, wl, "decode", 64, 2048, mode="achievable")
+    assert math.isclose(sum(r["time_s"] for r in rows), t["achievable"], rel_tol=1e-12)
+    by = {r["name"]: r for r in rows}
+    assert {"attn.qkv", "mlp.gate_up", "attn.rope", "attn.kv_write", "residual_adds"} <= set(by)
+    assert by["attn.rope"]["kernels"] == 10 and by["attn.rope"]["roof_s"] == 0.0
+    for r in rows:
+        assert r["time_s"] >= r["fixed_s"] >= 0.0
+    # the roof rows of the achievable breakdown add up to the measured-ceiling roof
+    assert math.isclose(sum(r["roof_s"] for r in rows), t["roof_measured"], rel_tol=1e-9)
+
+
+def test_gemm_row_matches_the_calibrated_shape(h200m, cal):
+    """A Llama-3-8B decode step's fused qkv GEMM at batch 64 is the calibrated (64, 6144, 4096)."""
+    cfg = get_model("llama-3-8b")
+    rows = predict_step_breakdown(cfg, h200m, Workload(batch=64, prompt_len=512, gen_len=1), "decode", 64, 512, mode="achievable")
+    qkv = next(r for r in rows if r["name"] == "attn.qkv")
+    measured = next(r.t_graph_s for r in cal.rows if r.op == "gemm" and r.shape == {"M": 64, "N": 6144, "K": 4096})
+    assert qkv["time_s"] / cfg.num_layers == pytest.approx(measured, rel=0.03)
+
+
+def test_fused_engine_is_faster_and_launches_fewer_kernels(h200m):
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=8, prompt_len=1024, gen_len=1)
+    torch_rows = predict_step_breakdown(cfg, h200m, wl, "decode", 8, 1024, mode="achievable", engine="torch")
+    fused_rows = predict_step_breakdown(cfg, h200m, wl, "decode", 8, 1024, mode="achievable", engine="fused")
+
+    def kernels(rows):
+        return sum(r["kernels"] * r["layers"] for r in rows)
+
+    assert kernels(fused_rows) < kernels(torch_rows) / 2
+    assert sum(r["time_s"] for r in fused_rows) < sum(r["time_s"] for r in torch_rows)
+
+
+def test_achievable_grows_with_batch_and_context(h200m):
+    from rooflinecli.achievable import phase_achievable
+
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=1, prompt_len=1, gen_len=1)
+    B = np.array([1.0, 8.0, 64.0, 256.0])[:, None]
+    N = np.array([512.0, 4096.0, 32768.0])[None, :]
+    total = sum(np.broadcast_to(r.time_s, (4, 3)) for r in phase_achievable(cfg, h200m, wl, "decode", B, N))
+    assert (np.diff(total, axis=0) > 0).all() and (np.diff(total, axis=1) > 0).all()
+    # one grid point equals the scalar call
+    assert total[2, 1] == pytest.approx(predict_step_s(cfg, h200m, wl, "decode", 64, 4096, mode="achievable"), rel=1e-12)
+
+
+def test_prefill_eager_pays_host_launches_for_short_prompts(h200m):
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=1, prompt_len=16, gen_len=1)
+    rows = predict_step_breakdown(cfg, h200m, wl, "prefill", 1, 16, mode="achievable")
+    eager = models_for(h200m).eager_launch_s
+    rope = next(r for r in rows if r["name"] == "attn.rope")
+    assert rope["time_s"] == pytest.approx(rope["kernels"] * rope["layers"] * eager)  # host-bound: 10 launches per layer
+
+
+def test_bad_mode_and_engine(h200m):
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=1, prompt_len=16, gen_len=1)
+    with pytest.raises(RooflineError, match="unknown engine 'vllm'"):
+        predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="achievable", engine="vllm")
+    with pytest.raises(RooflineError, match="mode: unknown 'fast'"):
+        predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="fast")
+    with pytest.raises(RooflineError, match="needs a calibrated spec"):
+        predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="achievable")
+    with pytest.raises(RooflineError, match="roof_measured needs a measured spec"):
+        predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="roof_measured")
