@@ -128,15 +128,48 @@ _ROW_FIELDS = {f.name for f in fields(ResultRow)}
 _REQUIRED_ROW = {"op", "impl", "shape", "dtype", "samples_s", "p20_s", "p50_s", "p80_s", "flops", "bytes"}
 
 
+#: samples one row may hold: real runs keep tens to hundreds; rank statistics on a row are O(n^2)
+MAX_SAMPLES_PER_ROW = 100_000
+#: rows one results file may hold (a full suite is a few hundred)
+MAX_ROWS = 100_000
+#: the largest figure a row may give (FLOPs, bytes, seconds, ...): beyond it a value is corrupt
+MAX_ROW_NUMBER = 1e30
+_ROW_STR = ("op", "impl", "shape", "dtype", "method", "note", "tuning", "backend", "model_kind", "compute_dtype")
+_ROW_NUM = ("flops", "bytes", "p20_s", "p50_s", "p80_s", "achieved_tflops", "achieved_gb_per_s", "predicted_s_datasheet",
+            "predicted_s_measured", "pct_of_roof", "max_rel_error", "host_us_per_call")
+
+
+def _check_row(path: Path, i: int, r: dict) -> None:
+    """Types and ranges of one row's fields: strings are strings without control characters, numbers
+    are finite, non-negative and below MAX_ROW_NUMBER (or null where optional), ``correct`` a boolean."""
+    from rooflinecli.errors import has_control
+
+    where = f"{path}: rows[{i}]"
+    for k in _ROW_STR:
+        if k in r and (not isinstance(r[k], str) or has_control(r[k]) or len(r[k]) > 1000):
+            raise RooflineError(f"{where}: '{k}' must be a string of at most 1000 characters without control characters")
+    for k in _ROW_NUM:
+        v = r.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_ROW_NUMBER:
+            raise RooflineError(f"{where} ({r['op']} {r['shape']}): '{k}' must be a number in [0, {MAX_ROW_NUMBER:g}], got {json.dumps(v)[:40]}")
+    if "correct" in r and not isinstance(r["correct"], bool):
+        raise RooflineError(f"{where}: 'correct' must be true or false, got {json.dumps(r['correct'])[:40]}")
+    for k in ("params", "config"):
+        if k in r and not isinstance(r[k], dict):
+            raise RooflineError(f"{where}: '{k}' must be an object")
+    samples = r.get("samples_s")
+    if isinstance(samples, list) and len(samples) > MAX_SAMPLES_PER_ROW:
+        raise RooflineError(f"{where} ({r['op']} {r['shape']}): {len(samples):,} samples; the limit is {MAX_SAMPLES_PER_ROW:,} per row")
+
+
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
+    from rooflinecli.errors import parse_json_text, read_user_file
+
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such results file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RooflineError(f"{path}: not valid JSON: {e}") from None
+    raw = parse_json_text(read_user_file(path, "results file"), str(path))
     if not isinstance(raw, dict) or "schema" not in raw:
         raise RooflineError(f"{path}: not a rooflinecli results file (no 'schema' key)")
     if raw["schema"] != SCHEMA:
@@ -144,6 +177,8 @@ def load_results(path: str | Path) -> Results:
     rows_raw = raw.get("rows")
     if not isinstance(rows_raw, list):
         raise RooflineError(f"{path}: 'rows' must be a list")
+    if len(rows_raw) > MAX_ROWS:
+        raise RooflineError(f"{path}: {len(rows_raw):,} rows; the limit is {MAX_ROWS:,}")
     rows = []
     for i, r in enumerate(rows_raw):
         if not isinstance(r, dict):
@@ -154,9 +189,10 @@ def load_results(path: str | Path) -> Results:
         unknown = set(r) - _ROW_FIELDS
         if unknown:
             raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(unknown)[0]}'")
+        _check_row(path, i, r)
         samples = r["samples_s"]
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
-        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and x > 0 for x in samples)):
+        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_ROW_NUMBER for x in samples)):
             raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of positive seconds")
         r = dict(r)
         r["samples_s"] = tuple(float(x) for x in samples)
