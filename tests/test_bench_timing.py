@@ -281,3 +281,42 @@ def test_crosscheck_asks_do_bench_cudagraph_for_the_median(monkeypatch):
     called = []
     assert timing.crosscheck_s(lambda: called.append(1), rep_ms=50) == pytest.approx(125e-6)
     assert seen == {"rep": 50, "return_mode": "median"} and called == [1]
+
+
+def test_graph_size_comes_from_a_pilot_and_replays_last_a_millisecond(monkeypatch):
+    """A 3 us kernel over 3 rotating sets: the pilot (whole passes, >= 8 launches) measures 3 us
+    per launch, so the timed graph has 334 launches rounded up to whole passes: 336 (1.008 ms)."""
+    import torch
+
+    clock = {"ms": 0.0}
+    captured = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock["ms"]
+
+        def elapsed_time(self, other):
+            return other.t - self.t
+
+    class Graph:
+        def __init__(self, launches):
+            self.launches = launches
+
+        def replay(self):
+            clock["ms"] += self.launches * 3e-3
+
+    def capture(fns, launches):
+        captured.append((len(fns), launches))
+        return Graph(launches)
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "gpu_sleep", lambda s: None)
+    monkeypatch.setattr(timing, "capture_graph", capture)
+    samples, launches = timing.time_cuda_graph([lambda: None] * 3, min_samples=20, target_total_s=0.25)
+    assert captured == [(3, 9), (3, 336)] and launches == 336
+    assert len(samples) == sample_count(336 * 3e-6, 0.25, 20) == 100
+    assert all(s == pytest.approx(3e-6) for s in samples)

@@ -46,6 +46,8 @@ FLUSH_BYTES_MIN = 256 * 2**20
 #: own start-up are negligible against it
 GRAPH_REPLAY_TARGET_S = 1e-3
 MAX_GRAPH_LAUNCHES = 2000
+#: launches in the pilot graph that estimates the per-launch time (whole passes over the sets)
+PILOT_LAUNCHES = 8
 #: host-ahead events: the GPU sleep before each start event covers this multiple of the launcher's
 #: host time, within [HOST_AHEAD_MIN_S, HOST_AHEAD_MAX_S]
 HOST_AHEAD_MARGIN = 2.0
@@ -290,15 +292,16 @@ def time_cuda_graph(
     target_total_s: float = 0.25,
     target_replay_s: float = GRAPH_REPLAY_TARGET_S,
 ) -> tuple[list[float], int]:
-    """Graph replay over ``fns`` (the same call on rotating input sets): a pilot graph of one pass
-    over the sets gives the per-launch time, then a graph of ``graph_launches`` launches is
+    """Graph replay over ``fns`` (the same call on rotating input sets): a pilot graph of whole
+    passes over the sets (at least ``PILOT_LAUNCHES`` launches) gives the per-launch time, then a graph of ``graph_launches`` launches is
     replayed ``sample_count`` times. Returns the per-launch seconds of each replay and the launch
     count."""
     fns = list(fns)
-    pilot = capture_graph(fns, len(fns))
-    per_launch = sorted(replay_samples(pilot, len(fns), 3))[1]
+    pilot_n = len(fns) * math.ceil(PILOT_LAUNCHES / len(fns))  # amortizes the replay's own start-up
+    pilot = capture_graph(fns, pilot_n)
+    per_launch = sorted(replay_samples(pilot, pilot_n, 3))[1]
     launches = graph_launches(per_launch, len(fns), target_replay_s)
-    graph = pilot if launches == len(fns) else capture_graph(fns, launches)
+    graph = pilot if launches == pilot_n else capture_graph(fns, launches)
     del pilot
     n = sample_count(per_launch * launches, target_total_s, min_samples)
     out = replay_samples(graph, launches, n)
