@@ -352,14 +352,14 @@ def _host_timed(r: ResultRow, spread: float) -> str:
     return ""
 
 
-def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float) -> str:
+def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_samples=None, c_samples=None) -> str:
     """Why this row's timing cannot be trusted ('' when it can): either side bimodal, the spread
     changed several-fold between the runs, or either side host-timed. See docs/regress.md."""
     why = []
-    for side, r in (("baseline", b), ("candidate", c)):
-        found, gap_rel, lower = stats.bimodal_split(r.samples_s)
+    for side, samples in (("baseline", b.samples_s if b_samples is None else b_samples), ("candidate", c.samples_s if c_samples is None else c_samples)):
+        found, gap_rel, lower = stats.bimodal_split(samples)
         if bool(found):
-            n = len(r.samples_s)
+            n = len(samples)
             why.append(f"{side} bimodal ({int(lower)} + {n - int(lower)} samples, {float(gap_rel):.1%} gap)")
     if min(len(b.samples_s), len(c.samples_s)) >= SPREAD_CHANGE_MIN_SAMPLES and bool(stats.spread_changed(b_spread, c_spread)):
         ratio = max(b_spread, c_spread) / min(b_spread, c_spread) if min(b_spread, c_spread) > 0 else math.inf
@@ -418,10 +418,13 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     for k, a, b in zip(keys, bm, cm):
         if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
             raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): p50_s must be a positive number in both files")
-    bn = np.array([float(stats.relative_iqr(base_rows[k].samples_s)) for k in keys])
-    cn = np.array([float(stats.relative_iqr(cand_rows[k].samples_s)) for k in keys])
-    p_slow = np.array([float(stats.mannwhitney_greater(cand_rows[k].samples_s, base_rows[k].samples_s)) for k in keys])
-    p_fast = np.array([float(stats.mannwhitney_greater(base_rows[k].samples_s, cand_rows[k].samples_s)) for k in keys])
+    bs = [np.asarray(base_rows[k].samples_s, dtype=float) for k in keys]  # converted once: rows may hold 1e6 samples
+    cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
+    bn = np.array([float(stats.relative_iqr(a)) for a in bs])
+    cn = np.array([float(stats.relative_iqr(a)) for a in cs])
+    p_both = [stats.mannwhitney_both(c, b) for b, c in zip(bs, cs)]  # (slower, faster)
+    p_slow = np.array([float(p[0]) for p in p_both])
+    p_fast = np.array([float(p[1]) for p in p_both])
     p_slow_adj = stats.holm(p_slow)
     p_fast_adj = stats.holm(p_fast)
     rel = cm / bm - 1.0 if keys else np.zeros(0)
@@ -442,7 +445,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             row_notes.append("candidate failed its correctness check")
         tv = str(timing[i])
         timing_reason = _reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], tv, params)
-        unstable = instability(b, c, float(bn[i]), float(cn[i]))
+        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i])
         cfg = config_diff(b, c)
         if unstable:
             verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})"

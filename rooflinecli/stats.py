@@ -74,9 +74,17 @@ def _rank_counts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     groups of equal pooled values, computed as the sum over elements of (t^2 - 1) with t the size of
     the element's group."""
     N = x.shape[-1] + y.shape[-1]
+    if x.ndim == 1:  # one comparison (the real gate): direct sorts and binary searches, no index arrays
+        xs, ys = np.sort(x), np.sort(y)
+        lo = np.searchsorted(ys, xs, side="left")
+        hi = np.searchsorted(ys, xs, side="right")
+        v = np.sort(np.concatenate([xs, ys]), kind="stable")  # two sorted runs: a merge
+        bounds = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1, [N]])
+        t = np.diff(bounds).astype(float)
+        return np.float64(lo.sum() + 0.5 * (hi - lo).sum()), np.float64((t**3 - t).sum())
     pooled = np.concatenate([x, y], axis=-1)
     is_y = np.concatenate([np.zeros(x.shape, dtype=np.int64), np.ones(y.shape, dtype=np.int64)], axis=-1)
-    order = np.argsort(pooled, axis=-1, kind="stable")
+    order = np.argsort(pooled, axis=-1)  # ties are grouped by value below, so any sort order will do
     v = np.take_along_axis(pooled, order, axis=-1)
     ys = np.take_along_axis(is_y, order, axis=-1)
     idx = np.broadcast_to(np.arange(N), v.shape)
@@ -113,6 +121,12 @@ def mannwhitney_greater(x, y, method: str = "auto") -> np.ndarray:
     ``x`` has shape (..., m) and ``y`` (..., n); leading axes broadcast. ``method``: "auto" (exact
     without ties when m + n <= EXACT_MAX_TOTAL, else asymptotic), "exact" or "asymptotic".
     """
+    return mannwhitney_both(x, y, method)[0]
+
+
+def mannwhitney_both(x, y, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """(p for "x greater than y", p for "y greater than x") from one ranking of the pooled samples
+    (U of y = m n - U of x, same tie term): the gate's two one-sided tests for the price of one."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     m, n = x.shape[-1], y.shape[-1]
@@ -126,25 +140,25 @@ def mannwhitney_greater(x, y, method: str = "auto") -> np.ndarray:
     u, tie_term = _rank_counts(x, y)  # sort-based: a million samples a side is fine
     N = m + n
     has_ties = tie_term > 0
-
+    if method == "exact" and has_ties.any():
+        raise ValueError("the exact Mann-Whitney distribution needs samples without ties")
     mu = m * n / 2.0
     var = m * n / 12.0 * ((N + 1) - tie_term / (N * (N - 1))) if N > 1 else np.zeros(batch)
     sigma = np.sqrt(np.maximum(var, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = (u - mu - 0.5) / sigma
-    p_asym = np.where(sigma > 0, _normal_sf(z), 1.0)
-
-    if method == "asymptotic":
-        return np.clip(p_asym, 0.0, 1.0)
     use_exact = ~has_ties if method == "exact" else (~has_ties) & (N <= EXACT_MAX_TOTAL)
-    if method == "exact" and has_ties.any():
-        raise ValueError("the exact Mann-Whitney distribution needs samples without ties")
-    if not np.any(use_exact):
-        return np.clip(p_asym, 0.0, 1.0)
-    tail = _u_upper_tail(m, n)
-    # without ties U is an integer
-    p_exact = tail[np.clip(np.rint(u).astype(np.int64), 0, m * n)]
-    return np.clip(np.where(use_exact, p_exact, p_asym), 0.0, 1.0)
+    if method == "asymptotic":
+        use_exact = np.zeros(batch, dtype=bool)
+    out = []
+    for u_side in (u, m * n - u):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (u_side - mu - 0.5) / sigma
+        p = np.where(sigma > 0, _normal_sf(z), 1.0)
+        if np.any(use_exact):
+            # without ties U is an integer; the null distribution is symmetric in (m, n)
+            p_exact = _u_upper_tail(m, n)[np.clip(np.rint(u_side).astype(np.int64), 0, m * n)]
+            p = np.where(use_exact, p_exact, p)
+        out.append(np.clip(p, 0.0, 1.0))
+    return out[0], out[1]
 
 
 def holm(p, axis: int = -1) -> np.ndarray:
