@@ -306,22 +306,13 @@ def _graph_replays(fn, device: str, replays: int) -> tuple[list[float], str]:
             fn()
             out.append(time.perf_counter() - t0)
         return out, "wall_clock (CPU dry run, not a GPU measurement)"
-    import torch
-
-    from rooflinecli.bench.timing import capture_graph
+    from rooflinecli.bench.timing import capture_graph, replay_samples
 
     g = capture_graph([fn], 1)
-    g.replay()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    for i in range(replays):
-        starts[i].record()
-        g.replay()
-        ends[i].record()
-    torch.cuda.synchronize()
-    del g
-    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)], "cuda_graph (whole step as one graph, replayed back to back)"
+    try:
+        return replay_samples(g, 1, replays), "cuda_graph (whole step as one graph, replays queued back to back behind a GPU sleep)"
+    finally:
+        del g
 
 
 def _eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
@@ -365,15 +356,27 @@ def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen) 
             samples, _ = _eager_runs(fn, device, 3)
             times[b] = _median(samples)
         except Exception:  # noqa: BLE001 - a backend without this shape is not a candidate
-            if device == "cuda":
-                try:
-                    torch.cuda.synchronize()
-                except Exception:  # noqa: BLE001
-                    pass
+            _sync_quietly(device)
     if not times:
         return "default", "no backend ran in the probe; default dispatch"
     best = min(times, key=times.get)
     return best, "eager us per backend: " + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in sorted(times.items(), key=lambda kv: kv[1]))
+
+
+def _why(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
+def _sync_quietly(device: str) -> None:
+    """Synchronize after a failure; a sticky CUDA error shows up at the next point, which records it."""
+    if device != "cuda":
+        return
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _point(phase: str, engine: str, batch: int, context: int, layers: int, samples: list[float], method: str, **extra) -> dict[str, Any]:
@@ -408,7 +411,12 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
     if plan.reduced:
         out["note"] = (f"{cfg.name} does not fit one GPU with room for its KV cache: built with {plan.cfg.num_layers} of "
                        f"{plan.layers_full} layers (num_hidden_layers reduced); predictions use the same reduced config")
-    W = Weights(plan.cfg, device, seed)
+    try:
+        W = Weights(plan.cfg, device, seed)
+    except Exception as e:  # noqa: BLE001 - recorded (say, out of memory); nothing else can run
+        out["failed"].append({"phase": "build", "engine": "torch", "batch": 0, "context": 0, "error": _why(e)})
+        out["elapsed_s"] = time.monotonic() - t0
+        return out
     gen = torch.Generator().manual_seed(seed + 1)
     L = plan.cfg.num_layers
 
@@ -428,7 +436,15 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
             ops = state["triton"] = state["triton"] or TritonOps()
             err = rel_error(decode_step(W, ops, tokens, cos, sin, kc, vc, N), decode_step(W, TorchOps(), tokens, cos, sin, kc, vc, N))
             extra = {"check_rel_error_vs_torch": err, "check_ok": err <= TRITON_TOLERANCE}
-        samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+        try:
+            samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+        except Exception as e:  # noqa: BLE001 - a backend that will not capture: default dispatch instead
+            if engine != "torch" or ops.sdpa_backend == "default":
+                raise
+            _sync_quietly(device)
+            extra.update(backend="default", backend_note=f"{ops.sdpa_backend} failed in graph capture ({type(e).__name__}); default dispatch timed")
+            ops = TorchOps("default")
+            samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
         return _point("decode", engine, B, N, L, samples, method, **extra)
 
     def prefill_point(engine: str, B: int, S: int) -> dict[str, Any]:
@@ -450,12 +466,8 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         try:
             out["points"].append(run(engine, B, N))
         except Exception as e:  # noqa: BLE001 - one failing point never stops the stage
-            out["failed"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"})
-            if device == "cuda":
-                try:
-                    torch.cuda.synchronize()
-                except Exception:  # noqa: BLE001 - a dead context fails the next point, which records it
-                    pass
+            out["failed"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "error": _why(e)})
+            _sync_quietly(device)
         finally:
             if device == "cuda":
                 torch.cuda.empty_cache()

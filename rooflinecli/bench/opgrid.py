@@ -4,8 +4,9 @@ written as a calibration file (schema ``rooflinecli.calibration/1``) that a meas
 Per shape (``measure_case``):
 
 * ``t_graph``: a CUDA graph of ``n`` launches cycling over ``sets`` input sets (together at least
-  3x the L2, or 64 sets when one set is that small), replayed ``REPLAYS`` times (>= 7); per-launch
-  time = median replay / ``n``. Launch gaps vanish, every launch reads data the previous ones evicted;
+  3x the L2, or 64 sets when one set is that small), replayed ``REPLAYS`` times (>= 7) back to back
+  behind a GPU sleep (``timing.replay_samples``); per-launch time = median replay / ``n``. Launch
+  gaps vanish, every launch reads data the previous ones evicted;
 * ``t_eager``: the CUDA-event median of single launches (host gaps included).
 
 Ops and shape keys (the same as the 2026-11-30 H200 fixture): ``gemm`` {M, N, K} with a ``name``
@@ -341,22 +342,13 @@ class Timer:
                     fns[i % len(fns)]()
                 out.append((time.perf_counter() - t0) / n)
             return _median(out)
-        import torch
-
-        from rooflinecli.bench.timing import capture_graph
+        from rooflinecli.bench.timing import capture_graph, replay_samples
 
         g = capture_graph(fns, n)
-        g.replay()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.replays)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.replays)]
-        for i in range(self.replays):
-            starts[i].record()
-            g.replay()
-            ends[i].record()
-        torch.cuda.synchronize()
-        del g
-        return _median([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]) / n
+        try:
+            return _median(replay_samples(g, n, self.replays))  # replays queued behind a GPU sleep
+        finally:
+            del g
 
 
 def _fns(case: Case, sets: int, device: str, gen, **kw) -> list[Callable[[], Any]]:
@@ -372,8 +364,8 @@ def _rank_backends(case: Case, timer: Timer, gen) -> tuple[list[tuple[str, bool]
     errors: list[str] = []
     for b in case.backends:
         for expand in (False, True):
-            if expand and case.shape["KVH"] == case.shape["H"]:
-                continue
+            if expand and (case.shape["KVH"] == case.shape["H"] or case.set_bytes * case.shape["H"] / case.shape["KVH"] > MAX_SET_BYTES):
+                continue  # nothing to expand, or the expanded K/V would not be a sane allocation
             label = f"{b}{'+expanded_kv' if expand else ''}"
             try:
                 fns = _fns(case, 1, timer.device, gen, backend=b, expand=expand)

@@ -433,8 +433,8 @@ def predict_point(cfg, ds: HardwareSpec | None, ms: HardwareSpec | None, phase: 
                 out[key] = float(fn(cfg, spec, wl, phase, batch, context, mode=key, engine="torch"))
             elif key != "achievable":
                 out[key] = _roof_step_s(cfg, spec, phase, batch, context)
-        except RooflineError as e:
-            note = f"{key} prediction unavailable: {e}"
+        except Exception as e:  # noqa: BLE001 - a predictor that fails leaves its column empty, said in the notes
+            note = f"{key} prediction unavailable: {type(e).__name__ + ': ' if not isinstance(e, RooflineError) else ''}{' '.join(str(e).split())[:200]}"
             if note not in notes:
                 notes.append(note)
     if fn is None:
