@@ -270,6 +270,23 @@ class Call:
     key: tuple
     config: Any
     source: str  # "committed" | "autotuned" | "fixed"
+    #: with ``pin_missing``: the configs the autotuner's own pruning (``prune_configs_by``) keeps
+    #: for this call; None when not asked
+    candidates: tuple | None = None
+
+
+def pruned_configs(autotuner, args: tuple, meta: Mapping[str, Any]) -> tuple:
+    """The configs the autotuner would time for this call: its ``prune_configs_by`` applied
+    (``Autotuner.prune_configs`` reads ``nargs``, set here as ``run`` sets it); all of them when
+    pruning fails or keeps none."""
+    try:
+        autotuner.nargs = dict(zip(autotuner.arg_names, args))
+        kept = tuple(autotuner.prune_configs(dict(meta)))
+    except Exception:  # noqa: BLE001 - a pruning function that wants more: time every config
+        kept = ()
+    finally:
+        autotuner.nargs = None
+    return kept or tuple(autotuner.configs)
 
 
 class Recorder:
@@ -291,14 +308,18 @@ class Recorder:
                 out = original(*args, **kwargs)
                 self.calls.append(Call(name, (), at.configs[0] if at.configs else None, "fixed"))
                 return out
-            key = call_key(at, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")})
-            if self.pin_missing and key not in at.cache:
-                at.cache[key] = at.configs[0]
+            meta = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
+            key = call_key(at, args, meta)
+            candidates = None
+            if self.pin_missing:
+                candidates = pruned_configs(at, args, meta)
+                if key not in at.cache:
+                    at.cache[key] = candidates[0]
             cfg_before = at.cache.get(key)
             out = original(*args, **kwargs)
             cfg = at.cache.get(key, getattr(at, "best_config", None))
             committed = cfg_before is not None and cfg is cfg_before and self.committed.is_committed(name, key, cfg)
-            self.calls.append(Call(name, key, cfg, "committed" if committed else "autotuned"))
+            self.calls.append(Call(name, key, cfg, "committed" if committed else "autotuned", candidates))
             return out
 
         return run

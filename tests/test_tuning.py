@@ -343,3 +343,34 @@ def test_tune_without_a_gpu_is_one_line_exit_2(tmp_path):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: no CUDA GPU found") and "roofline tune" in lines[0]
     assert not (tmp_path / "t.json").exists()
+
+
+def test_tune_key_leaves_out_a_config_with_a_wrong_result(monkeypatch):
+    import rooflinecli.bench.timing as timing
+    from rooflinecli.bench.tuner import tune_key
+
+    clock = _Clock()
+    clock.install(monkeypatch)
+    at = triton.autotune(configs=list(_CONFIGS), key=["n"])(_scale_kernel)
+    key = (100, "torch.float32", "torch.float32")
+    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, str(at.cache[key].kwargs["BLOCK"]), 0.05 * launches if at.cache[key].kwargs["BLOCK"] == 32 else 0.1 * launches))
+    # BLOCK 32 is faster but wrong for this shape: BLOCK 64 is chosen
+    check = lambda: "rel error 1.0e+00 > 1.0e-05" if at.cache[key].kwargs["BLOCK"] == 32 else None  # noqa: E731
+    chosen, medians, failed = tune_key(at, key, [lambda: None], rounds=5, check=check)
+    assert chosen.kwargs == {"BLOCK": 64} and len(medians) == 1
+    assert list(failed.values()) == ["wrong result: rel error 1.0e+00 > 1.0e-05"]
+    # only the configs given (those the autotuner's pruning kept) are timed
+    chosen, medians, _ = tune_key(at, key, [lambda: None], rounds=5, configs=[at.configs[0]])
+    assert chosen is at.configs[0] and len(medians) == 1
+
+
+def test_pinning_applies_the_autotuners_own_pruning():
+    def keep_small(configs, named_args, **kwargs):
+        assert named_args["n"] == 50  # the call's arguments, as Autotuner.run passes them
+        return [c for c in configs if c.kwargs["BLOCK"] <= named_args["n"]]
+
+    at = triton.autotune(configs=list(_CONFIGS), key=["n"], prune_configs_by={"early_config_prune": keep_small})(_scale_kernel)
+    with Recorder({"toy": at}, pin_missing=True) as rec:
+        _launch(at, torch.randn(50))
+    (call,) = rec.calls
+    assert [c.kwargs["BLOCK"] for c in call.candidates] == [32] and call.config is at.configs[0]

@@ -5,11 +5,13 @@ For each bench case (in suite order, round-robin over kernels under a time budge
 
 1. fresh inputs and the rotating input sets ``bench`` uses (together over 4x the L2);
 2. one call with every autotuner *pinned* (a key not yet tuned runs the autotuner's first config,
-   ``kernels.tuning.Recorder(pin_missing=True)``): which (autotuner, key) pairs the case hits;
-3. for each pair not tuned yet in this run: every config of that autotuner is put in the cache for
-   that key (the other autotuners keep their choice so far) and the whole launcher is captured as
-   a CUDA graph of ``n`` launches over the rotating sets (``n`` from a pilot replay: a replay
-   lasts >= 1 ms); a config that fails to compile or capture is left out, noted;
+   ``kernels.tuning.Recorder(pin_missing=True)``): which (autotuner, key) pairs the case hits, and
+   which configs the autotuner's own ``prune_configs_by`` keeps for each;
+3. for each pair not tuned yet in this run: every kept config is put in the cache for that key
+   (the other autotuners keep their choice so far), the launcher's output is checked against the
+   reference (a wrong result leaves the config out), and the whole launcher is captured as a CUDA
+   graph of ``n`` launches over the rotating sets (``n`` from a pilot replay: a replay lasts
+   >= 1 ms); a config that fails to compile or capture is left out, noted;
 4. ``rounds`` (>= 5) rounds, each replaying every config's graph once, in an order rotated by one
    each round (round-robin interleaving: clock drift and heat hit every config alike);
 5. the fastest median wins, except that a config within 2% of it that is simpler
@@ -72,9 +74,18 @@ def interleaved_medians(graphs: dict[str, Any], launches: int, rounds: int) -> d
     return {n: float(statistics.median(v)) for n, v in samples.items()}
 
 
-def tune_key(at, key: tuple, fns: list[Callable[[], Any]], rounds: int) -> tuple[Any, dict[str, float], dict[str, str]]:
-    """Time every config of ``at`` for ``key`` (graph replay of the whole launcher over ``fns``);
-    returns (chosen Config, {config json: median s}, {config json: failure})."""
+def tune_key(
+    at,
+    key: tuple,
+    fns: list[Callable[[], Any]],
+    rounds: int,
+    configs: tuple | list | None = None,
+    check: Callable[[], str | None] | None = None,
+) -> tuple[Any, dict[str, float], dict[str, str]]:
+    """Time every config of ``at`` (or ``configs``: those its pruning keeps) for ``key`` (graph
+    replay of the whole launcher over ``fns``); ``check()`` (None when the output is right, else
+    why not) runs first with each config, and a config with a wrong result is left out. Returns
+    (chosen Config, {config json: median s}, {config json: failure})."""
     import torch
 
     from kernels.tuning import config_json, pick_config
@@ -84,11 +95,15 @@ def tune_key(at, key: tuple, fns: list[Callable[[], Any]], rounds: int) -> tuple
     failed: dict[str, str] = {}
     by_id: dict[str, Any] = {}
     launches = None
-    for cfg in list(at.configs):
+    for cfg in list(configs if configs is not None else at.configs):
         cid = json.dumps(config_json(cfg), sort_keys=True)
         by_id[cid] = cfg
         at.cache[key] = cfg
         try:
+            wrong = check() if check is not None else None
+            if wrong is not None:
+                failed[cid] = f"wrong result: {wrong}"
+                continue
             if launches is None:
                 pilot = capture_graph(fns, len(fns))
                 per_launch = sorted(replay_samples(pilot, len(fns), 3))[1]
@@ -139,7 +154,7 @@ def run_tune(
     from kernels.tuning import Recorder, config_json, discover_autotuners, key_json, tuned_path
     from rooflinecli.atomic import write_json_atomic
     from rooflinecli.bench.environment import utc_now
-    from rooflinecli.bench.runner import _bind, case_seed, input_sets, plan_cases, rotating_calls
+    from rooflinecli.bench.runner import _bind, case_seed, input_sets, plan_cases, rotating_calls, run_check
     from rooflinecli.bench.timing import l2_size_bytes
 
     if rounds < MIN_ROUNDS:
@@ -175,12 +190,19 @@ def run_tune(
             with Recorder(autotuners, pin_missing=True) as rec:
                 fns[0]()
             torch.cuda.synchronize()
-            hits = []
+            hits = {}
             for c in rec.calls:
-                if c.source != "fixed" and (c.name, c.key) not in done and (c.name, c.key) not in hits:
-                    hits.append((c.name, c.key))
-            for name, key in hits:
-                chosen, medians, failed = tune_key(autotuners[name], key, fns, rounds)
+                if c.source != "fixed" and (c.name, c.key) not in done:
+                    hits.setdefault((c.name, c.key), c.candidates)
+            ref = op.reference(**inputs) if hits else None
+            tol = float(op.tolerance.get(case.dtype, 0.0))
+
+            def check() -> str | None:
+                c = run_check(op.run, inputs, ref, tol, torch.cuda.synchronize)
+                return None if c.ok else c.message
+
+            for (name, key), candidates in hits.items():
+                chosen, medians, failed = tune_key(autotuners[name], key, fns, rounds, candidates, check)
                 done.add((name, key))
                 entry = {"key": key_json(key), "config": config_json(chosen), "median_us": round(medians[json.dumps(config_json(chosen), sort_keys=True)] * 1e6, 3), "case": f"{op.name} {case.id}"}
                 entries.setdefault(name, {})[key] = entry
@@ -188,7 +210,7 @@ def run_tune(
         except Exception as e:  # noqa: BLE001 - one case that fails must not stop the others
             report.skipped.append({"op": op.name, "case": case.id, "reason": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"})
         finally:
-            inputs = fns = None  # noqa: F841 - free the case's tensors before the next
+            inputs = fns = ref = None  # noqa: F841 - free the case's tensors before the next
             torch.cuda.empty_cache()
     doc = {
         "schema": "rooflinecli.tuned/1",
