@@ -507,6 +507,39 @@ def baseline(a, w, a_scale=None, w_scale=None) -> torch.Tensor:
     return torch.matmul(a, w.T)
 
 
+def _cublas_matmul(a, w, a_scale=None, w_scale=None):
+    if a.dtype == _FP8:
+        return None
+    return lambda: torch.matmul(a, w.T)
+
+
+def _cublas_linear(a, w, a_scale=None, w_scale=None):
+    if a.dtype == _FP8:
+        return None
+    return lambda: torch.nn.functional.linear(a, w)
+
+
+def _scaled_mm(fast_accum: bool):
+    def factory(a, w, a_scale=None, w_scale=None):
+        if a.dtype != _FP8:
+            return None
+        return lambda: torch._scaled_mm(a, w.T, scale_a=a_scale, scale_b=w_scale, out_dtype=torch.bfloat16,
+                                        use_fast_accum=fast_accum)
+
+    return factory
+
+
+#: torch paths timed beside ours, the fastest kept: cuBLAS through matmul and through linear (they
+#: may pick different cuBLASLt algorithms); fp8: _scaled_mm with and without fast accumulation (Triton's
+#: fp8 dot on Hopper accumulates the fast way by default, so the fast-accumulate one is the fair peer)
+BASELINES = {
+    "cublas": _cublas_matmul,
+    "cublas:linear": _cublas_linear,
+    "scaled_mm": _scaled_mm(False),
+    "scaled_mm:fast_accum": _scaled_mm(True),
+}
+
+
 def quantize_fp8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-tensor fp8 e4m3 quantization: (x / scale).to(fp8) with scale = amax / 448."""
     scale = (x.abs().amax().float() / FP8_E4M3_MAX).clamp(min=1e-12).reshape(1)
@@ -552,6 +585,7 @@ OP = KernelOp(
     run=gemm,
     reference=reference,
     baseline=baseline,
+    baselines=BASELINES,
     cost=_cost,
     cases={
         # persistent (M > 256: several tiles per program at the interpreter's 32 x 32 tiles with a

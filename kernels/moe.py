@@ -332,8 +332,10 @@ def moe(
     if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
         weights_flat = weights_flat.to(torch.float32).contiguous()
     n_blocks = block_expert.numel()
-    act = torch.empty((sorted_slots.numel(), I), dtype=hidden.dtype, device=hidden.device)
-    y = torch.empty((num_slots, d), dtype=hidden.dtype, device=hidden.device)
+    P = sorted_slots.numel()
+    scratch = torch.empty(P * I + num_slots * d, dtype=hidden.dtype, device=hidden.device)  # one allocation
+    act = scratch[: P * I].view(P, I)  # P * I * 2 bytes: 16-byte aligned (I % 8 == 0)
+    y = scratch[P * I:].view(num_slots, d)
     launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     _moe_gate_up_kernel[(n_blocks, triton.cdiv(I, cfg["BLOCK_N_UP"]))](
         **gate_up_args(hidden, w1, act, sorted_slots, block_expert, k, cfg), **launch

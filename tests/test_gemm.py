@@ -285,3 +285,19 @@ def test_gpu_configs_compile_to_wgmma_and_tma_for_h200():
         # the persistent kernel's TMA epilogue stores through the TMA engine (two half tiles)
         if "c_tma=True" in row["name"]:
             assert row["UTMASTG"] > 0, row
+
+
+@pytest.mark.parametrize("case", [c for c in OP.cases["test"] if c.params["M"] > G.SKINNY_MAX_M], ids=lambda c: c.id)
+def test_named_baselines_match_reference(case, gen):
+    # each dtype has at least one candidate torch path, and every candidate computes the same C
+    if not OP.supported(case, None):
+        pytest.skip(f"{case.dtype} needs compute capability >= 8.9")
+    inputs = OP.make_inputs(case, DEVICE, gen)
+    runs = {name: f(**inputs) for name, f in OP.baselines.items()}
+    runs = {name: r for name, r in runs.items() if r is not None}
+    assert runs, case.id
+    for name, run in runs.items():
+        if case.dtype == "fp8" and DEVICE == "cpu":
+            continue  # torch._scaled_mm has no CPU kernel; on the GPU it is checked here
+        c = compare(run(), reference(**inputs), OP.tolerance[case.dtype])
+        assert c.ok, f"{name}: {c.message}"
