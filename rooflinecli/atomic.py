@@ -49,9 +49,21 @@ def _reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
-def output_error(path: str | os.PathLike[str], e: OSError) -> RooflineError:
+class OutputError(RooflineError, OSError):
+    """A refused or failed write: one line ``<path>: cannot write: <reason>``. Also an ``OSError``
+    (``strerror`` = the reason), so a caller that names its option on OSError keeps doing so."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str, err: int = 0):
+        OSError.__init__(self, err, reason)
+        self.message = f"{path}: cannot write: {reason}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def output_error(path: str | os.PathLike[str], e: OSError) -> OutputError:
     """One line for an OS error while writing ``path``."""
-    return RooflineError(f"{path}: cannot write output: {_reason(e)}")
+    return OutputError(path, _reason(e), e.errno or 0)
 
 
 def resolve_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Path:
@@ -60,7 +72,7 @@ def resolve_output(path: str | os.PathLike[str], *, make_parents: bool = False) 
     exist unless ``make_parents``. Raises a one-line RooflineError."""
     given = Path(path)
     if str(path) == STDOUT:
-        raise RooflineError("'-' (stdout) is not accepted for this output; name a file")
+        raise OutputError(path, "'-' (stdout) is not accepted for this output; name a file")
     try:
         target = Path(os.path.realpath(given)) if given.is_symlink() else given
         st = os.stat(target) if target.exists() else None
@@ -68,16 +80,16 @@ def resolve_output(path: str | os.PathLike[str], *, make_parents: bool = False) 
         raise output_error(given, e) from None
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise RooflineError(f"{given}: is a folder; name a file for the output")
+            raise OutputError(given, "is a folder; name a file for the output", errno.EISDIR)
         if not stat.S_ISREG(st.st_mode):
             kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
-            raise RooflineError(f"{given}: is {kind}; outputs are written only to regular files (or '-' for stdout where accepted)")
+            raise OutputError(given, f"is {kind}; outputs are written only to regular files (or '-' for stdout where accepted)")
     parent = target.parent
     if not parent.is_dir():
         if parent.exists() or any(p.exists() and not p.is_dir() for p in parent.parents):
-            raise RooflineError(f"{given}: cannot write output: a parent is not a folder")
+            raise OutputError(given, "a parent is not a folder", errno.ENOTDIR)
         if not make_parents:
-            raise RooflineError(f"{given}: folder {parent} does not exist (create it first)")
+            raise OutputError(given, f"folder {parent} does not exist (create it first)", errno.ENOENT)
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -176,6 +188,6 @@ class atomic_output:
                 raise output_error(self.path, e) from None
         else:
             _discard(self.tmp)
-            if isinstance(exc, OSError) and not isinstance(exc, RooflineError):
+            if isinstance(exc, OSError) and not isinstance(exc, OutputError):
                 raise output_error(self.path, exc) from None
         return False

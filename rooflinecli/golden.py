@@ -114,13 +114,12 @@ def diff(expected: dict[str, Any], actual: dict[str, Any], rtol: float = RTOL) -
 
 
 def load_golden(path: str | Path) -> dict[str, Any]:
+    from rooflinecli.errors import parse_json_text, read_user_file
+
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no golden file; create it with: {REGENERATE_COMMAND}") from None
-    except json.JSONDecodeError as e:
-        raise RooflineError(f"{path}: not valid JSON: {e}") from None
+    if not path.exists() and not path.is_symlink():
+        raise RooflineError(f"{path}: no golden file; create it with: {REGENERATE_COMMAND}")
+    data = parse_json_text(read_user_file(path, "golden file"), str(path))
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("entries"), dict):
         raise RooflineError(f"{path}: not a golden file of schema '{SCHEMA}'")
     return data

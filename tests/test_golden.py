@@ -74,4 +74,4 @@ def test_a_moved_number_is_reported_with_its_key_and_the_command(tmp_path, reuse
     r = runner.invoke(app, ["golden", "--path", str(tmp_path / "missing.json")])
     assert r.exit_code == 2 and r.output.startswith("error: ") and "roofline golden --update" in r.output
     r = runner.invoke(app, ["golden", "--path", str(tmp_path), "--update"])  # a folder in the way
-    assert r.exit_code == 2 and r.output == f"error: --path {tmp_path}: cannot write: Is a directory\n"
+    assert r.exit_code == 2 and r.output == f"error: --path {tmp_path}: cannot write: is a folder; name a file for the output\n"

@@ -135,13 +135,9 @@ def write_spec_file(path: str | Path, doc: Mapping[str, Any], comment: str = "")
 
 def read_spec_doc(path: str | Path) -> dict[str, Any]:
     """The raw TOML table of a spec file (to add an efficiency table and write it back)."""
-    path = Path(path)
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"{path}: no such spec file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise RooflineError(f"{path}: not valid TOML: {e}") from None
+    from rooflinecli.hardware import read_spec_toml
+
+    return read_spec_toml(path)
 
 
 # ------------------------------------------------------------------------------------------------
