@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooflinecli import stats
-from rooflinecli.regress import GateParams, decide
+from rooflinecli.regress import SPREAD_CHANGE_MIN_SAMPLES, GateParams, decide
 
 
 _Z75 = 0.6744897501960817  # standard normal 75th percentile
@@ -44,13 +44,19 @@ def gate_verdicts(base: np.ndarray, cand: np.ndarray, params: GateParams, base_m
     """Verdicts for batches of suites: base (..., K, n), cand (..., K, m) -> (..., K).
 
     The same steps as ``regress.compare``: medians (``base_median`` overrides the baseline's, as a
-    pooled baseline's median of run medians does), noise, one-sided U tests, Holm across K."""
+    pooled baseline's median of run medians does), noise, one-sided U tests, Holm across K, and
+    "unstable" for bimodal samples or a spread that changed several-fold."""
     bm = stats.median(base) if base_median is None else base_median
     cm = stats.median(cand)
     noise = np.maximum(stats.relative_iqr(base), stats.relative_iqr(cand))
-    p_slow = stats.holm(stats.mannwhitney_greater(cand, base), axis=-1)
-    p_fast = stats.holm(stats.mannwhitney_greater(base, cand), axis=-1)
-    return decide(cm / bm - 1.0, cm - bm, noise, p_slow, p_fast, params)
+    p_slow, p_fast = stats.mannwhitney_both(cand, base)
+    v = decide(cm / bm - 1.0, cm - bm, noise, stats.holm(p_slow, axis=-1), stats.holm(p_fast, axis=-1), params)
+    # the sample-shape half of ``regress.instability`` (simulated rows have no method or host time)
+    unstable = stats.bimodal_split(base)[0] | stats.bimodal_split(cand)[0]
+    if min(base.shape[-1], cand.shape[-1]) >= SPREAD_CHANGE_MIN_SAMPLES:
+        unstable |= stats.spread_changed(stats.relative_iqr(base), stats.relative_iqr(cand))
+    v[np.broadcast_to(unstable, v.shape)] = "unstable"
+    return v
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,14 @@ class SimOutcome:
     flagged_rate: float  # slowed kernel flagged "regression" or "inconclusive"
     suite_false_alarm_rate: float  # trials where an unchanged kernel is flagged "regression"
     kernel_false_alarm_rate: float  # unchanged kernels flagged "regression", per kernel
+    kernel_unstable_rate: float = 0.0  # unchanged kernels judged "unstable" (not a failure unless --strict), per kernel
 
     def row(self) -> dict[str, float]:
         return {
             "spread": self.spread, "slowdown": self.slowdown, "n_samples": self.n_samples, "kernels": self.n_kernels,
             "trials": self.trials, "baseline_runs": self.baseline_runs, "run_drift": self.run_drift, "catch_rate": self.catch_rate, "flagged_rate": self.flagged_rate,
             "suite_false_alarm": self.suite_false_alarm_rate, "kernel_false_alarm": self.kernel_false_alarm_rate,
+            "kernel_unstable": self.kernel_unstable_rate,
         }
 
 
@@ -96,7 +104,7 @@ def simulate(
     lognormal sigma of a per-run, per-kernel shift (clocks, thermals, another day), applied to every
     run including the candidate's."""
     rng = np.random.default_rng(seed)
-    caught = flagged = suite_fa = kernel_fa = 0
+    caught = flagged = suite_fa = kernel_fa = kernel_unstable = 0
     unchanged_first = slowdown == 0.0
     done = 0
     while done < trials:
@@ -115,6 +123,7 @@ def simulate(
         reg = unchanged == "regression"
         suite_fa += int(reg.any(axis=1).sum())
         kernel_fa += int(reg.sum())
+        kernel_unstable += int((unchanged == "unstable").sum())
         if not unchanged_first:
             caught += int((v[:, 0] == "regression").sum())
             flagged += int(np.isin(v[:, 0], ("regression", "inconclusive")).sum())
@@ -127,6 +136,7 @@ def simulate(
         flagged_rate=float("nan") if unchanged_first else flagged / trials,
         suite_false_alarm_rate=suite_fa / trials,
         kernel_false_alarm_rate=kernel_fa / (trials * n_unchanged) if n_unchanged else 0.0,
+        kernel_unstable_rate=kernel_unstable / (trials * n_unchanged) if n_unchanged else 0.0,
     )
 
 

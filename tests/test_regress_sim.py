@@ -95,3 +95,26 @@ def test_simulation_judges_with_the_same_code_as_compare():
     by_op = {c.op: c.verdict for c in rep.comparisons}
     assert [by_op[f"k{k}"] for k in range(4)] == list(sim)
     assert sim[0] == "regression" and sim[2] == "improvement"
+
+
+def test_simulation_marks_unstable_rows_as_compare_does():
+    """A bimodal candidate and a spread that grew 10-fold are "unstable" in the simulation too."""
+    rng = np.random.default_rng(21)
+    medians = np.array([[100e-6, 100e-6, 100e-6]])
+    base = draw_timings(rng, medians, 30, 0.004, 0.0)
+    cand = draw_timings(rng, medians, 30, 0.004, 0.0)
+    cand[0, 0, :12] *= 1.3  # two modes
+    cand[0, 1] = draw_timings(rng, medians[:, 1], 30, 0.05, 0.0)[0]  # 0.4% -> 5% spread
+    sim = gate_verdicts(base, cand, GateParams())[0]
+
+    def results(samples):
+        rows = []
+        for k, s in enumerate(samples):
+            p20, p50, p80 = quantiles_s(s)
+            rows.append(ResultRow(op=f"k{k}", impl="triton", shape="S", dtype="bf16", samples_s=tuple(s), p20_s=p20, p50_s=p50, p80_s=p80,
+                                  flops=0.0, bytes=0.0, method="cuda_graph"))
+        return Results(rows=tuple(rows), environment={"gpu_name": "NVIDIA H200"}, created_utc="", tool_version="0.1.0")
+
+    by_op = {c.op: c for c in compare(results(base[0]), results(cand[0])).comparisons}
+    assert list(sim) == ["unstable", "unstable", "pass"] == [by_op[f"k{k}"].verdict for k in range(3)]
+    assert by_op["k0"].unstable_reason.startswith("candidate bimodal") and by_op["k1"].unstable_reason.startswith("spread changed")
