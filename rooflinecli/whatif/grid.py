@@ -23,6 +23,8 @@ from rooflinecli.errors import RooflineError
 
 #: Largest number of values one grid axis may hold (a typo like ``1..1e9`` must not eat memory).
 MAX_AXIS_VALUES = 10_000_000
+#: Largest value a grid may hold: 2**53 (exact as a float64, far inside int64).
+MAX_GRID_VALUE = 2**53
 
 _HELP = "use comma lists and A..B[:STEP|:xF] ranges, k = 1024 (e.g. 1..1024:x2, 1k..128k:1k)"
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*(k?)\s*$", re.IGNORECASE)
@@ -33,6 +35,8 @@ def _number(text: str, option: str, grid: str) -> float:
     if not m:
         raise RooflineError(f"{option}: bad number '{text.strip()}' in '{grid}'; {_HELP}")
     value = float(m.group(1)) * (1024 if m.group(2) else 1)
+    if not value <= MAX_GRID_VALUE:  # also inf from 1e400
+        raise RooflineError(f"{option}: '{text.strip()}' in '{grid}' is above the limit of 2**53 = {MAX_GRID_VALUE:,}")
     return value
 
 
@@ -72,6 +76,8 @@ def parse_grid(text: str, option: str = "grid", minimum: int = 1) -> np.ndarray:
                     raise RooflineError(f"{option}: range '{item}' needs a factor above 1, got x{step_text[1:]}")
                 if lo < 1:
                     raise RooflineError(f"{option}: geometric range '{item}' must start at 1 or more")
+                if total + math.log(hi / lo) / math.log(factor) + 1 > MAX_AXIS_VALUES:  # before the loop
+                    raise RooflineError(f"{option}: '{text}' has more than {MAX_AXIS_VALUES:,} values")
                 values = []
                 v = float(lo)
                 while v <= hi:
