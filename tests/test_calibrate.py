@@ -216,3 +216,15 @@ def test_steady_state_is_the_second_half_of_a_throttling_series():
 def test_calibrate_bad_budgets_are_one_line(tmp_path, args, msg):
     r = runner.invoke(app, ["calibrate", "--device", "cpu", "--base", "h200", "--out", str(tmp_path / "x.toml"), *args])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and msg in r.output
+
+
+def test_the_efficiency_fit_keeps_the_calibration_reference(tmp_path):
+    from rooflinecli.bench.calibrate import set_calibration
+
+    fixture = Path(__file__).parent / "fixtures" / "h200-2026-11-30" / "torch-op-timings.json"
+    (tmp_path / "h200.calibration.json").write_text(fixture.read_text())  # a loader that opens it finds one
+    doc = set_calibration(measured_doc(get_spec("h200"), Ceilings(copy_gb_per_s=4300.0), _env()), "h200.calibration.json")
+    doc = add_efficiency(doc, {"gemm": {"memory": 0.9}}, {"points": "3"})
+    spec = write_spec_file(tmp_path / "h200.toml", doc)
+    named = getattr(spec, "calibration", None) or spec.measured_with.get("calibration")
+    assert str(named).endswith("h200.calibration.json") and spec.efficiency["gemm"]["memory"] == pytest.approx(0.9)
