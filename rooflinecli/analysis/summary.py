@@ -23,7 +23,7 @@ def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, b
     """Vectorized totals of one phase over broadcasting ``batch`` and ``context`` arrays (prefill:
     context = prompt length; decode: one step at cached context N).
 
-    Keys: time_s, flops, bytes, compute_time_s, memory_time_s, comm_time_s, overhead_s,
+    Keys: time_s (the workload's mode: roof or achievable), roof_time_s, flops, bytes, compute_time_s, memory_time_s, comm_time_s, overhead_s,
     weights_bytes, activation_bytes, kv_read_bytes, kv_write_bytes, comm_bytes, compute_bound,
     and memory at that context (prompt = context for the workspace): weights_bytes_per_gpu,
     kv_cache_bytes_per_gpu, activation_workspace_bytes_per_gpu, total_bytes_per_gpu, fits.
@@ -33,6 +33,14 @@ def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, b
     context = np.asarray(context, dtype=float)
     shape = np.broadcast_shapes(batch.shape, context.shape)
     out = sum_ops(phase_times(cfg, spec, wl, phase, batch, context), shape)
+    out["roof_time_s"] = out["time_s"]
+    if wl.mode == "achievable":
+        from rooflinecli.achievable import phase_achievable
+
+        total = np.zeros(shape)
+        for r in phase_achievable(cfg, spec, wl, phase, batch, context, wl.engine):
+            total += r.time_s
+        out["time_s"] = total
     mem = memory_totals(cfg, spec, wl, context, context, batch)
     for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "activation_workspace_bytes_per_gpu", "total_bytes_per_gpu", "fits"):
         out[k] = np.broadcast_to(mem[k], shape)

@@ -16,6 +16,7 @@ import typer
 
 from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_time
 from rooflinecli.fmt import json_default as _json_default
+from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 from rooflinecli.errors import RooflineError
 
@@ -109,6 +110,8 @@ def speculative_cmd(
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
     weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weight dtype.")] = "bf16",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     as_json: JsonOption = False,
 ) -> None:
     """Speculative decoding / MTP: expected tokens per step (1 - a^(k+1)) / (1 - a) and the
@@ -138,7 +141,8 @@ def speculative_cmd(
             from rooflinecli.whatif.speculative import target_step_time_s
 
             warning = context_warning(cfg, context)
-            step_time = target_step_time_s(cfg, get_spec(hw), batch, context, dtype, weight_dtype, kv_dtype)
+            spec = get_spec(hw)
+            step_time = target_step_time_s(cfg, spec, batch, context, dtype, weight_dtype, kv_dtype, **_mode_kwargs(spec, mode, engine))
     elif hw is not None:
         raise RooflineError("--hw needs --model (the decode step time is the model's)")
     res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source)
@@ -219,6 +223,13 @@ def _wl_kwargs(dtype: str, weight_dtype: str, kv_dtype: str, kv_bits: float | No
     return dict(compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, kv_block_size=kv_block_size, tp=tp, ep=ep, **more)
 
 
+def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:
+    """Workload fields of --mode/--engine for one GPU (achievable by default on a calibrated spec)."""
+    from rooflinecli.achievable import resolve_mode
+
+    return {"mode": resolve_mode(spec, mode, engine), "engine": engine}
+
+
 def _workload(batch: int, prompt: int, gen: int, **kwargs):
     from rooflinecli.analysis import Workload
     from rooflinecli.analysis.workload import validate_workload
@@ -247,6 +258,8 @@ def kv_cmd(
     weight_dtype: WeightDtypeOption = "bf16",
     hw: HwOption = "h100-sxm",
     variants: Annotated[str, typer.Option("--variants", help="Attention variants beside the configured model.")] = "mha,gqa,mqa,mla,compressed",
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     as_json: JsonOption = False,
 ) -> None:
     """KV-cache bytes per token and for a workload, for the model and its MHA / GQA / MQA / MLA /
@@ -267,7 +280,7 @@ def kv_cmd(
 
             raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
     cfg, spec = get_model(model), get_spec(hw)
-    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size)
+    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **_mode_kwargs(spec, mode, engine))
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     _warn(context_warning(cfg, context))
     if as_json:
@@ -315,6 +328,8 @@ def moe_cmd(
     dtype: DtypeOption = "bf16",
     weight_dtype: WeightDtypeOption = "bf16",
     kv_dtype: KvDtypeOption = "bf16",
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     as_json: JsonOption = False,
 ) -> None:
     """Mixture of experts: total vs active parameters, distinct experts touched per layer by the
@@ -334,8 +349,9 @@ def moe_cmd(
     _positive("--context", context)
     B = parse_grid(batch, "--batch")
     spec = get_spec(hw)
-    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, ep, expert_skew=skew))
-    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, 1, expert_skew=skew))
+    mk = _mode_kwargs(spec, mode, engine)
+    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, ep, expert_skew=skew, **mk))
+    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, 1, expert_skew=skew, **mk))
     m = cfg.moe
     ps = M.param_summary(cfg)
     touched = M.experts_touched(cfg, B, skew)
@@ -409,6 +425,8 @@ def compare_cmd(
     tp: TpOption = 1,
     ep: EpOption = 1,
     price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour: adds the cost per million output tokens.")] = None,
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     as_json: JsonOption = False,
 ) -> None:
     """The same workload across GPUs (--hw a,b,c) or across attention variants of one model
@@ -424,7 +442,7 @@ def compare_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
-    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, price_per_gpu_hour=price_per_gpu_hour))
+    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, price_per_gpu_hour=price_per_gpu_hour, engine=engine))
     if variants is not None:
         if len(specs) > 1:
             raise RooflineError("--variants compares one GPU; give a single --hw")
@@ -434,10 +452,10 @@ def compare_cmd(
                 from rooflinecli.errors import unknown_name_error
 
                 raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
-        rows = C.compare_variants(cfg, specs[0], wl, kinds)
+        rows = C.compare_variants(cfg, specs[0], wl, kinds, mode)
         title = f"{cfg.name} attention variants on {specs[0].id}"
     else:
-        rows = C.compare_gpus(cfg, specs, wl)
+        rows = C.compare_gpus(cfg, specs, wl, mode)
         title = f"{cfg.name} across GPUs"
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
@@ -445,13 +463,13 @@ def compare_cmd(
                     "weight_dtype": weight_dtype, "kv": wl.kv_label, "tp": tp, "ep": ep, "rows": rows})
         return
     table = [
-        [r["label"], fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
+        [r["label"], r["mode"], fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), fmt_time(r["roof_tpot_s"]), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
          f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
          "yes" if r["memory_fits"] else "NO"]
         + ([f"${r['cost_per_million_output_tokens_usd']:,.3g}"] if price_per_gpu_hour is not None else [])
         for r in rows
     ]
-    cols = ["", "TTFT", "TPOT (mean)", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
+    cols = ["", "mode", "TTFT", "TPOT (mean)", "roof TPOT", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
     if price_per_gpu_hour is not None:
         cols.append("USD per M output tokens")
     _console().print(_table(title, cols, table,
@@ -478,6 +496,8 @@ def disagg_cmd(
     weight_dtype: WeightDtypeOption = "bf16",
     kv_dtype: KvDtypeOption = "bf16",
     kv_bits: KvBitsOption = None,
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     as_json: JsonOption = False,
 ) -> None:
     """Prefill/decode disaggregation: prefill and decode GPUs needed for a request rate within
@@ -488,7 +508,7 @@ def disagg_cmd(
     from rooflinecli.whatif.rope import context_warning
 
     cfg, spec = get_model(model), get_spec(hw)
-    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep), prompt, gen, rate, ttft_target, tpot_target, max_batch)
+    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **_mode_kwargs(spec, mode, engine)), prompt, gen, rate, ttft_target, tpot_target, max_batch)
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
         _echo_json(p.to_json())

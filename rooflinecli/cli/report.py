@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwListOption, tokens_option
 
 
@@ -40,6 +41,8 @@ def report_cmd(
     results: Annotated[Optional[Path], typer.Option("--results", help="Measured results JSON (`roofline bench`): adds measured points and the validation table.")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline results JSON: adds the comparison of the two runs (needs --results).")] = None,
     measured_hw: Annotated[Optional[str], typer.Option("--measured-hw", help="Measured spec (id or .toml) whose ceilings are drawn beside the datasheet ones; default: the one the results name.")] = None,
+    mode: ModeOption = None,
+    engine: EngineOption = "torch",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file to write; default reports/roofline-<model>-<gpu>.html.")] = None,
 ) -> None:
     """Write one self-contained HTML report (works offline) and print its path.
@@ -61,7 +64,7 @@ def report_cmd(
         batch=batch, prompt_len=prompt, gen_len=gen, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits,
         weight_group_size=weight_group_size, tp=tp, ep=ep, efficiency=parse_efficiency(efficiency), launch_overhead_s=launch_overhead_us * 1e-6,
         expert_skew=expert_skew, kv_block_size=kv_block_size, prefill_chunk_tokens=prefill_chunk or None, price_per_gpu_hour=price_per_gpu_hour, use_fitted_efficiency=fitted_efficiency,
-        mla_decode=mla_decode,
+        mla_decode=mla_decode, engine=engine,
     )
     validate_workload(wl)
     if baseline is not None and results is None:
@@ -78,7 +81,7 @@ def report_cmd(
         "--baseline": str(baseline) if baseline else None,
         "--measured-hw": measured_hw,
     }
-    data = build_report_data(cfg, specs, wl, inputs={k: v for k, v in inputs.items() if v is not None}, results=res, baseline=base, measured_spec=measured_hw)
+    data = build_report_data(cfg, specs, wl, inputs={k: v for k, v in inputs.items() if v is not None}, results=res, baseline=base, measured_spec=measured_hw, mode=mode)
     for w in data["warnings"]:
         typer.echo(f"warning: {w}", err=True)
     path = out if out is not None else default_out_path(model, [s.id for s in specs])

@@ -408,6 +408,7 @@ def build_report_data(
     baseline=None,
     measured_spec: str | None = None,
     now: datetime | None = None,
+    mode: str | None = "roof",
 ) -> dict[str, Any]:
     """Everything the report shows, JSON-ready (numpy arrays as lists, NaN as null).
 
@@ -415,7 +416,8 @@ def build_report_data(
     ``results`` / ``baseline``: loaded ``Results``; with results the validation (measured points,
     predicted vs measured) is included, with a baseline also the regress comparison (baseline vs
     results). ``measured_spec``: a measured spec id or path for the measured ceilings (default: the
-    one the results name)."""
+    one the results name). ``mode``: TTFT/TPOT of "roof" or "achievable" (calibrated specs); None:
+    achievable on calibrated specs, roof on the others (``achievable.resolve_mode``)."""
     from rooflinecli import __version__
     from rooflinecli.analysis import analyze, validate_workload
     from rooflinecli.analysis.ops import check_parallel
@@ -428,7 +430,11 @@ def build_report_data(
     validate_workload(wl)
     check_parallel(cfg, wl)
     spec = specs[0]
-    analyses = [analyze(cfg, s, wl) for s in specs]
+    from dataclasses import replace
+
+    from rooflinecli.achievable import resolve_mode
+
+    analyses = [analyze(cfg, s, replace(wl, mode=resolve_mode(s, mode, wl.engine))) for s in specs]
     a = analyses[0]
 
     # measured ceilings: --measured-hw, else the measured spec the validation resolved

@@ -8,8 +8,11 @@ from rooflinecli.models import ModelConfig
 
 #: fields of ``Analysis.to_json()`` each comparison row keeps (dotted paths)
 ROW_FIELDS: tuple[str, ...] = (
+    "mode",
     "ttft_s",
     "tpot_s",
+    "roof_ttft_s",
+    "roof_tpot_s",
     "prefill.time_s",
     "prefill.bound",
     "decode.bound",
@@ -27,11 +30,15 @@ def _get(obj: dict, dotted: str):
     return obj
 
 
-def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl) -> dict:
-    """One analyze run reduced to a flat row with units in the keys."""
+def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl, mode: str | None = "roof") -> dict:
+    """One analyze run reduced to a flat row with units in the keys. ``mode`` None: achievable on
+    a calibrated spec, roof otherwise (``achievable.resolve_mode``)."""
+    from dataclasses import replace
+
+    from rooflinecli.achievable import resolve_mode
     from rooflinecli.analysis import analyze
 
-    j = analyze(cfg, spec, wl).to_json()
+    j = analyze(cfg, spec, replace(wl, mode=resolve_mode(spec, mode, wl.engine))).to_json()
     row = {"label": label, "model": cfg.name, "hw": spec.id}
     for f in ROW_FIELDS:
         row[f.replace(".", "_")] = _get(j, f)
@@ -44,19 +51,19 @@ def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl) -> dict:
     return row
 
 
-def compare_gpus(cfg: ModelConfig, specs: list[HardwareSpec], wl) -> list[dict]:
-    return [summary_row(spec.id, cfg, spec, wl) for spec in specs]
+def compare_gpus(cfg: ModelConfig, specs: list[HardwareSpec], wl, mode: str | None = "roof") -> list[dict]:
+    return [summary_row(spec.id, cfg, spec, wl, mode) for spec in specs]
 
 
-def compare_variants(cfg: ModelConfig, spec: HardwareSpec, wl, kinds: list[str]) -> list[dict]:
+def compare_variants(cfg: ModelConfig, spec: HardwareSpec, wl, kinds: list[str], mode: str | None = "roof") -> list[dict]:
     """The model as configured (label "* <kind>"), then each other attention variant of it."""
     from rooflinecli.analysis import with_attention_variant
     from rooflinecli.whatif.kv_variants import variant_label
 
     configured = variant_label(cfg)
-    rows = [summary_row(f"* {configured}", cfg, spec, wl)]
+    rows = [summary_row(f"* {configured}", cfg, spec, wl, mode)]
     for kind in kinds:
         if kind == configured:
             continue  # the configured model already is this variant
-        rows.append(summary_row(kind, with_attention_variant(cfg, kind), spec, wl))
+        rows.append(summary_row(kind, with_attention_variant(cfg, kind), spec, wl, mode))
     return rows

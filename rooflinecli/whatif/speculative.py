@@ -100,12 +100,13 @@ def mtp_draft_cost_ratio(cfg) -> float:
     return mtp_module_params(cfg) / params.active_params(cfg, include_embeddings=False)
 
 
-def target_step_time_s(cfg, spec, batch: int, context: int, dtype: str = "bf16", weight_dtype: str = "bf16", kv_dtype: str = "bf16") -> float:
-    """The model's plain decode step time (the analytical model's ``phase_grid``) at one point."""
+def target_step_time_s(cfg, spec, batch: int, context: int, dtype: str = "bf16", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                       mode: str = "roof", engine: str = "torch") -> float:
+    """The model's plain decode step time (the analytical model's ``phase_grid``, in ``mode``) at one point."""
     import numpy as np
 
     from rooflinecli.analysis import Workload, phase_grid
 
-    wl = Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    wl = Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mode=mode, engine=engine)
     grid = phase_grid(cfg, spec, wl, "decode", np.asarray([batch]), np.asarray([context]))
     return float(np.asarray(grid["time_s"]).reshape(-1)[0])

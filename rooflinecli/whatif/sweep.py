@@ -30,11 +30,12 @@ from rooflinecli.models import ModelConfig
 PHASES: tuple[str, ...] = ("prefill", "decode")
 
 #: Output columns in order; the first six are labels (dictionary-encoded in Parquet).
-LABEL_COLUMNS: tuple[str, ...] = ("model", "hw", "phase", "dtype", "weight_dtype", "kv_dtype")
+LABEL_COLUMNS: tuple[str, ...] = ("model", "hw", "phase", "dtype", "weight_dtype", "kv_dtype", "mode")
 NUMBER_COLUMNS: tuple[str, ...] = (
     "batch",
     "context_tokens",
     "time_s",
+    "roof_time_s",
     "compute_time_s",
     "memory_time_s",
     "flops",
@@ -58,6 +59,8 @@ class Combo:
     dtype: str  # compute dtype
     weight_dtype: str
     kv_dtype: str
+    mode: str = "roof"  # "roof" or "achievable" (``time_s``; ``roof_time_s`` is always the roof)
+    engine: str = "torch"
 
 
 @dataclass(frozen=True)
@@ -79,12 +82,18 @@ def make_combos(
     dtypes: list[str],
     kv_dtypes: list[str],
     weight_dtypes: list[str] | None = None,
+    mode: str | None = "roof",
+    engine: str = "torch",
 ) -> list[Combo]:
     """Every (model, GPU, dtype, weight dtype, KV dtype). Without ``weight_dtypes`` the weights
-    are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs)."""
+    are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs). ``mode``
+    None: achievable on calibrated specs, roof on the others (``achievable.resolve_mode``)."""
+    from rooflinecli.achievable import resolve_mode
+
     combos = []
     for cfg in cfgs:
         for spec in specs:
+            spec_mode = resolve_mode(spec, mode, engine)
             for dtype in dtypes:
                 spec.peak_flops_per_s(dtype)  # one-line error if the GPU has no peak for it
                 wds = weight_dtypes
@@ -92,7 +101,7 @@ def make_combos(
                     wds = [check_dtype(dtype, WEIGHT_DTYPES, "weight dtype (from --dtype; pass --weight-dtype)")]
                 for wd in wds:
                     for kd in kv_dtypes:
-                        combos.append(Combo(cfg, spec, dtype, wd, kd))
+                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine))
     return combos
 
 
@@ -117,6 +126,8 @@ def block_columns(
             tp=tp,
             kv_block_size=kv_block_size,
             prefill_chunk_tokens=prefill_chunk_tokens,
+            mode=combo.mode,
+            engine=combo.engine,
         )
     )
     B = np.asarray(batch, dtype=np.int64)[:, None]
@@ -139,6 +150,7 @@ def block_columns(
         "batch": col(B, np.int32),
         "context_tokens": col(N, np.int32),
         "time_s": time_s,
+        "roof_time_s": col(g["roof_time_s"]),
         "compute_time_s": col(g["compute_time_s"]),
         "memory_time_s": col(g["memory_time_s"]),
         "flops": flops,
@@ -193,6 +205,7 @@ def _arrow_table(block: Block):
         "dtype": c.dtype,
         "weight_dtype": c.weight_dtype,
         "kv_dtype": c.kv_dtype,
+        "mode": c.mode,
     }
     arrays = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)), pa.array([labels[k]])) for k in LABEL_COLUMNS]
     arrays += [pa.array(block.columns[k]) for k in NUMBER_COLUMNS]
