@@ -405,6 +405,8 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
         raise RooflineError(f"{candidate.path}: candidate has no rows for {what}; an empty candidate cannot pass the gate (see --impl)")
     if all(untimed(r) for r in cand_rows.values()):
         raise RooflineError(f"{candidate.path}: none of the candidate's {len(cand_rows)} row(s) for {what} was timed (all failed their correctness check)")
+    if not any(not untimed(r) for r in base_rows.values()):  # a wrong or empty baseline would pass everything
+        raise RooflineError(f"{baseline.path}: baseline has no timed rows for {what}; nothing to compare against (see --impl)")
 
     failed = [k for k in cand_rows if untimed(cand_rows[k])]
     common = [k for k in base_rows if k in cand_rows]

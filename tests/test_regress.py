@@ -244,6 +244,9 @@ def test_cli_empty_candidate_is_exit_2(tmp_path, files):
         r = runner.invoke(app, ["regress", str(files["base"]), str(tmp_path / name)])
         assert r.exit_code == 2, (name, r.output)
         assert r.output.count("\n") == 1 and r.output.startswith(f"error: {tmp_path / name}: ") and why in r.output, r.output
+    # an empty baseline (a wrong file, a crashed baseline run) would pass every candidate: refused too
+    r = runner.invoke(app, ["regress", str(tmp_path / "empty.json"), str(files["base"])])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "baseline has no timed rows for impl triton" in r.output, r.output
 
 
 def test_cli_refuses_other_gpu_and_schema_with_one_line(files, tmp_path):
