@@ -209,11 +209,11 @@ class FittedModels:
         """The fitted parameters, JSON-ready (for `--json` and the docs)."""
         g = self.gemm
         return {
-            "gemm": {"fixed_s": g.t0_s, "bandwidth_gb_per_s": g.bytes_per_s / 1e9, "peak_tflops": g.flops_per_s / 1e12,
+            "gemm": {"fixed_s": float(g.t0_s), "bandwidth_gb_per_s": float(g.bytes_per_s / 1e9), "peak_tflops": float(g.flops_per_s / 1e12),
                      "shapes_nk": sorted(f"{n}x{k}" for n, k in g.families)},
             **{op: {"fixed_s": m.fixed_s, "coef": [float(c) for c in m.coef]} for op, m in self.linear.items()},
-            "graph_floor_s": self.graph_floor_s,
-            "eager_launch_s": self.eager_launch_s,
+            "graph_floor_s": float(self.graph_floor_s),
+            "eager_launch_s": float(self.eager_launch_s),
             "sustained_gemm_tflops": None if self.sustained_gemm_flops_per_s is None else self.sustained_gemm_flops_per_s / 1e12,
         }
 

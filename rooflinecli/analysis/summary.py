@@ -364,7 +364,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
 
 def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.ndarray, warnings: list[str]) -> dict:
     """Achievable prefill time, decode step times and per-op rows (``rooflinecli.achievable``)."""
-    from rooflinecli.achievable import calibration_for, phase_achievable
+    from rooflinecli.achievable import calibration_for, models_for, phase_achievable
 
     if wl.efficiency or wl.use_fitted_efficiency or wl.launch_overhead_s:
         warnings.append("achievable mode: --efficiency, --fitted-efficiency and --launch-overhead-us apply to the roofline only (ignored)")
@@ -385,7 +385,7 @@ def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.nd
         "ttft_s": float(sum(np.sum(r.time_s) for r in pre)),
         "step_times_s": sum((np.broadcast_to(r.time_s, steps.shape) for r in dec), np.zeros(steps.shape)),
         "ops": {"prefill": rows(pre), "decode": rows(dec)},
-        "calibration": {**cal.describe(), "spec": spec.id},
+        "calibration": {**cal.describe(), "spec": spec.id, "fit": models_for(spec).to_dict()},
     }
 
 

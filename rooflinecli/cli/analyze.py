@@ -162,20 +162,24 @@ def render(a, show_ops: bool = True) -> None:
         f"[bold]{markup_safe(cfg.name)}[/] on [bold]{markup_safe(spec.id)}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
         f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
     )
+    ach = a.mode == "achievable"
     eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
+    if ach:
+        eff = "1.0 for the roof; the achievable times use the calibrated models"
     c.print(
         f"ridge point {a.ridge_point_flop_per_byte:.0f} FLOP/B ({spec.peak_flops_per_s(wl.compute_dtype) / 1e12:.0f} TFLOP/s / "
         f"{spec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
         + (f"; launch overhead {wl.launch_overhead_s * 1e6:g} us/kernel" if wl.launch_overhead_s else "")
     )
-    if a.mode == "achievable":
+    if ach:
+        from pathlib import Path
+
         cal = a.calibration or {}
-        c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {cal.get('path', '?')}); the roof beside")
+        c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {Path(cal.get('path', '?')).name}); the roof beside")
     elif spec.kind == "datasheet":
         c.print("mode roof: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
     else:
         c.print("mode roof: roofline on this spec's measured ceilings")
-    ach = a.mode == "achievable"
 
     def beside(t, roof_t):
         return f"  (roof {fmt_time(roof_t)}, x{t / roof_t:.2f})" if ach and roof_t else ""
