@@ -228,3 +228,27 @@ def test_the_efficiency_fit_keeps_the_calibration_reference(tmp_path):
     spec = write_spec_file(tmp_path / "h200.toml", doc)
     named = getattr(spec, "calibration", None) or spec.measured_with.get("calibration")
     assert str(named).endswith("h200.calibration.json") and spec.efficiency["gemm"]["memory"] == pytest.approx(0.9)
+
+
+def test_grid_checkpoints_while_it_runs():
+    from rooflinecli.bench.opgrid import build_grid, run_grid
+
+    seen = []
+    res = run_grid(build_grid(tiny=True), "cpu", 4 * 2**20, budget_s=60, on_checkpoint=lambda r: seen.append(len(r.rows) + len(r.failed)), checkpoint_every_s=0)
+    assert seen == list(range(1, len(res.rows) + 1))
+
+
+def test_a_calibration_killed_mid_grid_leaves_the_spec_and_a_loadable_calibration_file(tmp_path, monkeypatch):
+    from rooflinecli.bench import opgrid
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt  # what a stage timeout's SIGTERM amounts to, mid-grid
+
+    monkeypatch.setattr(opgrid, "run_grid", killed)
+    out = tmp_path / "cpu.toml"
+    r = runner.invoke(app, ["calibrate", "--device", "cpu", "--base", "h200", "--out", str(out)])
+    assert r.exit_code != 0
+    spec = load_spec_file(out)  # the ceilings are on disk
+    assert spec.peak_dense_tflops["bf16"] > 0
+    cal = json.loads(out.with_name("cpu.calibration.json").read_text())
+    assert cal["schema"] == "rooflinecli.calibration/1" and {r["op"] for r in cal["rows"]} == {"gemm_sustained", "copy_sustained"}

@@ -443,15 +443,18 @@ def run_grid(
     budget_s: float,
     on_case: Callable[[int, int, Case], None] | None = None,
     seed: int = 1234,
+    on_checkpoint: Callable[[GridResult], None] | None = None,
+    checkpoint_every_s: float = 5.0,
 ) -> GridResult:
-    """Every case of ``grid`` in round-robin order until ``budget_s`` (wall seconds) is spent."""
+    """Every case of ``grid`` in round-robin order until ``budget_s`` (wall seconds) is spent;
+    ``on_checkpoint(result so far)`` at most every ``checkpoint_every_s``."""
     import torch
 
     out = GridResult()
     timer = Timer(device, l2_bytes)
     gen = torch.Generator().manual_seed(seed)
     cases = list(round_robin(grid))
-    t0 = time.monotonic()
+    t0 = last = time.monotonic()
     for i, case in enumerate(cases):
         if time.monotonic() - t0 >= budget_s:
             out.skipped = len(cases) - i
@@ -466,6 +469,10 @@ def run_grid(
         finally:
             if device == "cuda":
                 torch.cuda.empty_cache()
+        if on_checkpoint is not None and time.monotonic() - last >= checkpoint_every_s:
+            out.elapsed_s = time.monotonic() - t0
+            on_checkpoint(out)
+            last = time.monotonic()
     out.elapsed_s = time.monotonic() - t0
     return out
 

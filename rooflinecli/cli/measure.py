@@ -263,17 +263,28 @@ def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out
     from rooflinecli.bench.calibrate import _l2_bytes, set_calibration
     from rooflinecli.bench.opgrid import build_grid, calibration_doc, run_grid
 
+    from rooflinecli.bench.calibrate import SPEC_COMMENT, write_spec_file
+
     cpu = device == "cpu"
     l2 = _l2_bytes("cpu" if cpu else "cuda")
     grid = build_grid(tiny=cpu)
     n_cases = sum(len(v) for v in grid.values())
-    typer.echo(f"op grid: {n_cases} shapes, {max(budget_s, 0):.0f} s of budget left", err=True)
-    result = run_grid(grid, "cpu" if cpu else "cuda", l2, max(budget_s, 0.0))
-    cal = calibration_doc(result, env, l2, ceilings.sustained, ceilings.sustained_rows, budget_s)
     path = calibration_out or spec_out.with_name(f"{spec_out.stem}.calibration.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, cal)
     rel = _os.path.relpath(path.resolve(), spec_out.resolve().parent)
+
+    def checkpoint(result) -> None:
+        write_json_atomic(path, calibration_doc(result, env, l2, ceilings.sustained, ceilings.sustained_rows, budget_s))
+
+    # the ceilings and a first calibration file are on disk before the grid starts: a stage killed by
+    # its timeout keeps the spec and the rows of the last checkpoint
+    from rooflinecli.bench.opgrid import GridResult
+
+    checkpoint(GridResult())
+    write_spec_file(spec_out, set_calibration(doc, rel), SPEC_COMMENT)
+    typer.echo(f"op grid: {n_cases} shapes, {max(budget_s, 0):.0f} s of budget left", err=True)
+    result = run_grid(grid, "cpu" if cpu else "cuda", l2, max(budget_s, 0.0), on_checkpoint=checkpoint)
+    checkpoint(result)
     typer.echo(f"wrote {path} ({len(result.rows)} rows, {len(result.failed)} failed, {result.skipped} skipped for the budget, {result.elapsed_s:.1f} s)")
     for f in result.failed[:20]:
         typer.echo(f"failed: {f['op']} {f['shape']}: {f['error']}", err=True)
