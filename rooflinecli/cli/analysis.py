@@ -462,14 +462,15 @@ def compare_cmd(
         _echo_json({"model": cfg.name, "batch": batch, "prompt_tokens": prompt, "gen_tokens": gen, "dtype": dtype,
                     "weight_dtype": weight_dtype, "kv": wl.kv_label, "tp": tp, "ep": ep, "rows": rows})
         return
+    ach = any(r["mode"] == "achievable" for r in rows)  # mode and roof columns only when they differ
     table = [
-        [r["label"], r["mode"], fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), fmt_time(r["roof_tpot_s"]), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
+        [r["label"], *([r["mode"]] if ach else []), fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), *([fmt_time(r["roof_tpot_s"])] if ach else []), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
          f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
          "yes" if r["memory_fits"] else "NO"]
         + ([f"${r['cost_per_million_output_tokens_usd']:,.3g}"] if price_per_gpu_hour is not None else [])
         for r in rows
     ]
-    cols = ["", "mode", "TTFT", "TPOT (mean)", "roof TPOT", "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
+    cols = ["", *(["mode"] if ach else []), "TTFT", "TPOT (mean)", *(["roof TPOT"] if ach else []), "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
     if price_per_gpu_hour is not None:
         cols.append("USD per M output tokens")
     _console().print(_table(title, cols, table,
