@@ -47,6 +47,13 @@ def _integer(text: str, option: str, grid: str) -> int:
     return int(value)
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values. ``np.unique`` of numpy 2.4 took 22 s on 5M int64 here (hash path);
+    a sort and a neighbour mask takes under a second."""
+    v = np.sort(values)
+    return v[np.concatenate(([True], v[1:] != v[:-1]))] if v.size else v
+
+
 def parse_grid(text: str, option: str = "grid", minimum: int = 1) -> np.ndarray:
     """Parse grid text (see module docstring) into sorted unique int64 values >= ``minimum``.
 
@@ -98,7 +105,7 @@ def parse_grid(text: str, option: str = "grid", minimum: int = 1) -> np.ndarray:
         if total > MAX_AXIS_VALUES:
             raise RooflineError(f"{option}: '{text}' has more than {MAX_AXIS_VALUES:,} values")
         parts.append(arr)
-    values = np.unique(np.concatenate(parts))
+    values = _sorted_unique(np.concatenate(parts))
     if values[0] < minimum:
         raise RooflineError(f"{option}: values must be >= {minimum}, got {int(values[0])} in '{text}'")
     return values
