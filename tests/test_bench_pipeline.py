@@ -283,7 +283,7 @@ def test_the_fastest_baseline_candidate_is_the_torch_row():
     slow_us = float(note.split("slow ")[1].split(" us")[0])
     assert slow_us >= 4000
     assert "wrong not timed (rel error" in note
-    assert "absent not timed (not available for these inputs)" in note
+    assert "absent" not in note  # a path that does not apply to these inputs is not news
     assert "broken not timed (setup raised ZeroDivisionError" in note
     # every candidate red: an untimed torch row that says why for each
     op = replace(copy, baselines={"wrong": _sleepy(0.0, wrong=True), "absent": lambda src: None})

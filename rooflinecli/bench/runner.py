@@ -234,6 +234,11 @@ def _bind(fn: Callable[..., Any]) -> Callable[..., Callable[[], Any]]:
     return lambda **inputs: partial(fn, **inputs)
 
 
+#: do_bench_cudagraph's ``rep`` for --crosscheck, ms: each of its 10 replays lasts this long
+CROSSCHECK_REP_MS = 25.0
+NOT_AVAILABLE = "not available for these inputs"  # a baseline factory returned None
+
+
 @dataclass
 class Measured:
     """One implementation of one case: its check, timing, and where its config came from."""
@@ -321,7 +326,7 @@ class Bencher:
         from rooflinecli.bench.timing import crosscheck_s
 
         try:
-            return crosscheck_s(fn)
+            return crosscheck_s(fn, rep_ms=CROSSCHECK_REP_MS)
         except Exception:  # noqa: BLE001 - a launcher it cannot capture: no cross-check, the row stands
             try:
                 self.torch.cuda.synchronize()
@@ -394,7 +399,7 @@ class Bencher:
                 candidates.append((backend, factory, None, Check(False, None, f"setup raised {type(e).__name__}: {' '.join(str(e).split())[:200]}")))
                 continue
             if call is None:
-                candidates.append((backend, factory, None, Check(False, None, "not available for these inputs")))
+                candidates.append((backend, factory, None, Check(False, None, NOT_AVAILABLE)))
                 continue
             candidates.append((backend, factory, call, run_check(lambda call=call: call(), {}, ref, tol, self.sync)))
         del ref
@@ -421,11 +426,11 @@ class Bencher:
         best = min(timed, key=lambda m: m.timing.p50_s) if timed else measured[0]
         if not timed and len(measured) > 1:
             best = Measured(Check(False, None, "; ".join(f"{m.backend or 'baseline'}: {m.check.message}" for m in measured)))
-        if len(measured) > 1:
+        others = [m for m in measured if m is not best and m.check.message != NOT_AVAILABLE]  # inapplicable ones: not news
+        if others:
             best.others = "other baselines: " + ", ".join(
                 f"{m.backend} {m.timing.p50_s * 1e6:.4g} us" if m.timing is not None and m.check.ok else f"{m.backend} not timed ({m.check.message[:80]})"
-                for m in measured
-                if m is not best
+                for m in others
             )
         return best
 
