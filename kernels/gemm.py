@@ -371,12 +371,6 @@ def _workspace(device: torch.device, floats: int, tiles: int) -> tuple[torch.Ten
     return ws, counts
 
 
-def _scale_args(a, a_scale, w_scale, dummy):
-    if a.dtype == _FP8:
-        return a_scale, w_scale
-    return dummy, dummy  # never read: HAS_SCALES is False
-
-
 def skinny_workspace_floats(M: int, N: int, split_k: int) -> int:
     """fp32 partials the serial fix-up needs: one [64, BLOCK_M] tile per program."""
     bm = skinny_block_m(M)
@@ -387,80 +381,107 @@ def skinny_workspace_floats(M: int, N: int, split_k: int) -> int:
 MAX_SPLIT_K = 4
 
 
-def _skinny_launch(a, w, out, a_scale, w_scale, M, N, K, config):
-    bm = skinny_block_m(M)
-    tiles = triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm)
-    interp = _interpreting()
-    cfg = config if config is not None else (INTERPRET_SKINNY_CONFIG if interp else None)
-    max_split = cfg["SPLIT_K"] if cfg is not None else (1 if bm <= NO_WORKSPACE_MAX_M else MAX_SPLIT_K)
-    if max_split < 1:
-        raise ValueError(f"gemm: SPLIT_K must be >= 1, got {max_split}")
-    if max_split > 1:
-        ws, counts = _workspace(a.device, skinny_workspace_floats(M, N, max_split), tiles)
-    else:
-        ws = counts = out  # never touched with SPLIT_K = 1
-    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, 16])
-    w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [SKINNY_BLOCK_N, 16])
-    s_a, s_w = _scale_args(a, a_scale, w_scale, out)
-    args = (a_desc, w_desc, out, ws, counts, s_a, s_w, M, N, K, out.stride(0), out.stride(1))
-    flags = dict(BLOCK_M=bm, BLOCK_N=SKINNY_BLOCK_N, HAS_SCALES=a.dtype == _FP8,
-                 UPCAST=interp and a.dtype == torch.bfloat16)
-    if cfg is not None:
-        a_desc.block_shape = [bm, cfg["BLOCK_K"]]
-        w_desc.block_shape = [SKINNY_BLOCK_N, cfg["BLOCK_K"]]
-        meta = dict(BLOCK_K=cfg["BLOCK_K"], SPLIT_K=cfg["SPLIT_K"],
-                    num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
-        _skinny_kernel[(tiles, cfg["SPLIT_K"])](*args, **flags, **meta)
-        return
-    _launch_tuned(_skinny[bm], lambda meta: (tiles, meta["SPLIT_K"]), args, flags)
+class _Plan:
+    """One shape's launch, built once: TMA descriptors (their ``base`` swapped per call), grid,
+    constexpr flags, workspace, and the kernel (a fixed config, or the autotuner until it has
+    chosen, then the JIT kernel with the chosen config)."""
+
+    __slots__ = ("a_desc", "w_desc", "c_desc", "ws", "counts", "M", "N", "K", "flags", "grid", "tuner", "kernel",
+                 "meta", "fp8")
+
+    def launch(self, a, w, out, a_scale, w_scale):
+        self.a_desc.base = a
+        self.w_desc.base = w
+        c = out
+        if self.c_desc is not None:
+            self.c_desc.base = out
+            c = self.c_desc
+        s_a, s_w = (a_scale, w_scale) if self.fp8 else (out, out)  # never read unless HAS_SCALES
+        if self.ws is None:  # persistent
+            args = (self.a_desc, self.w_desc, c, out, s_a, s_w, self.M, self.N, self.K, out.stride(0), out.stride(1))
+        else:
+            args = (self.a_desc, self.w_desc, out, self.ws, self.counts, s_a, s_w, self.M, self.N, self.K,
+                    out.stride(0), out.stride(1))
+        if self.kernel is not None:
+            self.kernel[self.grid(self.meta)](*args, **self.flags, **self.meta)
+            return
+        tuner = self.tuner
+        # the first call goes through the autotuner (it benchmarks its configs, or takes the committed
+        # one); later calls launch its choice directly, unless kernels.tuning.Recorder is watching it
+        # (an instance-level ``run``)
+        tuner[self.grid](*args, **self.flags)
+        if "run" not in tuner.__dict__:
+            best = tuner.best_config
+            nargs = dict(zip(tuner.arg_names, args))
+            nargs.update(self.flags, **best.kwargs)
+            if best.pre_hook is not None:
+                best.pre_hook(nargs)  # the descriptors keep the chosen tile shapes from now on
+            self.kernel, self.meta = tuner.fn, {**best.all_kwargs()}
 
 
-def _persistent_launch(a, w, out, a_scale, w_scale, M, N, K, config):
+def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
     interp = _interpreting()
+    plan = _Plan()
+    plan.M, plan.N, plan.K = M, N, K
+    plan.fp8 = a.dtype == _FP8
+    plan.tuner = plan.kernel = None
+    plan.meta = {}
+    upcast = interp and a.dtype == torch.bfloat16
+    if M <= SKINNY_MAX_M:
+        bm = skinny_block_m(M)
+        tiles = triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm)
+        cfg = config if config is not None else (INTERPRET_SKINNY_CONFIG if interp else None)
+        max_split = cfg["SPLIT_K"] if cfg is not None else (1 if bm <= NO_WORKSPACE_MAX_M else MAX_SPLIT_K)
+        if max_split < 1:
+            raise ValueError(f"gemm: SPLIT_K must be >= 1, got {max_split}")
+        if max_split > 1:
+            plan.ws, plan.counts = _workspace(a.device, skinny_workspace_floats(M, N, max_split), tiles)
+        else:
+            plan.ws = plan.counts = out  # never touched with SPLIT_K = 1
+        bk = cfg["BLOCK_K"] if cfg is not None else 16  # the autotuner's pre-hook sets its own
+        plan.a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
+        plan.w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [SKINNY_BLOCK_N, bk])
+        plan.c_desc = None
+        plan.flags = dict(BLOCK_M=bm, BLOCK_N=SKINNY_BLOCK_N, HAS_SCALES=plan.fp8, UPCAST=upcast)
+        plan.grid = lambda meta: (tiles, meta["SPLIT_K"])
+        if cfg is not None:
+            plan.kernel = _skinny_kernel
+            plan.meta = dict(BLOCK_K=cfg["BLOCK_K"], SPLIT_K=cfg["SPLIT_K"],
+                             num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
+        else:
+            plan.tuner = _skinny[bm]
+        return plan
     cfg = config if config is not None else (INTERPRET_CONFIG if interp else None)
     c_tma = _tma_problem(out) is None
-    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [64, 16])
-    w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [64, 16])
-    c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [64, 16]) if c_tma else out
     sms = num_sms_of(a.device)
-    s_a, s_w = _scale_args(a, a_scale, w_scale, out)
-    args = (a_desc, w_desc, c_desc, out, s_a, s_w, M, N, K, out.stride(0), out.stride(1))
-    flags = dict(NUM_SMS=sms, C_TMA=c_tma, HAS_SCALES=a.dtype == _FP8, UPCAST=interp and a.dtype == torch.bfloat16)
-
-    def grid(meta):
-        return (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
-
+    plan.ws = plan.counts = None
+    plan.a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [64, 16])
+    plan.w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [64, 16])
+    plan.c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [64, 16]) if c_tma else None
+    plan.flags = dict(NUM_SMS=sms, C_TMA=c_tma, HAS_SCALES=plan.fp8, UPCAST=upcast)
+    plan.grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     if cfg is not None:
         meta = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
         meta["EPILOGUE_SUBTILE"] = cfg.get("EPILOGUE_SUBTILE", True)
-        _set_block_shapes({"a_desc": a_desc, "w_desc": w_desc, "c_desc": c_desc, **meta})
-        _persistent_kernel[grid(meta)](
-            *args, **flags, **meta, num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3)
-        )
-        return
-    _launch_tuned(_persistent_fp8 if a.dtype == _FP8 else _persistent_16bit, grid, args, flags)
+        _set_block_shapes({"a_desc": plan.a_desc, "w_desc": plan.w_desc, "c_desc": plan.c_desc, **meta})
+        plan.kernel = _persistent_kernel
+        plan.meta = {**meta, "num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 3)}
+    else:
+        plan.tuner = _persistent_fp8 if plan.fp8 else _persistent_16bit
+    return plan
 
 
-#: (autotuner, key values) -> its best config, so later calls skip the autotuner's bookkeeping
-_BEST: dict = {}
+#: launch plans by everything that decides them (shapes, strides, dtypes, device, scales given, out
+#: layout and alignment): a repeated call costs a key, a lookup, three base swaps and the launch
+_PLANS: dict = {}
 
 
-def _launch_tuned(tuner, grid, args, flags):
-    """Launch through ``tuner`` the first time a shape is seen (it benchmarks its configs, or takes
-    a committed one), then straight through the JIT kernel with the config it chose."""
-    M, N, K = args[-5], args[-4], args[-3]
-    key = (id(tuner), M, N, K, tuple(sorted(flags.items())))
-    best = _BEST.get(key)
-    # an instance-level ``run`` is kernels.tuning.Recorder watching the autotuner: go through it
-    if best is None or "run" in tuner.__dict__:
-        tuner[grid](*args, **flags)
-        _BEST[key] = tuner.best_config
-        return
-    nargs = dict(zip(tuner.arg_names, args))
-    nargs.update(flags, **best.kwargs)
-    if best.pre_hook is not None:
-        best.pre_hook(nargs)
-    tuner.fn[grid(best.kwargs)](*args, **flags, **best.all_kwargs())
+def _plan_key(a, w, a_scale, w_scale, out):
+    scales = None if a_scale is None or w_scale is None else (a_scale.shape, a_scale.dtype, a_scale.device,
+                                                               w_scale.shape, w_scale.dtype, w_scale.device)
+    o = None if out is None else (out.shape, out.stride(), out.dtype, out.device, out.data_ptr() % 16 == 0)
+    return (a.shape, a.stride(), a.dtype, w.shape, w.stride(), w.dtype, a.device, w.device,
+            a_scale is None, w_scale is None, scales, o)
 
 
 def gemm(
@@ -478,6 +499,15 @@ def gemm(
     and 16-byte aligned (TMA). ``config`` bypasses autotuning: for M > ``SKINNY_MAX_M`` it holds
     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M (optional EPILOGUE_SUBTILE, num_warps, num_stages), for
     M <= ``SKINNY_MAX_M`` BLOCK_K and SPLIT_K (optional num_warps, num_stages)."""
+    key = None
+    if config is None:
+        key = _plan_key(a, w, a_scale, w_scale, out)
+        plan = _PLANS.get(key)
+        if plan is not None and not (a.data_ptr() % 16 or w.data_ptr() % 16):
+            if out is None:
+                out = torch.empty((plan.M, plan.N), dtype=torch.bfloat16 if plan.fp8 else a.dtype, device=a.device)
+            plan.launch(a, w, out, a_scale, w_scale)
+            return out
     M, N, K, out_dtype = check_gemm_args(a, w, a_scale, w_scale, out)
     if out is None:
         out = torch.empty((M, N), dtype=out_dtype, device=a.device)
@@ -485,10 +515,10 @@ def gemm(
         return out
     if K == 0:
         return out.zero_()
-    if M <= SKINNY_MAX_M:
-        _skinny_launch(a, w, out, a_scale, w_scale, M, N, K, config)
-    else:
-        _persistent_launch(a, w, out, a_scale, w_scale, M, N, K, config)
+    plan = _plan(a, w, out, a_scale, w_scale, M, N, K, config)
+    if key is not None:
+        _PLANS[key] = plan
+    plan.launch(a, w, out, a_scale, w_scale)
     return out
 
 
