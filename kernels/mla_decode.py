@@ -34,27 +34,79 @@ from kernels.decode_attention import (
     sm_count,
     split_plan,
 )
-from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, upcast_dots
+from kernels.flash_attention import (
+    LOG2E,
+    check_device,
+    dot,
+    dot_acc,
+    full_fp32,
+    interpreting,
+    make_descriptor,
+    tma_ready,
+    upcast_dots,
+)
 from kernels.registry import Case, KernelOp
+from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
 DTYPES = ("bf16", "fp16")
+MAX_TMA_BOX = 256  # elements per dimension of one TMA tile (the hardware limit)
+
+
+@triton.jit
+def _mla_tiles(
+    acc0, acc1, l_i, m_i, ql0, ql1, qr, desc_ckv, desc_kpe, table, b, start, end, qk_scale,
+    R: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    # Tiles [start, end) of one sequence's latents (the TMA engine reads rows past the cache as 0;
+    # the mask leaves out keys at or past ``end``).
+    RH: tl.constexpr = R // 2
+    for start_n in range(start, end, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        if PAGED:  # BLOCK_N divides PAGE_SIZE: a tile never crosses a page
+            page = tl.load(table + start_n // PAGE_SIZE)
+            row = start_n % PAGE_SIZE
+        else:
+            page = b
+            row = start_n
+        c0 = desc_ckv.load([page, row, 0]).reshape(BLOCK_N, RH)
+        c1 = desc_ckv.load([page, row, RH]).reshape(BLOCK_N, RH)
+        k_pe = desc_kpe.load([page, row, R]).reshape(BLOCK_N, P)
+        qk = dot(ql0, tl.trans(c0), UPCAST)
+        qk = dot_acc(ql1, tl.trans(c1), qk, UPCAST)
+        qk = dot_acc(qr, tl.trans(k_pe), qk, UPCAST)
+        keep = (start_n + tl.arange(0, BLOCK_N)) < end
+        qk = tl.where(keep[None, :], qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        p = p.to(c0.dtype)
+        acc0 = dot_acc(p, c0, acc0 * alpha[:, None], UPCAST)
+        acc1 = dot_acc(p, c1, acc1 * alpha[:, None], UPCAST)
+        m_i = m_new
+    return acc0, acc1, l_i, m_i
 
 
 @triton.jit
 def _mla_decode_kernel(
-    QL, QR, C, Seq_lens, Block_table, M_part, L_part, Acc_part,
-    stride_qlb, stride_qlh, stride_qrb, stride_qrh,
-    stride_cb, stride_cn,  # contiguous: (batch, token); paged: (page, slot)
+    desc_ql, desc_qr, desc_ckv, desc_kpe, Seq_lens, Block_table, M_part, L_part, Acc_part,
     stride_bt,
     stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
     stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, R]
     H, N_ctx, chunk, qk_scale,
+    B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
     R: tl.constexpr, P: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
 ):
+    # One program: BLOCK_H heads x one context chunk of one sequence. Each latent tile is fetched
+    # once by the TMA engine (desc_ckv: the two R/2 halves of c_kv; desc_kpe: k_rope) and used by
+    # all BLOCK_H heads, for the scores and, as the value, for both output halves (acc0, acc1:
+    # the R-wide output as two R/2-wide accumulators, which the warpgroups split between them).
+    RH: tl.constexpr = R // 2
     pid_h = tl.program_id(0)
     pid_split = tl.program_id(1)
     b = tl.program_id(2)
@@ -67,57 +119,166 @@ def _mla_decode_kernel(
 
     heads = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = heads < H
-    offs_r = tl.arange(0, R)
-    offs_p = tl.arange(0, P)
-    ql = tl.load(QL + b * stride_qlb + heads[:, None] * stride_qlh + offs_r[None, :], mask=h_mask[:, None], other=0.0)
-    qr = tl.load(QR + b * stride_qrb + heads[:, None] * stride_qrh + offs_p[None, :], mask=h_mask[:, None], other=0.0)
+    offs_rh = tl.arange(0, RH)
+    # queries through TMA too (heads past H read as 0): they stay in shared memory for the wgmma
+    ql0 = desc_ql.load([b, pid_h * BLOCK_H, 0]).reshape(BLOCK_H, RH)
+    ql1 = desc_ql.load([b, pid_h * BLOCK_H, RH]).reshape(BLOCK_H, RH)
+    qr = desc_qr.load([b, pid_h * BLOCK_H, 0]).reshape(BLOCK_H, P)
 
     m_i = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_H, R], dtype=tl.float32)
-    for start_n in range(start, end, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        in_seq = offs_n < end
-        if PAGED:
-            page = tl.load(Block_table + b * stride_bt + offs_n // PAGE_SIZE, mask=in_seq, other=0).to(tl.int64)
-            row = page * stride_cb + (offs_n % PAGE_SIZE) * stride_cn
-        else:
-            row = b.to(tl.int64) * stride_cb + offs_n.to(tl.int64) * stride_cn
-        c_kv = tl.load(C + row[:, None] + offs_r[None, :], mask=in_seq[:, None], other=0.0)  # [BLOCK_N, R]
-        k_pe = tl.load(C + row[:, None] + R + offs_p[None, :], mask=in_seq[:, None], other=0.0)  # [BLOCK_N, P]
-        qk = dot(ql, tl.trans(c_kv), UPCAST)
-        qk = dot_acc(qr, tl.trans(k_pe), qk, UPCAST) * qk_scale
-        qk = tl.where(in_seq[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = dot_acc(p.to(c_kv.dtype), c_kv, acc * alpha[:, None], UPCAST)
-        m_i = m_new
+    acc0 = tl.zeros([BLOCK_H, RH], dtype=tl.float32)
+    acc1 = tl.zeros([BLOCK_H, RH], dtype=tl.float32)
+    # one loop, every tile masked against ``end``: a separate unmasked loop for the whole tiles
+    # doubles the code and made ptxas spill at BLOCK_N = 64 (Triton 3.6), for a select per score
+    acc0, acc1, l_i, m_i = _mla_tiles(
+        acc0, acc1, l_i, m_i, ql0, ql1, qr, desc_ckv, desc_kpe, Block_table + b * stride_bt, b,
+        start, end, qk_scale, R, P, BLOCK_N, PAGED, PAGE_SIZE, UPCAST,
+    )
 
     p_off = b * stride_pb + heads * stride_ph + pid_split
     tl.store(M_part + p_off, m_i, mask=h_mask)
     tl.store(L_part + p_off, l_i, mask=h_mask)
-    a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + pid_split * stride_as + offs_r[None, :]
-    tl.store(a_ptrs, acc, mask=h_mask[:, None])
+    a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + pid_split * stride_as + offs_rh[None, :]
+    tl.store(a_ptrs, acc0, mask=h_mask[:, None])
+    tl.store(a_ptrs + RH, acc1, mask=h_mask[:, None])
 
 
-# GPU configs. Untuned (no GPU in development): 16-32 heads per program (the fp32 [BLOCK_H, 512]
-# accumulator lives in registers), 16-64 tokens per tile (a [64, 576] bf16 tile is 72 KB of shared
-# memory per stage); kept to those that compiled for sm_90 (Triton 3.9, checked offline with ptxas)
-# without register spills (64 heads, or 64 tokens on 4 warps, spilled). BLOCK_N divides CHUNK_ALIGN.
+def _set_blocks(nargs):
+    """Autotune pre-hook: the latent descriptors' tiles follow the config being run."""
+    h, n, r, p = nargs["BLOCK_H"], nargs["BLOCK_N"], nargs["R"], nargs["P"]
+    nargs["desc_ql"].block_shape = [1, h, r // 2]
+    nargs["desc_qr"].block_shape = [1, h, p]
+    nargs["desc_ckv"].block_shape = [1, n, r // 2]
+    nargs["desc_kpe"].block_shape = [1, n, p]
+
+
+def _config(bn, warps, stages):
+    return triton.Config({"BLOCK_H": 64, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, pre_hook=_set_blocks)
+
+
+# GPU configs. Untuned (no GPU in development). FlashMLA's shape of the work: 64 heads per program
+# (one wgmma M of 64 rows; H = 128 takes two programs per chunk), 8 warps = two warpgroups that
+# split the 512-wide output, 32-64 tokens per TMA tile (a [64, 576] bf16 tile is 72 KB per stage).
+# Kept per Triton version to the (BLOCK_N, warps, stages) that compile for sm_90 without register
+# spills within 227 KB of shared memory, for the contiguous (False) and the paged (True) cache
+# (test_mla_decode's compile check): Triton 3.6 (the H200 machine's) fits all of them; 3.9 spills
+# at BLOCK_N = 64, and paged at 32. The 16-token tile exists for 16-token pages.
+_TILES_BY_TRITON = {
+    "3.6": {False: [(64, 8, 2), (32, 8, 2), (32, 8, 3)], True: [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]},
+}
+_TILES_OTHER = {False: [(32, 8, 2), (32, 8, 3)], True: [(16, 8, 3)]}
+TILES = _TILES_BY_TRITON.get(".".join(triton.__version__.split(".")[:2]), _TILES_OTHER)
+_GPU_CONFIGS = [_config(*t) for t in dict.fromkeys(TILES[False] + TILES[True])]
+
+
+def _tile(c):
+    return (c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+
+
+def _keep_fitting_tiles(configs, named_args, **kwargs):
+    """Autotune pruning: the tiles listed for this cache layout; a paged cache also needs BLOCK_N
+    to divide the page (a TMA tile never crosses a page), preferring tiles of 32+ tokens."""
+    paged = bool(kwargs.get("PAGED", named_args.get("PAGED", False)))
+    page = kwargs.get("PAGE_SIZE", named_args.get("PAGE_SIZE", 1)) if paged else CHUNK_ALIGN
+    fitting = [c for c in configs if _tile(c) in TILES[paged] and c.kwargs["BLOCK_N"] <= page]
+    wide = [c for c in fitting if c.kwargs["BLOCK_N"] >= 32]
+    return wide or fitting
+
+
 CHUNK_ALIGN = 64
-_GPU_CONFIGS = [
-    triton.Config({"BLOCK_H": 16, "BLOCK_N": 32}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_H": 16, "BLOCK_N": 64}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_H": 32, "BLOCK_N": 32}, num_warps=8, num_stages=2),
-    triton.Config({"BLOCK_H": 16, "BLOCK_N": 16}, num_warps=4, num_stages=3),
-]
-_mla_decode_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["chunk", "H", "R", "P", "PAGED", "VARLEN"])(
-    _mla_decode_kernel
-)
-# Interpreter: one fixed config; BLOCK_N = 32 so odd contexts cross tiles within a chunk.
-_INTERPRET_BLOCKS = {"BLOCK_H": 16, "BLOCK_N": 32}
+_mla_decode_autotuned = triton.autotune(
+    configs=_GPU_CONFIGS,
+    key=["B", "SPLITS", "H", "R", "P", "PAGED", "PAGE_SIZE", "VARLEN"],
+    prune_configs_by={"early_config_prune": _keep_fitting_tiles},
+)(_mla_decode_kernel)
+# Interpreter: one fixed config; 16-token tiles so odd contexts cross tiles within a chunk.
+_INTERPRET_BLOCKS = {"BLOCK_H": 16, "BLOCK_N": 16}
+
+
+#: per-shape launch plans (checks done, descriptors, partial buffers, grid), so a repeated call
+#: costs a dict lookup, four descriptor base swaps and the two launches
+_PLANS: dict = {}
+
+
+def _check(q_latent, q_rope, cache, seq_lens, block_table, out):
+    """Check the inputs once per shape; returns (B, H, R, P, N_max, page_size)."""
+    if q_latent.dim() != 3 or q_rope.dim() != 3:
+        raise ValueError(f"q_latent and q_rope must be [B, H, R] and [B, H, P], got {tuple(q_latent.shape)}, {tuple(q_rope.shape)}")
+    B, H, R = q_latent.shape
+    if q_rope.shape[:2] != (B, H):
+        raise ValueError(f"q_rope {tuple(q_rope.shape)} does not match q_latent {tuple(q_latent.shape)} in B, H")
+    P = q_rope.shape[2]
+    for name, n, hi in (("kv_lora_rank R", R, 2 * MAX_TMA_BOX), ("rope dim P", P, MAX_TMA_BOX)):
+        if n < 16 or n & (n - 1) or n > hi:
+            raise ValueError(f"{name} = {n} must be a power of two in [16, {hi}]")
+    if cache.dim() != 3 or cache.shape[2] != R + P:
+        raise ValueError(f"cache must be [*, *, R + P = {R + P}], got {tuple(cache.shape)}")
+    if block_table is not None:
+        page_size = cache.shape[1]
+        if block_table.dim() != 2 or block_table.shape[0] != B or block_table.dtype != torch.int32:
+            raise ValueError(f"block_table must be [B={B}, max_blocks] int32, got {tuple(block_table.shape)} {block_table.dtype}")
+        if block_table.stride(1) != 1:
+            raise ValueError("block_table must be contiguous in its last dimension")
+        if page_size < 16 or page_size & (page_size - 1):
+            raise ValueError(f"page_size = {page_size} must be a power of two >= 16")
+        N_max = block_table.shape[1] * page_size
+    else:
+        page_size = 1
+        if cache.shape[0] != B:
+            raise ValueError(f"cache batch {cache.shape[0]} != q batch {B}")
+        N_max = cache.shape[1]
+    dt = q_latent.dtype
+    if dt not in (torch.bfloat16, torch.float16) or q_rope.dtype != dt or cache.dtype != dt:
+        raise ValueError(f"q_latent, q_rope and cache must all be bf16 or all fp16, got {dt}, {q_rope.dtype}, {cache.dtype}")
+    why = tma_ready(q_latent, q_rope, cache)
+    if why:
+        raise ValueError(f"q_latent, q_rope and cache must be {why}")
+    if seq_lens is not None and (seq_lens.shape != (B,) or seq_lens.dtype != torch.int32):
+        raise ValueError(f"seq_lens must be [B={B}] int32, got {tuple(seq_lens.shape)} {seq_lens.dtype}")
+    check_device(*(t for t in (q_latent, q_rope, cache, seq_lens, block_table) if t is not None))
+    if out.shape != q_latent.shape or out.dtype != dt or out.device != q_latent.device or out.stride(-1) != 1:
+        raise ValueError(f"out must be {tuple(q_latent.shape)} {dt} on {q_latent.device}, contiguous in R")
+    if B * H == 0 or N_max == 0:
+        raise ValueError("MLA decode needs B, H and the cache length >= 1")
+    return B, H, R, P, N_max, page_size
+
+
+def _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out):
+    B, H, R, P, N_max, page_size = _check(q_latent, q_rope, cache, seq_lens, block_table, out)
+    interp = interpreting()
+    block_h = _INTERPRET_BLOCKS["BLOCK_H"] if interp else 64
+    head_blocks = triton.cdiv(H, block_h)
+    splits = choose_splits(B * head_blocks, N_max, sm_count(q_latent.device)) if num_splits is None else num_splits
+    if not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
+    chunk, splits = split_plan(N_max, splits, _INTERPRET_BLOCKS["BLOCK_N"] if interp else CHUNK_ALIGN)
+    dev = q_latent.device
+    m_part = torch.empty((B, H, splits), dtype=torch.float32, device=dev)
+    l_part = torch.empty_like(m_part)
+    acc_part = torch.empty((B, H, splits, R), dtype=torch.float32, device=dev)
+    bn = _INTERPRET_BLOCKS["BLOCK_N"] if interp else 64
+    descs = (
+        make_descriptor(q_latent, [1, block_h, R // 2]),
+        make_descriptor(q_rope, [1, block_h, P]),
+        make_descriptor(cache, [1, bn, R // 2]),
+        make_descriptor(cache, [1, bn, P]),
+    )
+    scale = 1.0 / math.sqrt(R + P) if sm_scale is None else sm_scale
+    tail = (
+        block_table.stride(0) if block_table is not None else 0,
+        m_part.stride(0), m_part.stride(1),
+        acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
+        H, N_max, chunk, scale * LOG2E, B, splits,
+    )
+    consts = dict(R=R, P=P, VARLEN=seq_lens is not None, PAGED=block_table is not None, PAGE_SIZE=page_size)
+    if interp:
+        consts.update(_INTERPRET_BLOCKS, UPCAST=upcast_dots(q_latent.dtype))
+        kernel, grid = _mla_decode_kernel, (head_blocks, splits, B)
+    else:
+        consts["UPCAST"] = False
+        kernel, grid = _mla_decode_autotuned, (head_blocks, splits, B)
+    return kernel, grid, descs, (m_part, l_part, acc_part), tail, consts
 
 
 def mla_decode(
@@ -134,81 +295,34 @@ def mla_decode(
 
     q_latent [B, H, R] (query absorbed into the latent space, R = kv_lora_rank), q_rope [B, H, P];
     cache [B, N_max, R + P] (latent then rope part per token) or, with ``block_table``
-    [B, max_blocks] int32, a paged cache [num_blocks, page_size, R + P]. R and P powers of two
-    (DeepSeek-V3: R = 512, P = 64); bf16 or fp16. seq_lens [B] int32 in [1, N_max] (not checked);
-    None: all N_max. ``sm_scale`` defaults to 1/sqrt(R + P); DeepSeek-V3 uses 1/sqrt(128 + 64)
-    (its per-head q.k width before absorption). Returns out [B, H, R] in the input dtype."""
-    if q_latent.dim() != 3 or q_rope.dim() != 3:
-        raise ValueError(f"q_latent and q_rope must be [B, H, R] and [B, H, P], got {tuple(q_latent.shape)}, {tuple(q_rope.shape)}")
-    B, H, R = q_latent.shape
-    if q_rope.shape[:2] != (B, H):
-        raise ValueError(f"q_rope {tuple(q_rope.shape)} does not match q_latent {tuple(q_latent.shape)} in B, H")
-    P = q_rope.shape[2]
-    for name, n in (("kv_lora_rank R", R), ("rope dim P", P)):
-        if n < 16 or n & (n - 1):
-            raise ValueError(f"{name} = {n} must be a power of two >= 16")
-    if cache.dim() != 3 or cache.shape[2] != R + P:
-        raise ValueError(f"cache must be [*, *, R + P = {R + P}], got {tuple(cache.shape)}")
-    paged = block_table is not None
-    if paged:
-        page_size = cache.shape[1]
-        if block_table.dim() != 2 or block_table.shape[0] != B or block_table.dtype != torch.int32:
-            raise ValueError(f"block_table must be [B={B}, max_blocks] int32, got {tuple(block_table.shape)} {block_table.dtype}")
-        if block_table.stride(1) != 1:
-            raise ValueError("block_table must be contiguous in its last dimension")
-        if page_size & (page_size - 1):
-            raise ValueError(f"page_size = {page_size} must be a power of two")
-        N_max = block_table.shape[1] * page_size
-    else:
-        page_size = 1
-        if cache.shape[0] != B:
-            raise ValueError(f"cache batch {cache.shape[0]} != q batch {B}")
-        N_max = cache.shape[1]
-    dt = q_latent.dtype
-    if dt not in (torch.bfloat16, torch.float16) or q_rope.dtype != dt or cache.dtype != dt:
-        raise ValueError(f"q_latent, q_rope and cache must all be bf16 or all fp16, got {dt}, {q_rope.dtype}, {cache.dtype}")
-    if q_latent.stride(-1) != 1 or q_rope.stride(-1) != 1 or cache.stride(-1) != 1:
-        raise ValueError("q_latent, q_rope and cache must be contiguous in their last dimension")
-    if seq_lens is not None and (seq_lens.shape != (B,) or seq_lens.dtype != torch.int32):
-        raise ValueError(f"seq_lens must be [B={B}] int32, got {tuple(seq_lens.shape)} {seq_lens.dtype}")
-    check_device(*(t for t in (q_latent, q_rope, cache, seq_lens, block_table) if t is not None))
+    [B, max_blocks] int32, a paged cache [num_blocks, page_size, R + P] (page_size a power of two
+    >= 16). R a power of two in [16, 512], P in [16, 256] (DeepSeek-V3: R = 512, P = 64); bf16 or
+    fp16; the cache TMA-addressable (16-byte aligned, 16-byte multiple strides). seq_lens [B] int32
+    in [1, N_max] (not checked: that would need a device sync); None: all N_max. ``sm_scale``
+    defaults to 1/sqrt(R + P); DeepSeek-V3 uses 1/sqrt(128 + 64) (its per-head q.k width before
+    absorption). Returns out [B, H, R] in the input dtype."""
     if out is None:
         out = torch.empty_like(q_latent)
-    elif out.shape != q_latent.shape or out.dtype != dt or out.device != q_latent.device or out.stride(-1) != 1:
-        raise ValueError(f"out must be {tuple(q_latent.shape)} {dt} on {q_latent.device}, contiguous in R")
-    if B * H == 0 or N_max == 0:
-        raise ValueError("MLA decode needs B, H and the cache length >= 1")
-
-    interp = interpreting()
-    head_blocks = triton.cdiv(H, 16)  # for sizing the split only; the GPU config picks BLOCK_H
-    splits = choose_splits(B * head_blocks, N_max, sm_count(q_latent.device)) if num_splits is None else num_splits
-    if not 1 <= splits <= MAX_SPLITS:
-        raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
-    chunk, splits = split_plan(N_max, splits, _INTERPRET_BLOCKS["BLOCK_N"] if interp else CHUNK_ALIGN)
-    m_part = torch.empty((B, H, splits), dtype=torch.float32, device=q_latent.device)
-    l_part = torch.empty_like(m_part)
-    acc_part = torch.empty((B, H, splits, R), dtype=torch.float32, device=q_latent.device)
-    lens = seq_lens if seq_lens is not None else q_latent  # not read when VARLEN is False
-    table = block_table if paged else q_latent
-    scale = 1.0 / math.sqrt(R + P) if sm_scale is None else sm_scale
-    args = (
-        q_latent, q_rope, cache, lens, table, m_part, l_part, acc_part,
-        q_latent.stride(0), q_latent.stride(1), q_rope.stride(0), q_rope.stride(1),
-        cache.stride(0), cache.stride(1),
-        table.stride(0),
-        m_part.stride(0), m_part.stride(1),
-        acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
-        H, N_max, chunk, scale * LOG2E,
+    key = (
+        q_latent.shape, q_latent.stride(), q_rope.shape, q_rope.stride(), cache.shape, cache.stride(),
+        q_latent.dtype, q_rope.dtype, cache.dtype, out.shape, out.stride(), out.dtype,
+        q_latent.device, q_rope.device, cache.device, out.device, sm_scale, num_splits,
+        None if seq_lens is None else (seq_lens.shape, seq_lens.dtype, seq_lens.device),
+        None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.device),
     )
-    flags = dict(R=R, P=P, VARLEN=seq_lens is not None, PAGED=paged, PAGE_SIZE=page_size)
-    if interp:
-        grid = (triton.cdiv(H, _INTERPRET_BLOCKS["BLOCK_H"]), splits, B)
-        _mla_decode_kernel[grid](*args, UPCAST=upcast_dots(dt), **_INTERPRET_BLOCKS, **flags)
-    else:
-        def grid(meta):
-            return (triton.cdiv(H, meta["BLOCK_H"]), splits, B)
-
-        _mla_decode_autotuned[grid](*args, UPCAST=False, **flags)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out)
+    elif (q_latent.data_ptr() | q_rope.data_ptr() | cache.data_ptr()) % 16:
+        raise ValueError("q_latent, q_rope and cache must be 16-byte aligned (the TMA engine's rule)")
+    kernel, grid, descs, (m_part, l_part, acc_part), tail, consts = plan
+    for d, t in zip(descs, (q_latent, q_rope, cache, cache)):
+        d.base = t
+    lens = seq_lens if seq_lens is not None else q_latent  # not read when VARLEN is False
+    table = block_table if block_table is not None else q_latent  # not read when PAGED is False
+    kernel[grid](
+        *descs, lens, table, m_part, l_part, acc_part, *tail, **consts,
+    )
     reduce_splits(m_part, l_part, acc_part, out)
     return out
 
@@ -257,6 +371,21 @@ def matmul_baseline(q_latent, q_rope, cache, seq_lens=None, block_table=None, sm
         s = s.masked_fill(torch.arange(cache.shape[1], device=s.device)[None, None, :] >= seq_lens[:, None, None], float("-inf"))
     p = torch.softmax(s.float() * scale, dim=-1).to(q_latent.dtype)
     return torch.matmul(p, cache[:, :, :R])
+
+
+def _sdpa_inputs(q_latent, q_rope, cache, seq_lens=None, block_table=None, sm_scale=None, **_):
+    """Absorbed MLA as SDPA with one KV head (untimed set-up): q = [q_latent | q_rope] as one query
+    token, K = the whole latent row, V = its c_kv part; ragged lengths as a mask. None for a paged
+    cache (torch has no paged SDPA; the matmul path gathers it, timed)."""
+    if block_table is not None:
+        return None
+    R = q_latent.shape[2]
+    q = torch.cat([q_latent, q_rope], dim=-1)[:, :, None, :]  # [B, H, 1, R + P]
+    k = cache[:, None]  # [B, 1, N, R + P]
+    kw = {"scale": 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale}
+    if seq_lens is not None:
+        kw["attn_mask"] = (torch.arange(cache.shape[1], device=cache.device)[None, :] < seq_lens[:, None].long())[:, None, None, :]
+    return q, k, k[..., :R], kw
 
 
 def make_inputs(case: Case, device, generator) -> dict:
@@ -325,8 +454,17 @@ OP = KernelOp(
     cases={"test": _TEST, "quick": _QUICK, "full": _FULL},
     tolerance={"bf16": 1e-2, "fp16": 1e-3},
     baseline=matmul_baseline,
+    # the matmul path, and SDPA backends that take one shared KV head by enable_gqa (expanding it to
+    # 128 heads would copy the cache 128 times); the math backend would expand it internally
+    baselines={
+        "torch:matmul": plain(matmul_baseline),
+        **sdpa_factories(
+            _sdpa_inputs, post=lambda o: o[:, :, 0], backends=("sdpa:cudnn", "sdpa:flash", "sdpa:efficient"), max_expand_bytes=0
+        ),
+    },
     model_kind="attention",
     dtypes=DTYPES,
-    notes="absorbed MLA over the latent cache, split-KV; out in latent space. Baseline torch matmul path "
-    "(a paged cache is gathered first, inside the timing).",
+    notes="absorbed MLA, 64 heads per program, latent tiles by TMA read once for all of them, split-KV; "
+    "out in latent space. Baseline: the fastest of the torch matmul path (a paged cache gathered "
+    "first, inside the timing) and the SDPA backends that run it.",
 )

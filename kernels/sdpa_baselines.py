@@ -13,6 +13,7 @@ factories. Each factory probes its call once: a backend that raises for the inpu
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -37,11 +38,15 @@ def _backend(name: str | None):
     return member is not None, member
 
 
-def sdpa_call(q, k, v, backend_name: str | None, post=None, **kw) -> Callable[[], Any] | None:
+#: largest K + V copy a factory makes to expand GQA heads for a backend without enable_gqa
+MAX_EXPAND_BYTES = 8 << 30
+
+
+def sdpa_call(q, k, v, backend_name: str | None, post=None, max_expand_bytes: int = MAX_EXPAND_BYTES, **kw) -> Callable[[], Any] | None:
     """A probed zero-argument SDPA call on q [B, H, Sq, D], k [B, H_kv, S, D], v [B, H_kv, S, Dv]
     pinned to one backend (None: default dispatch), GQA by ``enable_gqa`` or else by K/V expanded
     here; None if the backend cannot run them (or this torch lacks it). ``post`` maps SDPA's output
-    to the op's (a view, say), inside the call."""
+    to the op's (a view, say), inside the call. K/V are expanded only up to ``max_expand_bytes``."""
     import torch.nn.functional as F
 
     found, member = _backend(backend_name)
@@ -63,24 +68,32 @@ def sdpa_call(q, k, v, backend_name: str | None, post=None, **kw) -> Callable[[]
 
     tries = [lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)] if group > 1 else []
     if group > 1:
-        ke, ve = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        tries.append(lambda: F.scaled_dot_product_attention(q, ke, ve, **kw))
+        if (k.numel() * k.element_size() + v.numel() * v.element_size()) * group <= max_expand_bytes:
+            ke, ve = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            tries.append(lambda: F.scaled_dot_product_attention(q, ke, ve, **kw))
     else:
         tries.append(lambda: F.scaled_dot_product_attention(q, k, v, **kw))
     for fn in tries:
         call = pinned(fn)
         try:
-            call()
+            with warnings.catch_warnings():  # a declining backend says why as a warning, then raises
+                warnings.simplefilter("ignore")
+                call()
         except (RuntimeError, TypeError, ValueError, NotImplementedError):
             continue  # this backend (or enable_gqa on this torch) cannot take these inputs
         return call
     return None
 
 
-def sdpa_factories(prepare: Callable[..., tuple[Any, ...] | None], post=None) -> dict[str, Callable[..., Callable[[], Any] | None]]:
-    """One factory per SDPA backend. ``prepare(**inputs)`` maps an op's inputs to
-    (q, k, v, sdpa keyword arguments) in SDPA's layout (untimed), or None if SDPA cannot express
-    them; ``post`` maps SDPA's output to the op's (timed, inside the call)."""
+def sdpa_factories(
+    prepare: Callable[..., tuple[Any, ...] | None],
+    post=None,
+    backends: tuple[str, ...] = tuple(SDPA_BACKENDS),
+    max_expand_bytes: int = MAX_EXPAND_BYTES,
+) -> dict[str, Callable[..., Callable[[], Any] | None]]:
+    """One factory per SDPA backend named in ``backends``. ``prepare(**inputs)`` maps an op's
+    inputs to (q, k, v, sdpa keyword arguments) in SDPA's layout (untimed), or None if SDPA cannot
+    express them; ``post`` maps SDPA's output to the op's (timed, inside the call)."""
 
     def factory_for(backend_name):
         def factory(**inputs):
@@ -88,8 +101,17 @@ def sdpa_factories(prepare: Callable[..., tuple[Any, ...] | None], post=None) ->
             if prepared is None:
                 return None
             q, k, v, kw = prepared
-            return sdpa_call(q, k, v, backend_name, post=post, **kw)
+            return sdpa_call(q, k, v, backend_name, post=post, max_expand_bytes=max_expand_bytes, **kw)
 
         return factory
 
-    return {name: factory_for(b) for name, b in SDPA_BACKENDS.items()}
+    return {name: factory_for(SDPA_BACKENDS[name]) for name in backends}
+
+
+def plain(fn: Callable[..., Any]) -> Callable[..., Callable[[], Any]]:
+    """A baseline factory for a plain torch function of the op's inputs (no set-up)."""
+
+    def factory(**inputs):
+        return lambda: fn(**inputs)
+
+    return factory
