@@ -289,6 +289,7 @@ def test_the_fastest_baseline_candidate_is_the_torch_row():
     op = replace(copy, baselines={"wrong": _sleepy(0.0, wrong=True), "absent": lambda src: None})
     torch_row = next(r for r in Bencher(BenchOptions(kernels=("copy",), suite="test", device="cpu")).bench_case(op, case) if r.impl == "torch")
     assert not torch_row.correct and "wrong: rel error" in torch_row.note and "absent: not available" in torch_row.note
+    assert "other baselines" not in torch_row.note and torch_row.samples_s == ()
 
 
 def _toy_op(bench_calls: list):

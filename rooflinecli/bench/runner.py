@@ -424,8 +424,8 @@ class Bencher:
             measured.append(m)
         timed = [m for m in measured if m.timing is not None and m.check.ok]
         best = min(timed, key=lambda m: m.timing.p50_s) if timed else measured[0]
-        if not timed and len(measured) > 1:
-            best = Measured(Check(False, None, "; ".join(f"{m.backend or 'baseline'}: {m.check.message}" for m in measured)))
+        if not timed and len(measured) > 1:  # every candidate red: one note naming why, each
+            return Measured(Check(False, None, "; ".join(f"{m.backend or 'baseline'}: {m.check.message}" for m in measured)))
         others = [m for m in measured if m is not best and m.check.message != NOT_AVAILABLE]  # inapplicable ones: not news
         if others:
             best.others = "other baselines: " + ", ".join(
