@@ -202,3 +202,23 @@ def test_bad_mode_and_engine(h200m):
         predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="achievable")
     with pytest.raises(RooflineError, match="roof_measured needs a measured spec"):
         predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="roof_measured")
+
+
+def test_million_point_achievable_sweep_is_fast(h200m):
+    """A 1,000 x 1,000 (batch x context) decode grid in achievable mode: well under 3 s of CPU
+    (about 0.15 s on a 2-core CI machine; CPU time, so other jobs on the machine do not count)."""
+    import time
+
+    from rooflinecli.whatif import sweep as S
+
+    combo = S.make_combos([get_model("llama-3-8b")], [h200m], ["bf16"], ["bf16"], None, None)[0]
+    assert combo.mode == "achievable"
+    B = np.arange(1, 1001)
+    N = np.arange(1, 1001)
+    S.block_columns(combo, "decode", B[:10], N[:10])  # fit and caches warm
+    t0 = time.process_time()
+    cols = S.block_columns(combo, "decode", B, N)
+    cpu = time.process_time() - t0
+    print(f"\n1M-point achievable decode block: {cpu:.2f} s CPU")
+    assert cols["time_s"].size == 1_000_000 and (cols["time_s"] > cols["roof_time_s"]).all()
+    assert cpu < 3.0

@@ -196,16 +196,19 @@ class _Builder:
         T, b = self.tokens, self.b
         q, k = T * h * D * b, T * hkv * D * b
         kv = T * hkv * D * self.wl.kv_bytes_per_element
+        rope = self.cfg.position_embedding == "rope"
         if self.p.kv_write_kernels:
-            # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
-            t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
-            self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
+            if rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
+                t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
+                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
             t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
             self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache")
-        else:
-            # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
+        elif rope:  # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
             t, f = self.copy_like(2.0 * q + 2.0 * k + k + 2.0 * kv, self.p.rope_kernels)
             self.add("attn.rope_kv_write", "elementwise", L, self.p.rope_kernels, t, f, (), "fused RoPE + KV-cache write")
+        else:  # fused engines without RoPE: one KV-cache write kernel
+            t, f = self.copy_like(2.0 * (k + kv), 1)
+            self.add("attn.kv_write", "elementwise", L, 1, t, f, (), "K and V written into the cache")
 
     def _residual_adds(self, L):
         lm = self.m.linear["add_"]
