@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import numbers
 import pkgutil
 import re
 from collections.abc import Iterable, Mapping
@@ -125,8 +126,20 @@ def call_key(autotuner, args: tuple, kwargs: Mapping[str, Any]) -> tuple:
     return tuple(key)
 
 
+def _json_value(v: Any) -> Any:
+    """A key value as JSON: numbers (numpy's too) as Python numbers, so that the loaded key
+    compares and hashes equal to the one Triton computes; anything else as its text."""
+    if isinstance(v, (bool, str)) or v is None:
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    return str(v)
+
+
 def key_json(key: tuple) -> list:
-    return [v if isinstance(v, (bool, int, float, str)) or v is None else str(v) for v in key]
+    return [_json_value(v) for v in key]
 
 
 def config_json(cfg) -> dict[str, Any]:

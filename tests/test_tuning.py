@@ -374,3 +374,12 @@ def test_pinning_applies_the_autotuners_own_pruning():
         _launch(at, torch.randn(50))
     (call,) = rec.calls
     assert [c.kwargs["BLOCK"] for c in call.candidates] == [32] and call.config is at.configs[0]
+
+
+def test_numpy_key_values_are_written_as_numbers_that_match_again():
+    import numpy as np
+
+    key = (np.int64(8192), True, np.float32(0.5), "torch.bfloat16", None)
+    as_json = json.loads(json.dumps(tuning.key_json(key)))
+    assert as_json == [8192, True, 0.5, "torch.bfloat16", None]
+    assert {tuple(as_json): 1}.get(key) == 1  # the loaded key finds Triton's own
