@@ -454,8 +454,9 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         samples, method = _eager_runs(lambda: prefill(W, tokens, cos, sin, kc, vc), device, 5)
         return _point("prefill", "torch", 1, S, L, samples, method, backend="default dispatch (SDPA causal, enable_gqa)")
 
-    # torch decode first, then prefill, then the Triton engine (its first calls autotune: slowest last)
-    jobs = [("decode", "torch", B, N, decode_point) for B, N in plan.decode] + [("prefill", "torch", 1, S, prefill_point) for S in plan.prefill]
+    # prefill first (a few seconds), then torch decode, then the Triton engine (its first calls
+    # autotune: slowest last), so a budget cut costs the least informative points
+    jobs = [("prefill", "torch", 1, S, prefill_point) for S in plan.prefill] + [("decode", "torch", B, N, decode_point) for B, N in plan.decode]
     jobs += [("decode", "triton", B, N, decode_point) for B, N in plan.triton] if triton else []
     for phase, engine, B, N, run in jobs:
         if over():
