@@ -318,33 +318,74 @@ def moe(
         topk_ids, topk_weights = route(router_logits, top_k)
     elif topk_ids is None or topk_weights is None:
         raise ValueError("moe: give topk_ids and topk_weights, or router_logits and top_k")
-    T, d, E, I, k = _check(hidden, w1, w2, topk_ids, topk_weights)
+    key = None
+    if config is None:
+        key = (hidden.shape, hidden.stride(), hidden.dtype, w1.shape, w1.stride(), w1.dtype, w2.shape, w2.stride(),
+               w2.dtype, hidden.device, topk_ids.shape, topk_ids.dtype, topk_weights.shape, topk_weights.dtype)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None or (hidden.data_ptr() | w1.data_ptr() | w2.data_ptr()) % 16:
+        T, d, E, I, k = _check(hidden, w1, w2, topk_ids, topk_weights)
+        if T == 0:
+            return _out(out, hidden, T, d)
+        cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(T * k, E))
+        plan = _MoEPlan(hidden, w1, w2, k, cfg)
+        if key is not None:
+            _PLANS[key] = plan
+    return plan.launch(hidden, w1, w2, topk_ids, topk_weights, _out(out, hidden, *hidden.shape))
+
+
+def _out(out, hidden, T, d):
     if out is None:
-        out = torch.empty((T, d), dtype=hidden.dtype, device=hidden.device)
-    if out.shape != (T, d) or out.dtype != hidden.dtype:
+        return torch.empty((T, d), dtype=hidden.dtype, device=hidden.device)
+    if out.shape != (T, d) or out.dtype != hidden.dtype or out.device != hidden.device:
         raise ValueError(f"moe: out must be [{T}, {d}] {hidden.dtype}, got {tuple(out.shape)} {out.dtype}")
-    if T == 0:
-        return out
-    num_slots = T * k
-    cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(num_slots, E))
-    sorted_slots, block_expert = align_by_expert(topk_ids, E, cfg["BLOCK_M"])
-    weights_flat = topk_weights.reshape(-1)
-    if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
-        weights_flat = weights_flat.to(torch.float32).contiguous()
-    n_blocks = block_expert.numel()
-    P = sorted_slots.numel()
-    scratch = torch.empty(P * I + num_slots * d, dtype=hidden.dtype, device=hidden.device)  # one allocation
-    act = scratch[: P * I].view(P, I)  # P * I * 2 bytes: 16-byte aligned (I % 8 == 0)
-    y = scratch[P * I:].view(num_slots, d)
-    launch = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    _moe_gate_up_kernel[(n_blocks, triton.cdiv(I, cfg["BLOCK_N_UP"]))](
-        **gate_up_args(hidden, w1, act, sorted_slots, block_expert, k, cfg), **launch
-    )
-    _moe_down_kernel[(n_blocks, triton.cdiv(d, cfg["BLOCK_N_DOWN"]))](
-        **down_args(act, w2, y, sorted_slots, block_expert, weights_flat, cfg), **launch
-    )
-    torch.sum(y.view(T, k, d), dim=1, out=out)  # combine: fp32 accumulation, one rounding
     return out
+
+
+#: launch plans by shapes, strides, dtypes and device: a repeated call builds no descriptor and
+#: checks nothing twice
+_PLANS: dict = {}
+
+
+class _MoEPlan:
+    """One shape's four launches: config, worst-case buffer sizes, the weights' TMA descriptors
+    (their ``base`` swapped per call) and every kernel argument that does not change."""
+
+    def __init__(self, hidden, w1, w2, k, cfg):
+        T, d = hidden.shape
+        E, two_I, _ = w1.shape
+        self.T, self.d, self.E, self.I, self.k, self.cfg = T, d, E, two_I // 2, k, cfg
+        self.P = padded_slots(T * k, E, cfg["BLOCK_M"])
+        self.nb = self.P // cfg["BLOCK_M"]
+        # shape-only stand-ins (no memory) for the per-call buffers, replaced at every launch
+        empty = torch.empty(0, dtype=torch.int32, device="meta")
+        act = torch.empty((self.P, self.I), dtype=hidden.dtype, device="meta")
+        y = torch.empty((T * k, d), dtype=hidden.dtype, device="meta")
+        self.gate_up = gate_up_args(hidden, w1, act, empty, empty, k, cfg)
+        self.down = down_args(act, w2, y, empty, empty, empty, cfg)
+        self.launch_opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        self.grid_up = (self.nb, triton.cdiv(self.I, cfg["BLOCK_N_UP"]))
+        self.grid_down = (self.nb, triton.cdiv(d, cfg["BLOCK_N_DOWN"]))
+
+    def launch(self, hidden, w1, w2, topk_ids, topk_weights, out):
+        T, d, I, P, k = self.T, self.d, self.I, self.P, self.k
+        sorted_slots, block_expert = align_by_expert(topk_ids, self.E, self.cfg["BLOCK_M"])
+        weights_flat = topk_weights.reshape(-1)
+        if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
+            weights_flat = weights_flat.to(torch.float32).contiguous()
+        scratch = torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device)  # one allocation
+        act = scratch[: P * I].view(P, I)  # P * I * 2 bytes: 16-byte aligned (I % 8 == 0)
+        y = scratch[P * I:].view(T * k, d)
+        self.gate_up["w1_desc"].base = w1
+        self.down["w2_desc"].base = w2
+        _moe_gate_up_kernel[self.grid_up](
+            **{**self.gate_up, "x_ptr": hidden, "act_ptr": act, "sorted_slots_ptr": sorted_slots,
+               "block_expert_ptr": block_expert}, **self.launch_opts)
+        _moe_down_kernel[self.grid_down](
+            **{**self.down, "act_ptr": act, "y_ptr": y, "sorted_slots_ptr": sorted_slots,
+               "block_expert_ptr": block_expert, "topk_weights_ptr": weights_flat}, **self.launch_opts)
+        torch.sum(y.view(T, k, d), dim=1, out=out)  # combine: fp32 accumulation, one rounding
+        return out
 
 
 def reference(hidden, w1, w2, topk_ids, topk_weights) -> torch.Tensor:

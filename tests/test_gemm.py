@@ -301,3 +301,18 @@ def test_named_baselines_match_reference(case, gen):
             continue  # torch._scaled_mm has no CPU kernel; on the GPU it is checked here
         c = compare(run(), reference(**inputs), OP.tolerance[case.dtype])
         assert c.ok, f"{name}: {c.message}"
+
+
+@pytest.mark.parametrize("M", [3, 270])
+def test_repeated_calls_reuse_the_plan_with_new_tensors(M, gen):
+    # the second call of a shape reuses the cached plan (descriptors re-pointed at the new tensors),
+    # including into a caller's out buffer
+    first, second = _pair(M, 40, 64, "fp16", gen), _pair(M, 40, 64, "fp16", gen)
+    gemm(**first)
+    n_plans = len(G._PLANS)
+    out = poisoned((M, 40), torch.float16, DEVICE)
+    gemm(**second, out=out)
+    _check(out, second, "fp16")
+    _check(gemm(**second), second, "fp16")
+    _check(gemm(**first), first, "fp16")
+    assert len(G._PLANS) == n_plans + 1  # one more plan: the given out (its layout is part of the key)

@@ -267,3 +267,16 @@ def test_kernels_compile_for_h200():
         assert row["shared_bytes"] <= limit and row["stack_bytes"] == 0 and row["LDL"] == row["STL"] == 0, row
         if not row["name"].startswith("align"):
             assert row["HGMMA"] > 0 and row["UTMALDG"] > 0, row
+
+
+def test_repeated_calls_reuse_the_plan_with_new_tensors(gen):
+    # the second call of a shape reuses the cached plan (descriptors re-pointed at the new weights)
+    case = OP.cases["test"][1]
+    first = OP.make_inputs(case, DEVICE, gen)
+    moe(**first)
+    second = OP.make_inputs(case, DEVICE, gen)
+    assert not torch.equal(first["w1"], second["w1"])
+    n_plans = len(MOE._PLANS)
+    _check(moe(**second), second, case.dtype)
+    assert len(MOE._PLANS) == n_plans
+    _check(moe(**first), first, case.dtype)
