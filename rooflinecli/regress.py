@@ -352,18 +352,59 @@ def _host_timed(r: ResultRow, spread: float) -> str:
     return ""
 
 
-def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_samples=None, c_samples=None) -> str:
+def pooled_run_samples(res: Results) -> dict[tuple[str, str, str, str], list[np.ndarray]]:
+    """Per-run samples of each row of a pooled baseline (``roofline baseline``), oldest run first;
+    {} for a plain run. Stored rows that cannot be read are skipped (pooling refuses them)."""
+    info = res.extra.get("baseline") if isinstance(res.extra, dict) else None
+    runs = info.get("runs") if isinstance(info, dict) else None
+    out: dict[tuple[str, str, str, str], list[np.ndarray]] = {}
+    for run in runs if isinstance(runs, list) else ():
+        for raw in run.get("rows", ()) if isinstance(run, dict) else ():
+            try:
+                key = (raw["op"], raw["impl"], raw["shape"], raw["dtype"])
+                arr = np.asarray(raw["samples_s"], dtype=float)
+            except (KeyError, TypeError, ValueError):
+                continue
+            if arr.ndim == 1 and arr.size and bool(np.all(arr > 0)):
+                out.setdefault(key, []).append(arr)
+    return out
+
+
+def pooled_bimodal_quorum(n_runs: int) -> int:
+    """A pooled baseline is bimodal when at least half its runs are (one odd run in five is not)."""
+    return max(1, math.ceil(n_runs / 2))
+
+
+def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_samples=None, c_samples=None,
+                b_runs: list[np.ndarray] | None = None) -> str:
     """Why this row's timing cannot be trusted ('' when it can): either side bimodal, the spread
-    changed several-fold between the runs, or either side host-timed. See docs/regress.md."""
+    changed several-fold between the runs, or either side host-timed. See docs/regress.md.
+
+    ``b_runs``: a pooled baseline's per-run samples. Its runs are then judged one by one (bimodal:
+    any run; spread: the median of the runs' IQR/median), because concatenating runs that drifted
+    apart by a few percent makes two modes and a wide spread that no single run has; the baseline
+    is bimodal when at least half its runs are."""
     why = []
-    for side, samples in (("baseline", b.samples_s if b_samples is None else b_samples), ("candidate", c.samples_s if c_samples is None else c_samples)):
+    b_samples = b.samples_s if b_samples is None else b_samples
+    c_samples = c.samples_s if c_samples is None else c_samples
+    pooled = b_runs is not None and len(b_runs) > 1
+    if pooled:
+        bimodal_runs = [j + 1 for j, run in enumerate(b_runs) if bool(stats.bimodal_split(run)[0])]
+        if len(bimodal_runs) >= pooled_bimodal_quorum(len(b_runs)):
+            why.append(f"baseline bimodal in {len(bimodal_runs)} of its {len(b_runs)} pooled runs (runs {', '.join(map(str, bimodal_runs))})")
+        b_spread = float(np.median([float(stats.relative_iqr(run)) for run in b_runs]))
+        b_n = min(len(run) for run in b_runs)
+    else:
+        b_n = len(b_samples)
+    sides = (("candidate", c_samples),) if pooled else (("baseline", b_samples), ("candidate", c_samples))
+    for side, samples in sides:
         found, gap_rel, lower = stats.bimodal_split(samples)
         if bool(found):
-            n = len(samples)
-            why.append(f"{side} bimodal ({int(lower)} + {n - int(lower)} samples, {float(gap_rel):.1%} gap)")
-    if min(len(b.samples_s), len(c.samples_s)) >= SPREAD_CHANGE_MIN_SAMPLES and bool(stats.spread_changed(b_spread, c_spread)):
+            why.append(f"{side} bimodal ({int(lower)} + {len(samples) - int(lower)} samples, {float(gap_rel):.1%} gap)")
+    if min(b_n, len(c_samples)) >= SPREAD_CHANGE_MIN_SAMPLES and bool(stats.spread_changed(b_spread, c_spread)):
         ratio = max(b_spread, c_spread) / min(b_spread, c_spread) if min(b_spread, c_spread) > 0 else math.inf
-        why.append(f"spread changed {ratio:.1f}x (IQR/median {b_spread:.1%} -> {c_spread:.1%})")
+        what = "median run IQR/median" if pooled else "IQR/median"
+        why.append(f"spread changed {ratio:.1f}x ({what} {b_spread:.1%} -> {c_spread:.1%})")
     for side, r, spread in (("baseline", b, b_spread), ("candidate", c, c_spread)):
         host = _host_timed(r, spread)
         if host:
@@ -420,6 +461,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     for k, a, b in zip(keys, bm, cm):
         if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
             raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): p50_s must be a positive number in both files")
+    base_runs = pooled_run_samples(baseline)  # a pooled baseline's runs are judged one by one
     bs = [np.asarray(base_rows[k].samples_s, dtype=float) for k in keys]  # converted once: rows may hold 1e6 samples
     cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
     bn = np.array([float(stats.relative_iqr(a)) for a in bs])
@@ -447,7 +489,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             row_notes.append("candidate failed its correctness check")
         tv = str(timing[i])
         timing_reason = _reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], tv, params)
-        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i])
+        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i], base_runs.get(k))
         cfg = config_diff(b, c)
         if unstable:
             verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})"

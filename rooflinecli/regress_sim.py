@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooflinecli import stats
-from rooflinecli.regress import SPREAD_CHANGE_MIN_SAMPLES, GateParams, decide
+from rooflinecli.regress import SPREAD_CHANGE_MIN_SAMPLES, GateParams, decide, pooled_bimodal_quorum
 
 
 _Z75 = 0.6744897501960817  # standard normal 75th percentile
@@ -40,21 +40,30 @@ def draw_timings(rng: np.random.Generator, medians_s: np.ndarray, n_samples: int
     return t
 
 
-def gate_verdicts(base: np.ndarray, cand: np.ndarray, params: GateParams, base_median: np.ndarray | None = None) -> np.ndarray:
+def gate_verdicts(base: np.ndarray, cand: np.ndarray, params: GateParams, base_median: np.ndarray | None = None,
+                  base_runs: list[np.ndarray] | None = None) -> np.ndarray:
     """Verdicts for batches of suites: base (..., K, n), cand (..., K, m) -> (..., K).
 
     The same steps as ``regress.compare``: medians (``base_median`` overrides the baseline's, as a
     pooled baseline's median of run medians does), noise, one-sided U tests, Holm across K, and
-    "unstable" for bimodal samples or a spread that changed several-fold."""
+    "unstable" for bimodal samples or a spread that changed several-fold (``base_runs``: a pooled
+    baseline's runs, judged one by one as ``regress.instability`` does)."""
     bm = stats.median(base) if base_median is None else base_median
     cm = stats.median(cand)
     noise = np.maximum(stats.relative_iqr(base), stats.relative_iqr(cand))
     p_slow, p_fast = stats.mannwhitney_both(cand, base)
     v = decide(cm / bm - 1.0, cm - bm, noise, stats.holm(p_slow, axis=-1), stats.holm(p_fast, axis=-1), params)
     # the sample-shape half of ``regress.instability`` (simulated rows have no method or host time)
-    unstable = stats.bimodal_split(base)[0] | stats.bimodal_split(cand)[0]
-    if min(base.shape[-1], cand.shape[-1]) >= SPREAD_CHANGE_MIN_SAMPLES:
-        unstable |= stats.spread_changed(stats.relative_iqr(base), stats.relative_iqr(cand))
+    if base_runs is not None and len(base_runs) > 1:
+        votes = np.sum([stats.bimodal_split(r)[0] for r in base_runs], axis=0)
+        base_bimodal = votes >= pooled_bimodal_quorum(len(base_runs))
+        base_spread = np.median([stats.relative_iqr(r) for r in base_runs], axis=0)
+        n_base = min(r.shape[-1] for r in base_runs)
+    else:
+        base_bimodal, base_spread, n_base = stats.bimodal_split(base)[0], stats.relative_iqr(base), base.shape[-1]
+    unstable = base_bimodal | stats.bimodal_split(cand)[0]
+    if min(n_base, cand.shape[-1]) >= SPREAD_CHANGE_MIN_SAMPLES:
+        unstable |= stats.spread_changed(base_spread, stats.relative_iqr(cand))
     v[np.broadcast_to(unstable, v.shape)] = "unstable"
     return v
 
@@ -118,7 +127,7 @@ def simulate(
         base_median = np.median(np.stack([stats.median(r) for r in runs]), axis=0) if baseline_runs > 1 else None
         drift = np.exp(run_drift * rng.standard_normal(medians.shape))
         cand = draw_timings(rng, medians * factor * drift, n_samples, spread, outlier_rate)
-        v = gate_verdicts(base, cand, params, base_median)
+        v = gate_verdicts(base, cand, params, base_median, runs)
         unchanged = v if unchanged_first else v[:, 1:]
         reg = unchanged == "regression"
         suite_fa += int(reg.any(axis=1).sum())

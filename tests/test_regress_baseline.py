@@ -157,3 +157,47 @@ def test_a_corrupt_stored_run_is_one_line(tmp_path):
     r = runner.invoke(app, ["baseline", "update", str(p2), "--dir", str(bdir)])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert r.output.startswith("error: ") and "runs[0].rows[0]: unknown key 'bogus'" in r.output
+
+
+def _tight_run(tmp_path, name, scale, created, bimodal=False, seed=0):
+    import numpy as np
+
+    from rooflinecli.results import ResultRow, Results, quantiles_s
+
+    rng = np.random.default_rng(seed)
+    s = 100e-6 * scale * (1 + 0.002 * rng.standard_normal(30))
+    if bimodal:
+        s[:12] *= 1.15
+    s = tuple(float(x) for x in s)
+    p20, p50, p80 = quantiles_s(s)
+    row = ResultRow(op="k", impl="triton", shape="S", dtype="bf16", samples_s=s, p20_s=p20, p50_s=p50, p80_s=p80,
+                    flops=1e9, bytes=1e6, method="cuda_graph")
+    path = tmp_path / f"{name}.json"
+    Results(rows=(row,), environment={"gpu_name": "NVIDIA H200"}, created_utc=created, tool_version="0.1.0").save(path)
+    return path
+
+
+def test_a_pooled_baseline_is_judged_run_by_run(tmp_path):
+    """Three tight runs that drifted 4% apart: their concatenation has two modes and a wide spread, but no
+    run does, so the pooled baseline is not unstable; when most runs are bimodal, it is."""
+    import numpy as np
+
+    from rooflinecli import stats
+    from rooflinecli.regress import compare
+
+    bdir = tmp_path / "drift"
+    for i, scale in enumerate((1.0, 1.04, 1.0)):
+        update_baseline(_tight_run(tmp_path, f"d{i}", scale, f"2026-02-0{i + 1}T00:00:00Z", seed=i), bdir)
+    pooled = load_results(bdir / "nvidia-h200.json")
+    assert bool(stats.bimodal_split(np.asarray(pooled.rows[0].samples_s))[0])  # the concatenation alone looks bimodal
+    cand = load_results(_tight_run(tmp_path, "cand", 1.0, "2026-03-01T00:00:00Z", seed=9))
+    c = compare(pooled, cand).comparisons[0]
+    assert c.verdict == "pass" and c.unstable_reason == "", c.reason
+    slow = load_results(_tight_run(tmp_path, "slow", 1.2, "2026-03-01T00:00:00Z", seed=9))
+    assert compare(pooled, slow).comparisons[0].verdict == "regression"
+
+    bdir = tmp_path / "bimodal"
+    for i, bi in enumerate((True, False, True)):
+        update_baseline(_tight_run(tmp_path, f"b{i}", 1.0, f"2026-02-0{i + 1}T00:00:00Z", bimodal=bi, seed=i), bdir)
+    c = compare(load_results(bdir / "nvidia-h200.json"), cand).comparisons[0]
+    assert c.verdict == "unstable" and c.unstable_reason.startswith("baseline bimodal in 2 of its 3 pooled runs (runs 1, 3)"), c.reason
