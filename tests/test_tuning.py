@@ -383,3 +383,46 @@ def test_numpy_key_values_are_written_as_numbers_that_match_again():
     as_json = json.loads(json.dumps(tuning.key_json(key)))
     assert as_json == [8192, True, 0.5, "torch.bfloat16", None]
     assert {tuple(as_json): 1}.get(key) == 1  # the loaded key finds Triton's own
+
+
+def test_tune_writes_a_file_that_bench_then_runs_committed(tmp_path, monkeypatch):
+    """roofline tune's loop end to end with the graph timing stubbed: it finds the key the case
+    hits, times both configs, writes the file atomically; bench applies the file, never tunes, and
+    its row says committed with the config tune chose."""
+    from dataclasses import replace
+
+    import kernels.registry as registry
+    import rooflinecli.bench.timing as timing
+    from kernels.registry import Case, load_op
+    from rooflinecli.bench.runner import BenchOptions, Bencher
+    from rooflinecli.bench.tuner import run_tune
+
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+
+    def run(src):
+        return _launch(at, src)
+
+    case = Case("N300", {"n": 300}, "fp32")
+    op = replace(load_op("copy"), name="toy", run=run, reference=lambda src: src.double() * 2, tolerance={"fp32": 1e-6}, baseline=None, baselines={}, cases={"test": (case,)})
+    monkeypatch.setattr(registry, "load_op", lambda name: op)
+    monkeypatch.setattr(tuning, "discover_autotuners", lambda modules=None: {"toy._at": at})
+    clock = _Clock()
+    clock.install(monkeypatch)
+    key = (300, "torch.float32", "torch.float32")
+    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, "g", (0.2 if at.cache[key].kwargs["BLOCK"] == 64 else 0.3) * launches))
+    out = tmp_path / "tuned" / "cpu-triton.json"
+    report = run_tune(("toy",), "test", out=out, rounds=5, device="cpu")
+    assert bench_calls == [] and report.skipped == []
+    doc = json.loads(out.read_text())
+    assert doc["gpu"] == "cpu" and doc["triton"] == triton.__version__
+    (entry,) = doc["autotuners"]["toy._at"]
+    assert entry["key"] == [300, "torch.float32", "torch.float32"] and entry["config"]["kwargs"] == {"BLOCK": 64}
+    assert entry["median_us"] == pytest.approx(200.0) and entry["case"] == "toy N300-fp32"
+
+    at.cache.clear()
+    bencher = Bencher(BenchOptions(kernels=("toy",), suite="test", device="cpu", tuned_file=str(out), baseline=False))
+    assert bencher.tuned_info["status"] == "applied", bencher.tuned_info
+    (row,) = bencher.bench_case(op, case)
+    assert row.correct and row.tuning == "committed" and bench_calls == []
+    assert row.config == {"toy._at": {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}}

@@ -145,8 +145,10 @@ def run_tune(
     rounds: int = 7,
     seed: int = 0,
     on_case: Callable[[str, str, int, int], None] | None = None,
+    device: str = "cuda",
 ) -> TuneReport:
-    """Tune every autotuner the cases hit; write the tuned file; see the module docstring."""
+    """Tune every autotuner the cases hit; write the tuned file; see the module docstring.
+    ``device = "cpu"`` is for tests with the graph timing stubbed (the file then names GPU "cpu")."""
     import torch
     import triton
 
@@ -159,7 +161,9 @@ def run_tune(
 
     if rounds < MIN_ROUNDS:
         raise RooflineError(f"--rounds must be >= {MIN_ROUNDS}, got {rounds}")
-    gpu = torch.cuda.get_device_name()
+    cuda = device == "cuda"
+    gpu = torch.cuda.get_device_name() if cuda else "cpu"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     path = Path(out) if out is not None else tuned_path(gpu, triton.__version__)
     autotuners = discover_autotuners()
     entries = existing_entries(path, autotuners, gpu, triton.__version__) if path.is_file() else {}
@@ -168,7 +172,7 @@ def run_tune(
     report = TuneReport(str(path))
     ops = [load_op(n) for n in kernels]
     plan = plan_cases(ops, suite, interleave=time_budget_s is not None)
-    l2 = float(l2_size_bytes(0))
+    l2 = float(l2_size_bytes(0)) if cuda else 0.0
     done: set[tuple[str, tuple]] = set()
     t0 = time.monotonic()
     for i, (op, case) in enumerate(plan):
@@ -185,11 +189,11 @@ def run_tune(
             pass
         try:
             gen = torch.Generator().manual_seed(case_seed(seed, case.id))
-            inputs = op.make_inputs(case, "cuda", gen)
-            fns = rotating_calls(input_sets(op, case, "cuda", seed, inputs, l2), _bind(op.run))()
+            inputs = op.make_inputs(case, device, gen)
+            fns = rotating_calls(input_sets(op, case, device, seed, inputs, l2), _bind(op.run))()
             with Recorder(autotuners, pin_missing=True) as rec:
                 fns[0]()
-            torch.cuda.synchronize()
+            sync()
             hits = {}
             for c in rec.calls:
                 if c.source != "fixed" and (c.name, c.key) not in done:
@@ -198,7 +202,7 @@ def run_tune(
             tol = float(op.tolerance.get(case.dtype, 0.0))
 
             def check() -> str | None:
-                c = run_check(op.run, inputs, ref, tol, torch.cuda.synchronize)
+                c = run_check(op.run, inputs, ref, tol, sync)
                 return None if c.ok else c.message
 
             for (name, key), candidates in hits.items():
@@ -211,7 +215,8 @@ def run_tune(
             report.skipped.append({"op": op.name, "case": case.id, "reason": f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"})
         finally:
             inputs = fns = ref = None  # noqa: F841 - free the case's tensors before the next
-            torch.cuda.empty_cache()
+            if cuda:
+                torch.cuda.empty_cache()
     doc = {
         "schema": "rooflinecli.tuned/1",
         "gpu": gpu,
