@@ -10,7 +10,26 @@ H query heads, H_kv key/value heads, D head dim, b bytes per element, E experts,
 
 from __future__ import annotations
 
-import numpy as np
+import math
+
+
+class _LazyNumpy:
+    """numpy, imported on first use: ``model show`` and ``hw list`` answer from Python scalars and
+    never pay numpy's import (about 0.1 s); the first ``np.`` call of an array path imports it."""
+
+    def __getattr__(self, name: str):
+        import numpy
+
+        globals()["np"] = numpy
+        return getattr(numpy, name)
+
+
+np = _LazyNumpy()
+
+
+def _scalars(*xs) -> bool:
+    """Whether every argument is a plain Python number (then the scalar path needs no numpy)."""
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
 
 # --------------------------------------------------------------------------------------------
 # Roofline
@@ -136,12 +155,16 @@ def mla_kv_cache_bytes(L, kv_lora_rank, rope_dim, N, b, B):
 
 def effective_context(N, window=None):
     """Tokens a layer caches and reads at context N: N, capped at W for a sliding-window layer."""
-    return N if window is None else np.minimum(N, window)
+    if window is None:
+        return N
+    return float(min(N, window)) if _scalars(N, window) else np.minimum(N, window)
 
 
 def compressed_entries(N, ratio, window=0):
     """Cache entries of a compressed-attention layer (DeepSeek-V4 CSA/HCA style) at context N:
     ceil(N / ratio) compressed entries plus up to ``window`` uncompressed recent tokens."""
+    if _scalars(N, ratio, window):
+        return float(math.ceil(N / ratio) + min(N, window))
     N = np.asarray(N, dtype=float)
     return np.ceil(N / ratio) + np.minimum(N, window)
 
@@ -166,6 +189,8 @@ def paged_tokens(N, block_size=None):
     """Tokens a paged KV cache allocates for N tokens: N rounded up to whole blocks."""
     if block_size is None or block_size <= 1:
         return N
+    if _scalars(N, block_size):
+        return float(math.ceil(N / block_size) * block_size)
     return np.ceil(np.asarray(N, dtype=float) / block_size) * block_size
 
 

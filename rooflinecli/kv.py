@@ -10,8 +10,6 @@ each sequence up to whole blocks (``formulas.paged_tokens``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from rooflinecli import formulas
 from rooflinecli.models import ModelConfig
 
@@ -40,7 +38,14 @@ def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_s
     """
     n_window = sum(1 for i in range(cfg.num_layers) if cfg.uses_window(i))
     n_full = cfg.num_layers - n_window
-    N_arr = np.asarray(N, dtype=float)
+    if formulas._scalars(N, B):  # one figure (model show): plain floats, no numpy import
+        N_arr = float(N)
+        scalar = True
+    else:
+        import numpy as np
+
+        N_arr = np.asarray(N, dtype=float)
+        scalar = False
     if cfg.compressed is not None:
         full_tokens = formulas.compressed_entries(N_arr, cfg.compressed.ratio, cfg.compressed.window)
     else:
@@ -49,5 +54,7 @@ def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_s
     if n_window:
         window_tokens = formulas.effective_context(N_arr, cfg.sliding_window)
         total = total + _layers_bytes(cfg, n_window, formulas.paged_tokens(window_tokens, block_size), bytes_per_element, B)
+    if scalar:
+        return float(total)
     total = np.asarray(total, dtype=float)
     return float(total) if total.ndim == 0 else total

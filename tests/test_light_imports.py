@@ -1,4 +1,6 @@
-"""The analytical commands must start fast: none of them may import torch, triton, pandas or plotly."""
+"""The analytical commands must start fast: none of them may import torch, triton, pandas or plotly,
+and the commands that answer from a spec or a config alone (model show / list, hw list / show) do
+not import numpy either (about 0.1 s of start-up)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "triton", "pandas", "plotly")
+#: commands that must not import numpy either
+NO_NUMPY = ("model show llama-3-70b --json", "model show mistral-7b", "model list", "hw show h200 --json", "hw list")
 
 COMMANDS = [
     "analyze --json",
@@ -38,6 +42,7 @@ else:
     code = 0
 heavy = [m for m in %r if m in sys.modules]
 sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
+sys.stderr.write("NUMPY=" + str("numpy" in sys.modules) + "\\n")
 sys.exit(code)
 """ % (HEAVY,)
 
@@ -50,6 +55,15 @@ def test_analytical_command_imports_nothing_heavy(command):
     assert proc.returncode == 0, proc.stderr
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("HEAVY=")][-1]
     assert line == "HEAVY=", f"`roofline {command}` imported {line[6:]}"
+
+
+@pytest.mark.parametrize("command", NO_NUMPY, ids=lambda c: c.split(" --")[0].replace(" ", "-"))
+def test_spec_and_config_commands_do_not_import_numpy(command):
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *command.split()], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "NUMPY=False" in proc.stderr.splitlines(), f"`roofline {command}` imported numpy"
 
 
 def test_every_command_is_mapped_to_the_module_that_registers_it():
