@@ -411,8 +411,10 @@ def test_tune_writes_a_file_that_bench_then_runs_committed(tmp_path, monkeypatch
     clock.install(monkeypatch)
     key = (300, "torch.float32", "torch.float32")
     monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, "g", (0.2 if at.cache[key].kwargs["BLOCK"] == 64 else 0.3) * launches))
-    out = tmp_path / "tuned" / "cpu-triton.json"
-    report = run_tune(("toy",), "test", out=out, rounds=5, device="cpu")
+    (tmp_path / "tuned").mkdir()
+    report = run_tune(("toy",), "test", out=tmp_path / "tuned", rounds=5, device="cpu")  # a folder: the file named for GPU and Triton
+    out = tmp_path / "tuned" / f"cpu-triton{triton.__version__}.json"
+    assert report.path == str(out)
     assert bench_calls == [] and report.skipped == []
     doc = json.loads(out.read_text())
     assert doc["gpu"] == "cpu" and doc["triton"] == triton.__version__
@@ -421,7 +423,7 @@ def test_tune_writes_a_file_that_bench_then_runs_committed(tmp_path, monkeypatch
     assert entry["median_us"] == pytest.approx(200.0) and entry["case"] == "toy N300-fp32"
 
     at.cache.clear()
-    bencher = Bencher(BenchOptions(kernels=("toy",), suite="test", device="cpu", tuned_file=str(out), baseline=False))
+    bencher = Bencher(BenchOptions(kernels=("toy",), suite="test", device="cpu", tuned_file=str(tmp_path / "tuned"), baseline=False))
     assert bencher.tuned_info["status"] == "applied", bencher.tuned_info
     (row,) = bencher.bench_case(op, case)
     assert row.correct and row.tuning == "committed" and bench_calls == []

@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from rooflinecli import __version__
@@ -51,8 +52,8 @@ class BenchOptions:
     use_graphs: bool = True
     #: also time each timed case with triton.testing.do_bench_cudagraph and store the ratio
     crosscheck: bool = False
-    #: committed tuned-config file; None: kernels/tuned/<gpu-slug>-triton<version>.json on a GPU,
-    #: none on the CPU
+    #: committed tuned-config file, or a folder holding <gpu-slug>-triton<version>.json; None:
+    #: kernels/tuned/<gpu-slug>-triton<version>.json on a GPU, none on the CPU
     tuned_file: str | None = None
     #: on the CPU, the GPU name a tuned file is checked against (on a GPU: torch's device name)
     gpu_name: str = ""
@@ -278,10 +279,10 @@ class Bencher:
         self.committed = tuning.Committed()
         gpu = torch.cuda.get_device_name() if self.cuda else (opts.gpu_name or "cpu")  # as `roofline tune` writes it
         path = opts.tuned_file
-        if path is None and self.cuda:
-            import triton
+        if (path is None and self.cuda) or (path is not None and Path(path).is_dir()):
+            import triton  # the file for this GPU and Triton, in kernels/tuned/ or the folder given
 
-            path = str(tuning.tuned_path(gpu, triton.__version__))
+            path = str(tuning.tuned_path(gpu, triton.__version__, *([Path(path)] if path is not None else [])))
         if path is not None:
             import triton
 

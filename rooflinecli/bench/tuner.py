@@ -164,7 +164,10 @@ def run_tune(
     cuda = device == "cuda"
     gpu = torch.cuda.get_device_name() if cuda else "cpu"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    path = Path(out) if out is not None else tuned_path(gpu, triton.__version__)
+    if out is None or Path(out).is_dir():  # a folder: the file name for this GPU and Triton in it
+        path = tuned_path(gpu, triton.__version__, *([Path(out)] if out is not None else []))
+    else:
+        path = Path(out)
     autotuners = discover_autotuners()
     entries = existing_entries(path, autotuners, gpu, triton.__version__) if path.is_file() else {}
     for at in autotuners.values():

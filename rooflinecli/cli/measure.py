@@ -92,7 +92,7 @@ def bench(
     no_baseline: Annotated[bool, typer.Option("--no-baseline", help="Do not time the PyTorch equivalent.")] = False,
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Never use CUDA graphs: CUDA events with the host kept ahead of the GPU instead.")] = False,
     crosscheck: Annotated[bool, typer.Option("--crosscheck", help="Also time each timed case with triton.testing.do_bench_cudagraph (median) and store the ratio (row note, extra.bench.crosscheck).")] = False,
-    tuned: Annotated[Path | None, typer.Option("--tuned", help="Committed tuned-config file (default: kernels/tuned/<gpu>-triton<version>.json). A file of another GPU or Triton version, or a bad one: one warning line, then run-time autotuning.")] = None,
+    tuned: Annotated[Path | None, typer.Option("--tuned", help="Committed tuned-config file, or a folder holding <gpu>-triton<version>.json (default: kernels/tuned/). A file of another GPU or Triton version, or a bad one: one warning line, then run-time autotuning.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or table.")] = False,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
     allow_cpu: Annotated[bool, typer.Option("--allow-cpu", hidden=True)] = False,
