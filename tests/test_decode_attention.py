@@ -33,6 +33,47 @@ def test_baseline_matches_reference(paged):
     assert c.ok, c.message
 
 
+@pytest.mark.parametrize("varlen", [False, True], ids=["full", "varlen"])
+def test_fair_baseline_candidates(varlen):
+    """Every candidate either declines the inputs (None) or matches the reference; the matmul path
+    always runs; SDPA on a paged cache only through the timed gather."""
+    case = next(c for c in OP.cases["test"] if bool(c.params.get("varlen")) == varlen and not c.params.get("page_size"))
+    inputs = OP.make_inputs(case, DEVICE, gen("fair"))
+    ref = OP.reference(**inputs)
+    assert OP.baselines["torch:matmul"](**inputs) is not None and OP.baselines["sdpa:gather"](**inputs) is None
+    for name, factory in OP.baselines.items():
+        call = factory(**inputs)
+        if call is not None:
+            c = compare(call(), ref, OP.tolerance[case.dtype])
+            assert c.ok, f"{name}: {c.message}"
+    paged = next(c for c in OP.cases["test"] if c.params.get("page_size"))
+    paged_inputs = OP.make_inputs(paged, DEVICE, gen("fair-paged"))
+    paged_ref = OP.reference(**paged_inputs)
+    for name in ("torch:matmul", "sdpa:gather"):
+        c = compare(OP.baselines[name](**paged_inputs)(), paged_ref, OP.tolerance[paged.dtype])
+        assert c.ok, f"{name}: {c.message}"
+    assert all(OP.baselines[n](**paged_inputs) is None for n in OP.baselines if n.startswith("sdpa:") and n != "sdpa:gather")
+
+
+def test_autotune_key_covers_the_grid():
+    """B1 and B64 (and different split counts) never share a tuned config: the grid differs."""
+    key = da._decode_attention_autotuned.keys
+    assert {"B", "H_kv", "SPLITS"} <= set(key)
+    assert "chunk" not in key  # a growing context would retune every CHUNK_ALIGN tokens
+
+
+def test_repeated_calls_reuse_the_plan():
+    case = da._case(2, 8, 2, 70, 64, "fp16", varlen=True)
+    first = OP.make_inputs(case, DEVICE, gen("plan1"))
+    da.decode_attention(**first)
+    n = len(da._PLANS)
+    second = OP.make_inputs(case, DEVICE, gen("plan2"))
+    out = da.decode_attention(**second)
+    assert len(da._PLANS) == n
+    c = compare(out, OP.reference(**second), OP.tolerance["fp16"])
+    assert c.ok, c.message
+
+
 def test_split_count_does_not_change_the_result():
     case = da._case(2, 8, 2, 300, 64, "fp16", varlen=True)
     inputs = OP.make_inputs(case, DEVICE, gen("splits"))
@@ -144,7 +185,7 @@ for paged in (False, True):
                     stride_vb=2048 if paged else 8 * 32768 * 128, stride_vh=128 if paged else 32768 * 128,
                     stride_vn=1024 if paged else 128, stride_bt=2048, stride_pb=32 * 8, stride_ph=8,
                     stride_ab=32 * 8 * 128, stride_ah=8 * 128, stride_as=128,
-                    H_kv=8, GROUP=4, N_ctx=32768, chunk=4096, qk_scale=0.1,
+                    H_kv=8, GROUP=4, N_ctx=32768, chunk=4096, qk_scale=0.1, B=16, SPLITS=8,
                     BLOCK_G=16, D=128, VARLEN=paged, PAGED=paged, PAGE_SIZE=16 if paged else 1, UPCAST=False, **cfg.kwargs)
         k = compile_for_gpu(da._decode_attention_kernel, args, cfg.num_warps, cfg.num_stages)
         rows.append({"name": f"paged={paged} {cfg}", "shared": k.metadata.shared, "stack": stack_bytes(k)})
