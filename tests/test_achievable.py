@@ -222,3 +222,31 @@ def test_million_point_achievable_sweep_is_fast(h200m):
     print(f"\n1M-point achievable decode block: {cpu:.2f} s CPU")
     assert cols["time_s"].size == 1_000_000 and (cols["time_s"] > cols["roof_time_s"]).all()
     assert cpu < 3.0
+
+
+def test_newer_calibration_ops_are_used(tmp_path):
+    """`roofline calibrate --ops` also times F.rms_norm alone and the torch RoPE: the torch engine
+    then takes its norms and RoPE from them; copy_sustained rows fold into `sustained`."""
+    doc = _doc()
+    doc["schema"] = SCHEMA
+    for T in (1, 64, 4096):
+        n = T * 4096 * 2
+        doc["rows"].append({"op": "rmsnorm", "shape": {"T": T, "D": 4096}, "flops": 4 * T * 4096, "bytes": 2 * n + 8192, "t_graph": 3e-6 + (2 * n) / 3e12})
+        q = T * 32 * 128 * 2
+        doc["rows"].append({"op": "rope", "shape": {"T": T, "H": 32, "D": 128}, "flops": 3 * T * 4096, "bytes": 2 * q + 4 * T * 128, "t_graph": 4e-6 + 2 * q / 2e12})
+    doc["rows"].append({"op": "copy_sustained", "shape": {"bytes": 2 << 30}, "flops": 0, "bytes": 4 << 30, "t_series": [1e-3, 1.1e-3]})
+    (tmp_path / "cal.json").write_text(json.dumps(doc))
+    spec_path = tmp_path / "lab.toml"
+    spec_path.write_text('id = "lab"\nkind = "measured"\nbase = "h200"\n[measured_with]\ncalibration = "cal.json"\n')
+    spec = get_spec(str(spec_path))
+    cal = calibration_for(spec)
+    assert cal.notes == () and {"rmsnorm", "rope"} <= {r.op for r in cal.rows}
+    m = models_for(spec)
+    cfg = get_model("llama-3-8b")
+    rows = {r["name"]: r for r in predict_step_breakdown(cfg, spec, Workload(batch=64, prompt_len=1, gen_len=1), "decode", 64, 1024, mode="achievable")}
+    q, k = 64 * 32 * 128 * 2, 64 * 8 * 128 * 2
+    cs = 2 * 64 * 128 * 2
+    want = sum(m.linear["rope"].time_s([1.0, 2.0 * x + cs])[0] for x in (q, k))
+    want = max(want, 10 * m.graph_floor_s)  # never under one graph floor per kernel
+    assert rows["attn.rope"]["time_s"] == pytest.approx(cfg.num_layers * want)
+    assert rows["norms"]["time_s"] == pytest.approx(cfg.num_layers * 2 * m.linear["rmsnorm"].time_s([1.0, 2.0 * 64 * 4096 * 2 + 2 * 4096])[0])

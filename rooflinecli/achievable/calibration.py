@@ -37,6 +37,8 @@ SCHEMA = "rooflinecli.calibration/1"
 OP_SHAPES: dict[str, tuple[str, ...]] = {
     "gemm": ("M", "N", "K"),
     "rmsnorm_copy": ("T", "D"),
+    "rmsnorm": ("T", "D"),
+    "rope": ("T", "H", "D"),
     "add_": ("T", "D"),
     "silu_mul": ("T", "F"),
     "copy": ("bytes",),
@@ -46,7 +48,10 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "matmul_decode_attention": ("B", "H", "KVH", "S", "D"),
     "launch_floor": (),
     "gemm_sustained": ("M", "N", "K"),
+    "copy_sustained": ("bytes",),
 }
+#: ops with a ``t_series`` of back-to-back runs instead of one time
+SERIES_OPS = ("gemm_sustained", "copy_sustained")
 
 #: calibration files are a few hundred rows; anything over 50 MB is not one
 MAX_CALIBRATION_BYTES = 50_000_000
@@ -118,7 +123,7 @@ def _row(raw, where: str) -> Row | str:
             raise RooflineError(f"{where}: {k}: missing")
     flops = _number(raw["flops"], f"{where}: flops", positive=False)
     byts = _number(raw["bytes"], f"{where}: bytes", positive=False)
-    if op == "gemm_sustained":
+    if op in SERIES_OPS:
         series = raw.get("t_series")
         if not isinstance(series, list) or not series:
             raise RooflineError(f"{where}: t_series: missing or empty")
@@ -155,6 +160,7 @@ def parse_calibration(doc, path: str) -> Calibration:
         if r.op == "gemm_sustained":
             series = tuple(float(t) for t in raw["t_series"])
             sustained_flops = r.flops
+        if r.op in SERIES_OPS:  # folded into ``sustained`` (calibrate writes the figures there)
             continue
         rows.append(r)
     sustained = doc.get("sustained") or {}
@@ -170,8 +176,8 @@ def parse_calibration(doc, path: str) -> Calibration:
     notes = tuple(f"ignored {n} row(s) of unknown op '{op}'" for op, n in sorted(unknown.items()))
     return Calibration(
         path=path,
-        gpu=str(doc.get("gpu", "")),
-        created_utc=str(doc.get("created_utc", "")),
+        gpu=str(doc.get("gpu") or ""),
+        created_utc=str(doc.get("created_utc") or ""),
         method=str(doc.get("method", "")),
         rows=tuple(rows),
         sustained_series_s=series,

@@ -27,7 +27,7 @@ import numpy as np
 from .calibration import Calibration, Row
 
 #: ops timed by bytes (t0 + bytes / BW)
-BYTES_OPS = ("rmsnorm_copy", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention")
+BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention")
 PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
 
 

@@ -94,7 +94,10 @@ class _Builder:
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
         n = self.tokens if name != "final_norm" else self.seqs
-        if self.p.norm == "torch":
+        if self.p.norm == "torch" and "rmsnorm" in self.m.linear:  # F.rms_norm timed alone
+            t, f = self.m.linear["rmsnorm"].time_s([1.0, 2.0 * n * width * self.b + 2.0 * width])
+            t, f = count * t, count * f
+        elif self.p.norm == "torch":  # older calibrations: F.rms_norm + copy_, less the copy
             rc, cp = self.m.linear["rmsnorm_copy"], self.m.linear["copy"]
             t_rc, f_rc = rc.time_s([1.0, 4.0 * n * width * self.b])
             t_cp, f_cp = cp.time_s([1.0, 2.0 * n * width * self.b])
@@ -198,7 +201,12 @@ class _Builder:
         kv = T * hkv * D * self.wl.kv_bytes_per_element
         rope = self.cfg.position_embedding == "rope"
         if self.p.kv_write_kernels:
-            if rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
+            if rope and "rope" in self.m.linear:  # the torch RoPE timed as such, on q and on k
+                cs = 2.0 * T * D * b  # cos and sin rows
+                tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs])
+                tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs])
+                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)")
+            elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
             t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
