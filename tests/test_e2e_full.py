@@ -86,6 +86,7 @@ def test_full_dry_run_writes_every_point_and_the_triton_engine(tmp_path):
     tri = [p for p in pts if p["engine"] == "triton"]
     assert len(tri) == len(E.TINY_TRITON) and all(p["check_ok"] and p["check_rel_error_vs_torch"] < E.TRITON_TOLERANCE for p in tri)
     assert all(p["measured_s"] > 0 and len(p["samples_s"]) >= 3 and p["layers"] == 2 for p in pts)
+    assert all(p["graph_check_ok"] and p["graph_check_rel_error"] < E.TRITON_TOLERANCE for p in pts if p["phase"] == "decode")
     assert "kernels.gemm" in entry["triton_engine"]["kernels"] and "RoPE" in entry["triton_engine"]["torch_ops"]
     # a second model accumulates beside the first
     r = runner.invoke(app, ["e2e", "--full", "--device", "cpu", "--tiny", "--no-triton", "-m", "qwen2.5-7b", "-r", str(out)])

@@ -296,22 +296,30 @@ def _caches(W: Weights, batch: int, context: int, device: str, gen):
     return ([device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers], [device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers])
 
 
-def _graph_replays(fn, device: str, replays: int) -> tuple[list[float], str]:
-    """Seconds per call of ``fn``: CUDA-graph replays (the wall clock on the CPU)."""
+def _graph_replays(fn, device: str, replays: int):
+    """(seconds per call of ``fn`` from CUDA-graph replays, method, the output of the last replay
+    copied out of the graph's memory); the wall clock on the CPU."""
+    held: dict[str, Any] = {}
+
+    def call() -> None:
+        held["out"] = fn()
+
     if device != "cuda":
-        fn()
+        call()
         out = []
         for _ in range(max(3, replays // 3)):
             t0 = time.perf_counter()
-            fn()
+            call()
             out.append(time.perf_counter() - t0)
-        return out, "wall_clock (CPU dry run, not a GPU measurement)"
+        return out, "wall_clock (CPU dry run, not a GPU measurement)", held["out"]
     from rooflinecli.bench.timing import capture_graph, replay_samples
 
-    g = capture_graph([fn], 1)
+    g = capture_graph([call], 1)
     try:
-        return replay_samples(g, 1, replays), "cuda_graph (whole step as one graph, replays queued back to back behind a GPU sleep)"
+        samples = replay_samples(g, 1, replays)
+        return samples, "cuda_graph (whole step as one graph, replays queued back to back behind a GPU sleep)", held["out"].clone()
     finally:
+        held.clear()
         del g
 
 
@@ -429,22 +437,26 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         kc, vc = _caches(W, B, N, device, gen)
         tokens = torch.randint(0, plan.cfg.vocab_size, (B,), generator=gen).to(device)
         cos, sin = W.rope_tables(torch.full((B,), N, device=device))
+        reference = decode_step(W, TorchOps(), tokens, cos, sin, kc, vc, N)  # eager torch, default dispatch
         if engine == "torch":
             backend, how = pick_decode_backend(W, B, N, device, gen)
             ops, extra = TorchOps(backend), {"backend": backend, "backend_probe": how}
         else:
             ops = state["triton"] = state["triton"] or TritonOps()
-            err = rel_error(decode_step(W, ops, tokens, cos, sin, kc, vc, N), decode_step(W, TorchOps(), tokens, cos, sin, kc, vc, N))
+            err = rel_error(decode_step(W, ops, tokens, cos, sin, kc, vc, N), reference)
             extra = {"check_rel_error_vs_torch": err, "check_ok": err <= TRITON_TOLERANCE}
         try:
-            samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+            samples, method, last = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
         except Exception as e:  # noqa: BLE001 - a backend that will not capture: default dispatch instead
             if engine != "torch" or ops.sdpa_backend == "default":
                 raise
             _sync_quietly(device)
             extra.update(backend="default", backend_note=f"{ops.sdpa_backend} failed in graph capture ({type(e).__name__}); default dispatch timed")
             ops = TorchOps("default")
-            samples, method = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+            samples, method, last = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+        # the replayed graph computes what eager torch does (a capture that baked in stale state would not)
+        gerr = rel_error(last, reference)
+        extra.update(graph_check_rel_error=gerr, graph_check_ok=gerr <= TRITON_TOLERANCE)
         return _point("decode", engine, B, N, L, samples, method, **extra)
 
     def prefill_point(engine: str, B: int, S: int) -> dict[str, Any]:

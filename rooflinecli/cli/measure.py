@@ -528,7 +528,11 @@ def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, b
 
     if entry.get("note"):
         typer.echo(f"note: {entry['note']}")
-    rows = [[p["phase"], p["engine"], str(p["batch"]), str(p["context"]), str(p["layers"]), _us(p["measured_s"]), p.get("backend", "-") if p["engine"] == "torch" else ("ok" if p.get("check_ok") else "CHECK FAILED")] for p in entry["points"]]
+    def check(p: dict) -> str:
+        word = p.get("backend", "-") if p["engine"] == "torch" else ("ok" if p.get("check_ok") else "CHECK FAILED vs torch")
+        return word + (" GRAPH CHECK FAILED" if p.get("graph_check_ok") is False else "")
+
+    rows = [[p["phase"], p["engine"], str(p["batch"]), str(p["context"]), str(p["layers"]), _us(p["measured_s"]), check(p)] for p in entry["points"]]
     _echo_table(f"{cfg.name} ({entry['layers_used']} of {entry['layers_full']} layers) on {env.get('gpu_name')}", ["phase", "engine", "batch", "context", "layers", "measured us", "backend / check"], rows, right={2, 3, 4, 5})
     for f in entry["failed"]:
         typer.echo(f"failed: {f['phase']} {f['engine']} B{f['batch']} N{f['context']}: {f['error']}")
