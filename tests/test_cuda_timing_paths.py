@@ -1,0 +1,95 @@
+"""The CUDA-only timing branches of the calibration grid, the sustained series and ``e2e --full``,
+run on the CPU against a stand-in for CUDA events and graphs (the real ``replay_samples`` and the
+callers' arithmetic run; only ``torch.cuda.Event``, ``synchronize``, graph capture and the GPU sleep
+are replaced). They run once on a real GPU later: a wrong name or a wrong unit would cost that run."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from rooflinecli.bench import timing
+
+
+class FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing
+        self.t = None
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other: "FakeEvent") -> float:  # milliseconds, as CUDA events give
+        return (other.t - self.t) * 1e3
+
+
+class FakeGraph:
+    def __init__(self, fns, launches: int) -> None:
+        self.fns, self.launches = list(fns), launches
+        for i in range(launches):  # "capture" runs each launch once, as torch.cuda.graph does
+            self.fns[i % len(self.fns)]()
+
+    def replay(self) -> None:
+        for i in range(self.launches):
+            self.fns[i % len(self.fns)]()
+
+
+SLEEP_S = 2e-4
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    calls = {"graphs": []}
+
+    def capture(fns, launches):
+        g = FakeGraph(fns, launches)
+        calls["graphs"].append(launches)
+        return g
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "capture_graph", capture)
+    monkeypatch.setattr(timing, "gpu_sleep", lambda s: None)
+    return calls
+
+
+def sleeper(seconds: float, out=None):
+    def fn():
+        t = time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            pass
+        return out
+
+    return fn
+
+
+def test_grid_timer_cuda_branch_gives_seconds_per_launch(fake_cuda):
+    from rooflinecli.bench.opgrid import REPLAYS, Timer
+
+    t = Timer("cuda", 60 * 2**20)
+    eager = t.eager([sleeper(SLEEP_S), sleeper(SLEEP_S)], 5)
+    assert SLEEP_S <= eager < SLEEP_S * 5
+    per_launch = t.graph([sleeper(SLEEP_S)] * 3, 6)  # replay / n
+    assert SLEEP_S <= per_launch < SLEEP_S * 5
+    assert fake_cuda["graphs"] == [6] and REPLAYS >= 7
+
+
+def test_sustained_series_cuda_branch_is_per_launch(fake_cuda):
+    from rooflinecli.bench.calibrate import _series
+
+    s = _series(sleeper(SLEEP_S), "cuda", chunk=4, chunks=3)
+    assert len(s) == 3 and all(SLEEP_S <= x < SLEEP_S * 5 for x in s)
+
+
+def test_e2e_graph_and_eager_cuda_branches(fake_cuda):
+    from rooflinecli.bench.e2e_full import _eager_runs, _graph_replays
+
+    x = torch.arange(4.0)
+    samples, method, last = _graph_replays(sleeper(SLEEP_S, x), "cuda", 10)
+    assert len(samples) == 10 and all(SLEEP_S <= s < SLEEP_S * 5 for s in samples)
+    assert method.startswith("cuda_graph") and torch.equal(last, x) and last is not x  # copied out of the graph
+    samples, method = _eager_runs(sleeper(SLEEP_S), "cuda", 4)
+    assert len(samples) == 4 and all(SLEEP_S <= s < SLEEP_S * 5 for s in samples) and method.startswith("cuda_events")
