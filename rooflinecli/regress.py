@@ -492,7 +492,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
         unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i], base_runs.get(k))
         cfg = config_diff(b, c)
         if unstable:
-            verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})"
+            verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})" + (f"; tuned config changed: {cfg}" if cfg else "")
         elif cfg and tv != "regression":
             verdict, reason = "config-changed", f"{timing_reason}; tuned config changed: {cfg}"
         else:

@@ -136,10 +136,12 @@ CFG_B = {"gemm_kernel": {"kwargs": {"BLOCK_M": 128, "BLOCK_N": 128}, "num_warps"
 
 def _config_pair(tmp_path):
     same, slow = _lognormal(100e-6, 30, 0.01, 7), _lognormal(100e-6, 30, 0.01, 8)
+    two = np.concatenate([_lognormal(100e-6, 18, 0.003, 15), _lognormal(125e-6, 12, 0.003, 16)])
     b = _results([_row("retuned", same, config=CFG_A), _row("retuned_slow", same, config=CFG_A), _row("kept", same, config=CFG_A),
-                  _row("old_file", same)], "b.json")
+                  _row("old_file", same), _row("bimodal_retuned", two, config=CFG_A)], "b.json")
     c = _results([_row("retuned", _lognormal(100e-6, 30, 0.01, 9), config=CFG_B), _row("retuned_slow", slow * 1.3, config=CFG_B),
-                  _row("kept", _lognormal(100e-6, 30, 0.01, 10), config=CFG_A), _row("old_file", _lognormal(100e-6, 30, 0.01, 11), config=CFG_B)], "c.json")
+                  _row("kept", _lognormal(100e-6, 30, 0.01, 10), config=CFG_A), _row("old_file", _lognormal(100e-6, 30, 0.01, 11), config=CFG_B),
+                  _row("bimodal_retuned", two, config=CFG_B)], "c.json")
     b.save(tmp_path / "b.json")
     c.save(tmp_path / "c.json")
     return b, c
@@ -154,6 +156,7 @@ def test_config_changed_is_its_own_verdict_and_a_slower_retune_is_still_a_regres
     assert 'gemm_kernel: {"kwargs":{"BLOCK_M":64,"BLOCK_N":128},"num_stages":3,"num_warps":4} -> {"kwargs":{"BLOCK_M":128' in v["retuned"].config_diff
     assert v["retuned_slow"].verdict == "regression" and v["retuned_slow"].label == "regression (config changed)"
     assert v["kept"].verdict == "pass" and not v["kept"].config_changed
+    assert v["bimodal_retuned"].label == "unstable (config changed)" and "tuned config changed: gemm_kernel" in v["bimodal_retuned"].reason
     assert v["old_file"].verdict == "pass" and not v["old_file"].config_changed  # no config in the baseline (an old file)
     assert rep.exit_code == 1 and rep.counts["config-changed"] == 1
 
@@ -162,7 +165,7 @@ def test_config_changed_is_its_own_verdict_and_a_slower_retune_is_still_a_regres
                       env={"COLUMNS": "250", "GITHUB_STEP_SUMMARY": ""})
     assert r.exit_code == 1, r.output
     assert "config-changed (pass): retuned S1 bf16 [triton]" in r.output and "tuned config changed: gemm_kernel" in r.output
-    assert "1 regression(s), 0 unstable, 0 inconclusive, 0 improvement(s), 1 config-changed, 2 pass" in r.output
+    assert "1 regression(s), 1 unstable, 0 inconclusive, 0 improvement(s), 1 config-changed, 2 pass" in r.output
     rows = {x["op"]: x for x in json.loads(js.read_text())["rows"]}
     assert rows["retuned"]["label"] == "config-changed (pass)" and rows["retuned"]["config_changed"] is True
     assert rows["retuned_slow"]["label"] == "regression (config changed)"
