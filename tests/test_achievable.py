@@ -247,6 +247,5 @@ def test_newer_calibration_ops_are_used(tmp_path):
     q, k = 64 * 32 * 128 * 2, 64 * 8 * 128 * 2
     cs = 2 * 64 * 128 * 2
     want = sum(m.linear["rope"].time_s([1.0, 2.0 * x + cs])[0] for x in (q, k))
-    want = max(want, 10 * m.graph_floor_s)  # never under one graph floor per kernel
     assert rows["attn.rope"]["time_s"] == pytest.approx(cfg.num_layers * want)
     assert rows["norms"]["time_s"] == pytest.approx(cfg.num_layers * 2 * m.linear["rmsnorm"].time_s([1.0, 2.0 * 64 * 4096 * 2 + 2 * 4096])[0])

@@ -75,10 +75,15 @@ class _Builder:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
         return t, t0
 
-    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note=""):
+    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False):
+        """One row. Each kernel costs at least the graph floor (in a graph) or the host's launch
+        cost (eager); ``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels
+        together (in a graph), so only eager launches add to it."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
-        floor = self.m.graph_floor_s if self.graph else self.m.eager_launch_s
-        t = np.maximum(np.asarray(t, dtype=float), kernels * floor)
+        if self.graph:
+            t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
+        else:
+            t = np.maximum(np.asarray(t, dtype=float), kernels * self.m.eager_launch_s)
         self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note))
 
     # ---- ops ------------------------------------------------------------------------------------
@@ -104,7 +109,7 @@ class _Builder:
             t, f = count * (t_rc - t_cp), count * (f_rc - f_cp)
         else:
             t, f = self.copy_like(count * (4.0 if with_add else 2.0) * n * width * self.b, count)
-        self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names)
+        self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch")
 
     def attention_core(self, name: str):
         op = self.ops[name]
@@ -205,7 +210,8 @@ class _Builder:
                 cs = 2.0 * T * D * b  # cos and sin rows
                 tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs])
                 tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs])
-                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)")
+                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)",
+                         timed_as_a_whole=True)
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
@@ -230,7 +236,7 @@ class _Builder:
             t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)])
         else:
             t, f = self.copy_like(op.activation_bytes, 1)
-        self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note)
+        self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch")
 
 
 def step_rows(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile) -> list[StepRow]:
