@@ -381,9 +381,8 @@ def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_
     changed several-fold between the runs, or either side host-timed. See docs/regress.md.
 
     ``b_runs``: a pooled baseline's per-run samples. Its runs are then judged one by one (bimodal:
-    any run; spread: the median of the runs' IQR/median), because concatenating runs that drifted
-    apart by a few percent makes two modes and a wide spread that no single run has; the baseline
-    is bimodal when at least half its runs are."""
+    at least half of its runs; spread: the median of the runs' IQR/median), because concatenating
+    runs that drifted apart by a few percent makes two modes and a wide spread that no single run has."""
     why = []
     b_samples = b.samples_s if b_samples is None else b_samples
     c_samples = c.samples_s if c_samples is None else c_samples
