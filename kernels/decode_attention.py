@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, upcast_dots
+from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, launch_key, upcast_dots
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -278,13 +278,7 @@ def decode_attention(
     Returns o [B, H, D] in q's dtype (into ``out`` when given)."""
     if out is None:
         out = torch.empty_like(q)
-    key = (
-        q.shape, q.stride(), k_cache.shape, k_cache.stride(), v_cache.shape, v_cache.stride(),
-        q.dtype, k_cache.dtype, v_cache.dtype, out.shape, out.stride(), out.dtype,
-        q.device, k_cache.device, v_cache.device, out.device, sm_scale, num_splits,
-        None if seq_lens is None else (seq_lens.shape, seq_lens.dtype, seq_lens.device),
-        None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.device),
-    )
+    key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)

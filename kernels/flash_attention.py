@@ -76,6 +76,12 @@ def make_descriptor(t: torch.Tensor, block: list[int]):
     return TensorDescriptor(t, list(t.shape), list(t.stride()), block)
 
 
+def launch_key(*items) -> tuple:
+    """A key for the per-shape launch plans: each tensor by (shape, strides, dtype, device), None
+    and plain values as they are."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device) if isinstance(t, torch.Tensor) else t for t in items)
+
+
 def tma_ready(*tensors: torch.Tensor) -> str | None:
     """None if the TMA engine can address every tensor, else why not (for one clear ValueError)."""
     for t in tensors:
@@ -277,10 +283,7 @@ def flash_attention(
     (written into ``out`` when given)."""
     if out is None:
         out = torch.empty_like(q)
-    key = (
-        q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), out.shape, out.stride(),
-        q.dtype, k.dtype, v.dtype, out.dtype, q.device, k.device, v.device, out.device, bool(causal), sm_scale,
-    )
+    key = launch_key(q, k, v, out, bool(causal), sm_scale)
     plan = _PLANS.get(key)
     if plan is None:
         if q.dim() == 4 and (q.shape[2] == 0 or q.shape[0] * q.shape[1] == 0):

@@ -41,6 +41,7 @@ from kernels.flash_attention import (
     dot_acc,
     full_fp32,
     interpreting,
+    launch_key,
     make_descriptor,
     tma_ready,
     upcast_dots,
@@ -303,13 +304,7 @@ def mla_decode(
     absorption). Returns out [B, H, R] in the input dtype."""
     if out is None:
         out = torch.empty_like(q_latent)
-    key = (
-        q_latent.shape, q_latent.stride(), q_rope.shape, q_rope.stride(), cache.shape, cache.stride(),
-        q_latent.dtype, q_rope.dtype, cache.dtype, out.shape, out.stride(), out.dtype,
-        q_latent.device, q_rope.device, cache.device, out.device, sm_scale, num_splits,
-        None if seq_lens is None else (seq_lens.shape, seq_lens.dtype, seq_lens.device),
-        None if block_table is None else (block_table.shape, block_table.stride(), block_table.dtype, block_table.device),
-    )
+    key = launch_key(q_latent, q_rope, cache, out, seq_lens, block_table, sm_scale, num_splits)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out)

@@ -115,3 +115,19 @@ def plain(fn: Callable[..., Any]) -> Callable[..., Callable[[], Any]]:
         return lambda: fn(**inputs)
 
     return factory
+
+
+def check_candidates(baselines, inputs, ref, tol) -> list[str]:
+    """Run every candidate factory on ``inputs``; each one that does not decline must match ``ref``
+    within ``tol`` (relative L2). Returns the names that ran. For the kernel tests."""
+    from kernels.testing import compare
+
+    ran = []
+    for name, factory in baselines.items():
+        call = factory(**inputs)
+        if call is None:
+            continue
+        c = compare(call(), ref, tol)
+        assert c.ok, f"{name}: {c.message}"
+        ran.append(name)
+    return ran
