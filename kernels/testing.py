@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-#: default relative-error tolerances ||out - ref|| / ||ref|| per dtype (see ../shared METHOD)
+#: default relative-error tolerances ||out - ref|| / ||ref|| per dtype
 DEFAULT_TOLERANCE = {"fp32": 1e-4, "tf32": 2e-3, "bf16": 1.6e-2, "fp16": 4e-3, "fp8": 8e-2}
 
 TORCH_DTYPES = {

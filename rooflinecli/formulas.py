@@ -4,7 +4,7 @@ functions, validation and reports alike.
 Every function works on Python numbers and on numpy arrays (broadcasting), so the same code
 answers one ``analyze`` question and a million-row ``sweep``. Units are in the names: ``*_flops``
 (floating-point operations), ``*_bytes``, ``*_s`` (seconds), ``*_flops_per_s``, ``*_bytes_per_s``.
-Notation (``../shared/REFERENCE.md``): B batch, S prompt tokens, N context tokens, L layers,
+Notation (``docs/reference.md``): B batch, S prompt tokens, N context tokens, L layers,
 H query heads, H_kv key/value heads, D head dim, b bytes per element, E experts, k experts per token.
 """
 

@@ -25,7 +25,7 @@ from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.results import ResultRow, Results
 
-#: goals from the issue and ../shared/REFERENCE.md sections 3 and 4
+#: accuracy goals: docs/reference.md, section 3
 KERNEL_ERROR_GOAL = 0.10  # median |error| against measured ceilings
 E2E_ERROR_GOAL = 0.15
 #: a point this much faster than its measured roof is flagged (the datasheet roof: any amount)
