@@ -101,3 +101,16 @@ def test_what_ifs_take_the_mode():
     kv_r = _json(["kv", "--model", "llama-3-8b", "--hw", "h200-measured", "--mode", "roof", "--variants", "gqa"])
     kv_a = _json(["kv", "--model", "llama-3-8b", "--hw", "h200-measured", "--variants", "gqa"])
     assert kv_a["variants"][0]["decode_step_time_s"] > kv_r["variants"][0]["decode_step_time_s"]
+
+
+def test_wheel_carries_the_calibrated_h200(tmp_path_factory, tmp_path):
+    """The wheel holds hardware_specs/measured/ (spec and calibration file): `analyze --hw
+    h200-measured` runs achievable from an unzipped wheel, outside the repository."""
+    from test_packaging import _run_from_outside, unzipped_wheel
+
+    site = unzipped_wheel.__wrapped__(tmp_path_factory)
+    assert (site / "rooflinecli" / "hardware_specs" / "measured" / "h200-calibration.json").is_file()
+    proc = _run_from_outside(site, tmp_path, "-m", "rooflinecli", "analyze", "--hw", "h200-measured", "--json")
+    assert proc.returncode == 0, proc.stderr
+    j = json.loads(proc.stdout)
+    assert j["mode"] == "achievable" and j["calibration"]["path"].startswith(str(site.resolve()))
