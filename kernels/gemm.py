@@ -67,9 +67,10 @@ DEFAULT_NUM_SMS = 132
 # ---------------------------------------------------------------------------------------------
 
 
-def _persistent_cfg(bm, bn, bk, warps, stages, subtile=True, group_m=8):
+def _persistent_cfg(bm, bn, bk, warps, stages, subtile=True, flatten=True, group_m=8):
     return triton.Config(
-        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "EPILOGUE_SUBTILE": subtile},
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "EPILOGUE_SUBTILE": subtile,
+         "FLATTEN": flatten},
         num_warps=warps, num_stages=stages, pre_hook=_set_block_shapes,
     )
 
@@ -85,14 +86,17 @@ def _set_block_shapes(nargs):
 
 
 # untuned: the Hopper entries of Triton's persistent-matmul tutorial (128 x 128/256 tiles, BLOCK_K
-# 64, 3-4 stages, 8 warps = two consumer warpgroups), trimmed to four so first-call autotuning stays
-# a few seconds. Shared memory of the largest: (128 + 256) * 64 * 2 B * 3 stages = 147 KB plus the
+# 64, 3-4 stages, 8 warps = two consumer warpgroups), trimmed to five so first-call autotuning stays
+# a few seconds. FLATTEN (the tutorial's Hopper setting without warp specialization) merges the tile
+# and K loops for the software pipeliner, so the next tile's loads are in flight during this tile's
+# epilogue; one config keeps the loops nested for comparison. Shared memory of the largest: (128 + 256) * 64 * 2 B * 3 stages = 147 KB plus the
 # epilogue half-tile (128 * 128 * 2 B = 32 KB) < 227 KB.
 PERSISTENT_16BIT = [
     _persistent_cfg(128, 256, 64, 8, 3),
     _persistent_cfg(128, 128, 64, 8, 4),
     _persistent_cfg(128, 128, 64, 4, 4),
-    _persistent_cfg(128, 256, 64, 8, 4, subtile=True),
+    _persistent_cfg(128, 256, 64, 8, 4),
+    _persistent_cfg(128, 256, 64, 8, 3, flatten=False),
 ]
 # untuned: fp8 takes BLOCK_K = 128 (128 bytes per row, one TMA swizzle span), as the tutorial's fp8
 PERSISTENT_FP8 = [
@@ -137,7 +141,7 @@ def skinny_configs(block_m: int) -> list:
 SKINNY_BLOCK_MS = (16, 32, 64, 128, 256)
 
 #: the configs the CPU interpreter runs (small tiles: the interpreter's cost is per tile op)
-INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "EPILOGUE_SUBTILE": True}
+INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "EPILOGUE_SUBTILE": True, "FLATTEN": True}
 INTERPRET_SKINNY_CONFIG = {"BLOCK_K": 32, "SPLIT_K": 1}
 
 
@@ -177,7 +181,7 @@ def _persistent_kernel(
     a_desc, w_desc, c_desc, c_ptr, a_scale_ptr, w_scale_ptr,
     M, N, K, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    EPILOGUE_SUBTILE: tl.constexpr, NUM_SMS: tl.constexpr, C_TMA: tl.constexpr,
+    EPILOGUE_SUBTILE: tl.constexpr, FLATTEN: tl.constexpr, NUM_SMS: tl.constexpr, C_TMA: tl.constexpr,
     HAS_SCALES: tl.constexpr, UPCAST: tl.constexpr,
 ):
     start_pid = tl.program_id(0)
@@ -191,7 +195,7 @@ def _persistent_kernel(
     # the epilogue recomputes its tile's coordinates from its own counter, so the compiler can
     # software-pipeline the next tile's loads under this tile's epilogue
     tile_id_c = start_pid - NUM_SMS
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=FLATTEN):
         pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         off_am = pid_m * BLOCK_M
         off_wn = pid_n * BLOCK_N
@@ -463,6 +467,7 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
     if cfg is not None:
         meta = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}
         meta["EPILOGUE_SUBTILE"] = cfg.get("EPILOGUE_SUBTILE", True)
+        meta["FLATTEN"] = cfg.get("FLATTEN", True)
         _set_block_shapes({"a_desc": plan.a_desc, "w_desc": plan.w_desc, "c_desc": plan.c_desc, **meta})
         plan.kernel = _persistent_kernel
         plan.meta = {**meta, "num_warps": cfg.get("num_warps", 4), "num_stages": cfg.get("num_stages", 3)}

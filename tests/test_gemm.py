@@ -87,14 +87,14 @@ def test_skinny_fp8_split_k(gen):
     _check(out, inputs, "fp8")
 
 
-@pytest.mark.parametrize("subtile", [True, False])
+@pytest.mark.parametrize(("subtile", "flatten"), [(True, True), (False, False)])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_persistent_grouped_ordering_and_epilogues(dtype, subtile, gen):
+def test_persistent_grouped_ordering_and_epilogues(dtype, subtile, flatten, gen):
     # 290 x 200: 10 row tiles of 32 in groups of 4 (a partial last group) x 7 column tiles, the
-    # last row and column tiles partial; the epilogue in two halves or in one
+    # last row and column tiles partial; the epilogue in two halves (loops flattened) or in one (nested)
     inputs = _pair(290, 200, 160, dtype, gen)
     out = poisoned((290, 200), _out_dtype(dtype), DEVICE)
-    cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, EPILOGUE_SUBTILE=subtile)
+    cfg = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, EPILOGUE_SUBTILE=subtile, FLATTEN=flatten)
     gemm(**inputs, out=out, config=cfg)
     _check(out, inputs, dtype)
 
@@ -273,8 +273,8 @@ def test_gpu_configs_compile_to_wgmma_and_tma_for_h200():
     from kernels.testing import run_without_interpreter
 
     rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
-    # persistent: 7 configs + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 2 x 4 + 2 fp8
-    assert len(rows) == 9 + 13
+    # persistent: 8 configs + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 2 x 4 + 2 fp8
+    assert len(rows) == len(G.PERSISTENT_16BIT) + len(G.PERSISTENT_FP8) + 2 + 13
     limit = get_spec("h200").smem_per_sm_bytes - 1024
     for row in rows:
         fp8 = "float8" in row["name"]
