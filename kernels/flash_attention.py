@@ -355,7 +355,8 @@ def sdpa_baseline(q, k, v, causal=False, sm_scale=None, **_):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=gqa)
 
 
-def _sdpa_inputs(q, k, v, causal=False, sm_scale=None, **_):
+def sdpa_inputs(q, k, v, causal=False, sm_scale=None, **_):
+    """SDPA's arguments for q, k, v [B, H(_kv), S, D] (also naive_attention's)."""
     return q, k, v, {"is_causal": causal, "scale": sm_scale}
 
 
@@ -425,7 +426,7 @@ OP = KernelOp(
     # the kernel rounds P to the input dtype before PV and O at the end: a few ulps of each dtype
     tolerance={"bf16": 1e-2, "fp16": 1e-3},
     baseline=sdpa_baseline,
-    baselines=sdpa_factories(_sdpa_inputs),
+    baselines=sdpa_factories(sdpa_inputs),
     model_kind="attention",
     dtypes=DTYPES,
     notes="TMA descriptors, causal mask on diagonal tiles only; baseline the fastest SDPA backend "

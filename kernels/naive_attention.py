@@ -18,8 +18,17 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.flash_attention import attention_reference, check_qkv, dot_acc, interpreting, make_inputs, upcast_dots
+from kernels.flash_attention import (
+    sdpa_inputs,
+    attention_reference,
+    check_qkv,
+    dot_acc,
+    interpreting,
+    make_inputs,
+    upcast_dots,
+)
 from kernels.registry import Case, KernelOp
+from kernels.sdpa_baselines import plain, sdpa_factories
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
@@ -206,7 +215,14 @@ OP = KernelOp(
     # interpreter truncates fp32 -> bf16 (the GPU rounds to nearest), about 2x the GPU's error.
     tolerance={"bf16": 2e-2, "fp16": 2e-3},
     baseline=math_baseline,
+    # torch's math attention step by step (GQA by repeated K/V, as the kernel's traffic counts them),
+    # and SDPA pinned to its math backend
+    baselines={
+        "torch:matmul-softmax": plain(math_baseline),
+        **sdpa_factories(sdpa_inputs, backends=("sdpa:math",)),
+    },
     model_kind="attention",
     dtypes=DTYPES,
-    notes="matmul -> softmax -> matmul with S and P in HBM; baseline torch math attention.",
+    notes="matmul -> softmax -> matmul with S and P in HBM; baseline the faster of torch's math "
+    "attention written out and SDPA's math backend.",
 )

@@ -3,7 +3,8 @@
 ``KernelOp.baselines`` maps a backend name to a factory ``factory(**inputs)`` that does the untimed
 set-up and returns a zero-argument callable, or None when that backend cannot run these inputs; the
 runner checks and times each and keeps the fastest. ``sdpa_factories`` builds one factory per SDPA
-backend ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient", and "sdpa:default", torch's own dispatch).
+backend ("sdpa:cudnn", "sdpa:flash", "sdpa:efficient", "sdpa:math", and "sdpa:default", torch's
+own dispatch).
 
 GQA: through ``enable_gqa=True`` where the backend takes it; where it raises, through K/V expanded
 to all query heads inside the factory (not timed). A torch without ``enable_gqa``, without
@@ -23,7 +24,11 @@ SDPA_BACKENDS = {
     "sdpa:cudnn": "CUDNN_ATTENTION",
     "sdpa:flash": "FLASH_ATTENTION",
     "sdpa:efficient": "EFFICIENT_ATTENTION",
+    "sdpa:math": "MATH",
 }
+#: the fused backends, tried for the flash and decode kernels (the math backend materializes the
+#: scores: tens of GB at the long-context cases; it is naive attention's own baseline)
+FUSED_BACKENDS = ("sdpa:default", "sdpa:cudnn", "sdpa:flash", "sdpa:efficient")
 
 
 def _backend(name: str | None):
@@ -88,7 +93,7 @@ def sdpa_call(q, k, v, backend_name: str | None, post=None, max_expand_bytes: in
 def sdpa_factories(
     prepare: Callable[..., tuple[Any, ...] | None],
     post=None,
-    backends: tuple[str, ...] = tuple(SDPA_BACKENDS),
+    backends: tuple[str, ...] = FUSED_BACKENDS,
     max_expand_bytes: int = MAX_EXPAND_BYTES,
 ) -> dict[str, Callable[..., Callable[[], Any] | None]]:
     """One factory per SDPA backend named in ``backends``. ``prepare(**inputs)`` maps an op's

@@ -11,6 +11,7 @@ from kernels import naive_attention as na
 from kernels.flash_attention import OP as FLASH
 from kernels.flash_attention import _case as flash_case
 from kernels.registry import load_op
+from kernels.sdpa_baselines import check_candidates
 from kernels.testing import compare, poisoned, seeded_generator
 from rooflinecli import formulas
 
@@ -54,6 +55,13 @@ def test_baseline_matches_reference():
     inputs = OP.make_inputs(case, DEVICE, gen("baseline"))
     c = compare(OP.baseline(**inputs), OP.reference(**inputs), OP.tolerance[case.dtype])
     assert c.ok, c.message
+
+
+def test_fair_baseline_candidates():
+    case = next(c for c in OP.cases["test"] if c.params["causal"] and c.params["H"] != c.params["H_kv"])
+    inputs = OP.make_inputs(case, DEVICE, gen("fair"))
+    ran = check_candidates(OP.baselines, inputs, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert sorted(ran) == ["sdpa:math", "torch:matmul-softmax"]
 
 
 def _t(*shape, dtype=torch.float16):
