@@ -303,8 +303,10 @@ def _median(xs) -> float:
 class Timer:
     """Graph and eager timing on ``device`` ("cuda"; "cpu": the wall clock, for dry runs only)."""
 
-    def __init__(self, device: str, l2_bytes: int, replays: int = REPLAYS, eager_samples: int = 10) -> None:
+    def __init__(self, device: str, l2_bytes: int, replays: int = REPLAYS, eager_samples: int = 10, tensor_device: str | None = None) -> None:
         self.device, self.l2_bytes, self.replays, self.eager_samples = device, l2_bytes, replays, eager_samples
+        #: where inputs live: ``device`` (tests pass "cpu" to run the CUDA timing path on stand-ins)
+        self.tensor_device = tensor_device or device
 
     def sync(self) -> None:
         if self.device == "cuda":
@@ -368,7 +370,7 @@ def _rank_backends(case: Case, timer: Timer, gen) -> tuple[list[tuple[str, bool]
                 continue  # nothing to expand, or the expanded K/V would not be a sane allocation
             label = f"{b}{'+expanded_kv' if expand else ''}"
             try:
-                fns = _fns(case, 1, timer.device, gen, backend=b, expand=expand)
+                fns = _fns(case, 1, timer.tensor_device, gen, backend=b, expand=expand)
                 timer.sync()
                 tried[(b, expand)] = timer.eager(fns, 3)
                 del fns
@@ -395,7 +397,7 @@ def _recover(timer: Timer) -> None:
 def _time_sets(case: Case, timer: Timer, gen, **kw) -> tuple[float, float, int, int]:
     """(t_graph, t_eager, n, sets) of ``case`` on cold input sets."""
     sets = sets_for(case.set_bytes, timer.l2_bytes)
-    fns = _fns(case, sets, timer.device, gen, **kw)
+    fns = _fns(case, sets, timer.tensor_device, gen, **kw)
     timer.sync()
     t_eager = timer.eager(fns, timer.eager_samples if case.cost_s < 1e-3 else 5)
     n = launches_for(t_eager, sets)  # the eager time bounds the launch from above
@@ -445,13 +447,14 @@ def run_grid(
     seed: int = 1234,
     on_checkpoint: Callable[[GridResult], None] | None = None,
     checkpoint_every_s: float = 5.0,
+    tensor_device: str | None = None,
 ) -> GridResult:
     """Every case of ``grid`` in round-robin order until ``budget_s`` (wall seconds) is spent;
     ``on_checkpoint(result so far)`` at most every ``checkpoint_every_s``."""
     import torch
 
     out = GridResult()
-    timer = Timer(device, l2_bytes)
+    timer = Timer(device, l2_bytes, tensor_device=tensor_device)
     gen = torch.Generator().manual_seed(seed)
     cases = list(round_robin(grid))
     t0 = last = time.monotonic()
