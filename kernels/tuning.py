@@ -329,7 +329,13 @@ class Recorder:
                 if key not in at.cache:
                     at.cache[key] = candidates[0]
             cfg_before = at.cache.get(key)
+            keys_before = set(at.cache)
             out = original(*args, **kwargs)
+            new_keys = [k for k in at.cache if k not in keys_before]
+            if new_keys:  # Triton tuned a key just now (ours, or its own if it computes keys otherwise)
+                key = key if key in new_keys else new_keys[0]
+                self.calls.append(Call(name, key, at.cache[key], "autotuned", candidates))
+                return out
             cfg = at.cache.get(key, getattr(at, "best_config", None))
             committed = cfg_before is not None and cfg is cfg_before and self.committed.is_committed(name, key, cfg)
             self.calls.append(Call(name, key, cfg, "committed" if committed else "autotuned", candidates))

@@ -428,3 +428,22 @@ def test_tune_writes_a_file_that_bench_then_runs_committed(tmp_path, monkeypatch
     (row,) = bencher.bench_case(op, case)
     assert row.correct and row.tuning == "committed" and bench_calls == []
     assert row.config == {"toy._at": {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}}
+
+
+def test_a_key_triton_tunes_under_another_name_is_still_autotuned(monkeypatch):
+    """Should a Triton compute its cache key otherwise than ``call_key``, the committed entry is
+    not what ran: the new cache entry gives it away, and the row says autotuned."""
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+    x = torch.randn(77)
+    ours = call_key(at, (x, x, 77), {})
+    committed = Committed("f", {"toy": {ours: at.configs[0]}}, "applied")
+    apply_committed(committed, {"toy": at})
+    monkeypatch.setattr(tuning, "call_key", lambda *a, **k: ("not", "triton's", "key"))
+    at.cache[("not", "triton's", "key")] = at.configs[0]
+    committed.entries["toy"][("not", "triton's", "key")] = at.configs[0]
+    at.cache.pop(ours)  # Triton's own key is not in the cache: it tunes
+    with Recorder({"toy": at}, committed) as rec:
+        _launch(at, x)
+    (call,) = rec.calls
+    assert bench_calls and call.source == "autotuned" and call.key == ours
