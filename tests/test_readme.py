@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
 from pathlib import Path
@@ -32,7 +33,34 @@ def test_readme_opens_with_exactly_two_commands_install_run_and_test():
     assert README.index("```") < README.index("## "), "the two commands must come before any section"
     install, test = _first_block()
     assert "pip install" in install and install.rstrip().endswith("roofline analyze")
-    assert "pytest" in test
+    assert test.strip() == "scripts/test.sh"
+
+
+def test_the_test_command_installs_chromium_when_missing_and_the_readme_says_so():
+    """On a fresh machine the browser test needs Chromium: scripts/test.sh installs it (apt-get)
+    or stops with one line naming it, then runs pytest; the README's paragraph says so."""
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert os.access(ROOT / "scripts" / "test.sh", os.X_OK)
+    assert "apt-get install -y -q chromium" in script and "-m pytest -q" in script
+    from tests.test_report_browser import CHROMIUM_NAMES
+
+    for name in CHROMIUM_NAMES:
+        assert name in script, f"scripts/test.sh does not look for {name} as the browser test does"
+    intro = README[: README.index("## ")]
+    assert "Chromium" in intro and "scripts/test.sh" in intro and "python3-venv" in intro
+
+
+def test_no_code_or_doc_points_outside_the_repository():
+    """A user's clone has no ../shared folder: what the code relies on lives in docs/reference.md."""
+    offenders = []
+    for folder in ("rooflinecli", "kernels", "benchmarks", "scripts", "docs", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md", ".sh", ".toml") and path.is_file() and "fixtures" not in path.parts:
+                text = path.read_text(encoding="utf-8", errors="replace")
+                if "../shared" in text.replace("'../shared'", "") or "/work/shared" in text:
+                    offenders.append(str(path.relative_to(ROOT)))
+    offenders = [o for o in offenders if o != "tests/test_readme.py"]
+    assert not offenders, f"these files point at ../shared, which a clone does not have: {offenders}"
 
 
 def test_ci_runs_the_readme_commands_verbatim():
