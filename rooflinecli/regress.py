@@ -1,6 +1,6 @@
 """Performance regression gate: compare a candidate benchmark run with a baseline.
 
-Decision rule (REFERENCE section 6), per kernel and shape (rows keyed by op, impl, shape, dtype):
+Decision rule (docs/reference.md, section 6), per kernel and shape (rows keyed by op, impl, shape, dtype):
 
 - relative change = (candidate median - baseline median) / baseline median (medians are the rows'
   ``p50_s``; a pooled baseline's is the median of its runs' medians),
@@ -57,7 +57,7 @@ VERDICTS = ("failed", "regression", "unstable", "config-changed", "inconclusive"
 #: bimodal MoE run: 8.1%)
 HOST_BOUND_FRACTION = 0.5
 HOST_SPREAD = 0.08
-MIN_SAMPLES = 10  # REFERENCE section 6: >= 10 samples each
+MIN_SAMPLES = 10  # docs/reference.md section 6: >= 10 samples each
 ENV_KEYS_TO_DIFF = ("driver", "cuda", "torch", "triton", "python", "sm_clock_mhz", "mem_clock_mhz")
 MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
 #: the spread-change test needs this many samples a side: the IQR of 10 samples is too uncertain
