@@ -108,3 +108,22 @@ def test_the_whole_tiny_grid_through_the_cuda_path(fake_cuda):
         assert r["sets"] == sets_for(next(c.set_bytes for v in grid.values() for c in v if c.op == r["op"] and c.shape == r["shape"]), 60 * 2**20)
     assert len(fake_cuda["graphs"]) == len(res.rows)  # one graph per row: no backend probe captured
     assert all(r["backend"] for r in res.rows if r["op"].startswith("sdpa"))
+
+
+def test_e2e_full_through_the_cuda_path(fake_cuda, monkeypatch):
+    """``run_full(device="cuda")`` with tensors on the CPU: memory plan from ``mem_get_info``,
+    backend probe, graph replays with the graph check, eager prefill; Triton left out (the
+    interpreter cannot take the CUDA path)."""
+    from rooflinecli.bench import e2e_full as E
+    from rooflinecli.model_registry import get_model
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (2e9, 4e9))
+    cfg = E.tiny_full_config(get_model("qwen2.5-7b"))
+    out = E.run_full(cfg, "qwen2.5-7b", "cuda", tiny=True, budget_s=120, triton=False, tensor_device="cpu", replays=7)
+    assert out["failed"] == [] and out["skipped"] == []
+    dec = [p for p in out["points"] if p["phase"] == "decode"]
+    assert len(dec) == len(E.TINY_BATCHES) * len(E.TINY_CONTEXTS)
+    assert all(p["method"].startswith("cuda_graph") and len(p["samples_s"]) == 7 and p["graph_check_ok"] for p in dec)
+    pre = [p for p in out["points"] if p["phase"] == "prefill"]
+    assert pre and all(p["method"].startswith("cuda_events") for p in pre)
+    assert len(fake_cuda["graphs"]) == len(dec)

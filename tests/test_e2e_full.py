@@ -100,10 +100,10 @@ def test_a_failing_point_is_recorded_the_rest_run_and_the_budget_stops_new_point
     cfg = E.tiny_full_config(get_model("llama-3-8b"))
     real = E.pick_decode_backend
 
-    def flaky(W, batch, context, device, gen):
+    def flaky(W, batch, context, device, gen, *rest):
         if batch == 2:
             raise RuntimeError("CUDA error: out of memory\nmore")
-        return real(W, batch, context, device, gen)
+        return real(W, batch, context, device, gen, *rest)
 
     monkeypatch.setattr(E, "pick_decode_backend", flaky)
     seen = []

@@ -347,7 +347,7 @@ def _eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
     return out, "cuda_events (eager, one prefill per sample, host launch gaps included)"
 
 
-def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen) -> tuple[str, str]:
+def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen, tensor_device: str | None = None) -> tuple[str, str]:
     """The fastest SDPA backend (native GQA) for one layer's decode attention, and the eager times."""
     import torch
 
@@ -355,8 +355,9 @@ def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen) 
     from rooflinecli.bench.opgrid import SDPA_BACKENDS, _sdpa_fn
 
     cfg = W.cfg
-    q = device_randn((batch, cfg.num_heads, 1, cfg.head_dim), torch.bfloat16, device, gen)
-    k = device_randn((batch, cfg.num_kv_heads, context + 1, cfg.head_dim), torch.bfloat16, device, gen)
+    dev = tensor_device or device
+    q = device_randn((batch, cfg.num_heads, 1, cfg.head_dim), torch.bfloat16, dev, gen)
+    k = device_randn((batch, cfg.num_kv_heads, context + 1, cfg.head_dim), torch.bfloat16, dev, gen)
     times: dict[str, float] = {}
     for b in SDPA_BACKENDS:
         try:
@@ -397,12 +398,15 @@ TRITON_TOLERANCE = 5e-2
 
 
 def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool = False, budget_s: float = 30.0,
-             replays: int = REPLAYS, on_point=None, seed: int = 0, triton: bool = True, checkpoint=None) -> dict[str, Any]:
+             replays: int = REPLAYS, on_point=None, seed: int = 0, triton: bool = True, checkpoint=None,
+             tensor_device: str | None = None) -> dict[str, Any]:
     """Build, time and record the whole model; the ``extra.end_to_end_full.models[<name>]`` dict.
-    ``checkpoint(entry)`` is called after every point (a stage killed by its timeout keeps them)."""
+    ``checkpoint(entry)`` is called after every point (a stage killed by its timeout keeps them).
+    ``tensor_device``: where tensors live when not ``device`` (tests of the CUDA path on the CPU)."""
     import torch
 
     t0 = time.monotonic()
+    dev = tensor_device or device  # where tensors live (tests: "cpu" under the CUDA timing path)
     if device == "cuda":
         free, _total = torch.cuda.mem_get_info()
         usable = USABLE * free
@@ -420,7 +424,7 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         out["note"] = (f"{cfg.name} does not fit one GPU with room for its KV cache: built with {plan.cfg.num_layers} of "
                        f"{plan.layers_full} layers (num_hidden_layers reduced); predictions use the same reduced config")
     try:
-        W = Weights(plan.cfg, device, seed)
+        W = Weights(plan.cfg, dev, seed)
     except Exception as e:  # noqa: BLE001 - recorded (say, out of memory); nothing else can run
         out["failed"].append({"phase": "build", "engine": "torch", "batch": 0, "context": 0, "error": _why(e)})
         out["elapsed_s"] = time.monotonic() - t0
@@ -434,12 +438,12 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
     state: dict[str, Any] = {"triton": None}
 
     def decode_point(engine: str, B: int, N: int) -> dict[str, Any]:
-        kc, vc = _caches(W, B, N, device, gen)
-        tokens = torch.randint(0, plan.cfg.vocab_size, (B,), generator=gen).to(device)
-        cos, sin = W.rope_tables(torch.full((B,), N, device=device))
+        kc, vc = _caches(W, B, N, dev, gen)
+        tokens = torch.randint(0, plan.cfg.vocab_size, (B,), generator=gen).to(dev)
+        cos, sin = W.rope_tables(torch.full((B,), N, device=dev))
         reference = decode_step(W, TorchOps(), tokens, cos, sin, kc, vc, N)  # eager torch, default dispatch
         if engine == "torch":
-            backend, how = pick_decode_backend(W, B, N, device, gen)
+            backend, how = pick_decode_backend(W, B, N, device, gen, dev)
             ops, extra = TorchOps(backend), {"backend": backend, "backend_probe": how}
         else:
             ops = state["triton"] = state["triton"] or TritonOps()
@@ -460,9 +464,9 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         return _point("decode", engine, B, N, L, samples, method, **extra)
 
     def prefill_point(engine: str, B: int, S: int) -> dict[str, Any]:
-        kc, vc = _caches(W, 1, S, device, gen)
-        tokens = torch.randint(0, plan.cfg.vocab_size, (S,), generator=gen).to(device)
-        cos, sin = W.rope_tables(torch.arange(S, device=device))
+        kc, vc = _caches(W, 1, S, dev, gen)
+        tokens = torch.randint(0, plan.cfg.vocab_size, (S,), generator=gen).to(dev)
+        cos, sin = W.rope_tables(torch.arange(S, device=dev))
         samples, method = _eager_runs(lambda: prefill(W, tokens, cos, sin, kc, vc), device, 5)
         return _point("prefill", "torch", 1, S, L, samples, method, backend="default dispatch (SDPA causal, enable_gqa)")
 
