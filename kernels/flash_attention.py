@@ -256,6 +256,8 @@ def _plan(q, k, v, out, causal, sm_scale):
         make_descriptor(v, [1, 1, bn, D]),
         make_descriptor(out, [1, 1, bm, D]),
     )
+    if sm_scale is not None and not sm_scale > 0:
+        raise ValueError(f"sm_scale = {sm_scale} must be > 0 (the kernel takes the row max before scaling)")
     qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
     scalars = (H, S, H // H_kv, qk_scale)
     consts = {"D": D, "CAUSAL": bool(causal), "UPCAST": upcast_dots(q.dtype)}

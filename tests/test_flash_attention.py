@@ -122,6 +122,12 @@ def test_launcher_rejects_bad_inputs(q, k, v, match):
         fa.flash_attention(q, k, v)
 
 
+def test_launcher_rejects_non_positive_scale():
+    q = _t(1, 2, 16, 64)
+    with pytest.raises(ValueError, match="sm_scale = -0.1 must be > 0"):
+        fa.flash_attention(q, q, q, sm_scale=-0.1)
+
+
 def test_launcher_rejects_bad_out():
     q = _t(1, 2, 16, 64)
     with pytest.raises(ValueError, match="out must be"):
