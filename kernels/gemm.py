@@ -125,16 +125,12 @@ def _set_skinny_block_shapes(nargs):
 def skinny_configs(block_m: int) -> list:
     """The autotune configs of the skinny kernel for a token tile of ``block_m`` (16..256)."""
     splits = (1,) if block_m <= NO_WORKSPACE_MAX_M else (1, 2, 4)
-    # (BLOCK_K, stages) within 227 KB: (64 + block_m) * BLOCK_K * 2 B * stages
-    bk_stages = {16: ((256, 4), (128, 6)), 32: ((256, 4), (128, 6)), 64: ((256, 3), (128, 6)),
+    # (BLOCK_K, stages) within 227 KB: (64 + block_m) * BLOCK_K * 2 B * stages; (128, 4) at 16-32
+    # tokens uses 82-99 KB, so two programs share an SM (a finer tail when N / 64 is not a whole
+    # number of waves, e.g. N = 28672: 448 programs)
+    bk_stages = {16: ((256, 4), (128, 6), (128, 4)), 32: ((256, 4), (128, 6), (128, 4)), 64: ((256, 3), (128, 6)),
                  128: ((128, 3), (64, 4)), 256: ((64, 4), (64, 5))}[block_m]
-    out = []
-    for split in splits:
-        for bk, stages in bk_stages:
-            out.append(_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages))
-    if block_m <= NO_WORKSPACE_MAX_M:
-        out.append(_skinny_cfg(128, 1, 4, 8))
-    return out
+    return [_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages) for split in splits for bk, stages in bk_stages]
 
 
 #: token tiles of the skinny kernel (the wgmma N dimension): the smallest of these that covers M

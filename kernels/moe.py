@@ -174,11 +174,13 @@ def _moe_down_kernel(
 
 #: per-M configs: (largest average slots per expert T*k/E, config), first match wins. untuned:
 #: decode (<= 16 slots per expert) takes 16-token blocks (the smallest wgmma N) and streams 64-row
-#: bands of the weights in 128-wide K tiles, 4 stages (2 x 16 KB of w1 per stage in the w13 GEMM:
-#: the ~36 KB per SM in flight a 4.8 TB/s stream needs); prefill-like runs take 64/128-token blocks
-#: and 128-row bands, as compute-friendly tiles of Triton's matmul tutorial.
+#: bands of the weights in 128-wide K tiles, 3 stages (2 x 16 KB of w1 per stage in the w13 GEMM,
+#: 110 KB in all: two programs per SM, so a grid that is not a whole number of waves, Mixtral T = 1's
+#: 448 w13 programs, still keeps every SM streaming at the tail; 3 x 36 KB in flight per program is
+#: several times the ~36 KB per SM a 4.8 TB/s stream needs); prefill-like runs take 64/128-token
+#: blocks and 128-row bands, as compute-friendly tiles of Triton's matmul tutorial.
 MOE_CONFIGS = (
-    (16, dict(BLOCK_M=16, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K=128, num_warps=4, num_stages=4)),
+    (16, dict(BLOCK_M=16, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K=128, num_warps=4, num_stages=3)),
     (128, dict(BLOCK_M=64, BLOCK_N_UP=64, BLOCK_N_DOWN=128, BLOCK_K=64, num_warps=4, num_stages=4)),
     (float("inf"), dict(BLOCK_M=128, BLOCK_N_UP=128, BLOCK_N_DOWN=128, BLOCK_K=64, num_warps=8, num_stages=3)),
 )

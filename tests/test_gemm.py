@@ -273,8 +273,9 @@ def test_gpu_configs_compile_to_wgmma_and_tma_for_h200():
     from kernels.testing import run_without_interpreter
 
     rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
-    # persistent: 8 configs + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 2 x 4 + 2 fp8
-    assert len(rows) == len(G.PERSISTENT_16BIT) + len(G.PERSISTENT_FP8) + 2 + 13
+    # persistent: every config + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 3 (bm32)
+    # + 2 x 3 (bm64, bm128, bm256) + 2 fp8
+    assert len(rows) == len(G.PERSISTENT_16BIT) + len(G.PERSISTENT_FP8) + 2 + 14
     limit = get_spec("h200").smem_per_sm_bytes - 1024
     for row in rows:
         fp8 = "float8" in row["name"]
