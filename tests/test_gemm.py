@@ -317,3 +317,24 @@ def test_repeated_calls_reuse_the_plan_with_new_tensors(M, gen):
     _check(gemm(**second), second, "fp16")
     _check(gemm(**first), first, "fp16")
     assert len(G._PLANS) == n_plans + 1  # one more plan: the given out (its layout is part of the key)
+
+
+@pytest.mark.parametrize("M", [20, 270])
+def test_autotuned_path_then_direct_launch(M, gen, monkeypatch):
+    # The GPU path: the first call of a shape goes through the autotuner (one config here, so the
+    # interpreter needs no benchmark), later calls launch its choice straight through the JIT kernel
+    # with the descriptors' tile shapes set by the config's pre-hook. fp16: no UPCAST needed.
+    import triton
+
+    skinny = triton.autotune(configs=[G._skinny_cfg(32, 2, 4, 2)], key=["M", "N", "K", "HAS_SCALES"])(G._skinny_kernel)
+    persistent = triton.autotune(configs=[G._persistent_cfg(32, 32, 32, 4, 2)], key=G._PERSISTENT_KEY)(G._persistent_kernel)
+    monkeypatch.setattr(G, "_interpreting", lambda: False)
+    monkeypatch.setattr(G, "_skinny", {bm: skinny for bm in G.SKINNY_BLOCK_MS})
+    monkeypatch.setattr(G, "_persistent_16bit", persistent)
+    monkeypatch.setattr(G, "_PLANS", {})
+    first, second = _pair(M, 72, 160, "fp16", gen), _pair(M, 72, 160, "fp16", gen)
+    _check(gemm(**first), first, "fp16")
+    (plan,) = G._PLANS.values()
+    assert plan.kernel is not None and plan.meta["BLOCK_K"] == 32  # the autotuner's choice, kept
+    assert plan.w_desc.block_shape[1] == 32
+    _check(gemm(**second), second, "fp16")
