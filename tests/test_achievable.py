@@ -182,13 +182,24 @@ def test_achievable_grows_with_batch_and_context(h200m):
     assert total[2, 1] == pytest.approx(predict_step_s(cfg, h200m, wl, "decode", 64, 4096, mode="achievable"), rel=1e-12)
 
 
-def test_prefill_eager_pays_host_launches_for_short_prompts(h200m):
+def test_eager_prefill_waits_for_the_host_only_when_kernels_are_short(h200m):
+    """Eager prefill: a short prompt is host-bound (about one launch cost per kernel), a long one
+    GPU-bound (the host runs ahead during the long GEMMs)."""
     cfg = get_model("llama-3-8b")
-    wl = Workload(batch=1, prompt_len=16, gen_len=1)
-    rows = predict_step_breakdown(cfg, h200m, wl, "prefill", 1, 16, mode="achievable")
-    eager = models_for(h200m).eager_launch_s
-    rope = next(r for r in rows if r["name"] == "attn.rope")
-    assert rope["time_s"] == pytest.approx(rope["kernels"] * rope["layers"] * eager)  # host-bound: 10 launches per layer
+    h = models_for(h200m).eager_launch_s
+
+    def rows(S):
+        return {r["name"]: r for r in predict_step_breakdown(cfg, h200m, Workload(batch=1, prompt_len=S, gen_len=1), "prefill", 1, S, mode="achievable")}
+
+    short, long_ = rows(16), rows(8192)
+    kernels = sum(r["kernels"] * r["layers"] for r in short.values())
+    total_short = sum(r["time_s"] for r in short.values())
+    assert total_short == pytest.approx(kernels * h, rel=0.05)  # host-bound: launches set the pace
+    assert short["host launch wait"]["time_s"] > 0.5 * total_short
+    total_long = sum(r["time_s"] for r in long_.values())
+    assert long_["host launch wait"]["time_s"] < 0.01 * total_long
+    # decode runs in a CUDA graph: no host row
+    assert "host launch wait" not in {r["name"] for r in predict_step_breakdown(cfg, h200m, Workload(batch=1, prompt_len=16, gen_len=1), "decode", 1, 16, mode="achievable")}
 
 
 def test_bad_mode_and_engine(h200m):
@@ -249,3 +260,21 @@ def test_newer_calibration_ops_are_used(tmp_path):
     want = sum(m.linear["rope"].time_s([1.0, 2.0 * x + cs])[0] for x in (q, k))
     assert rows["attn.rope"]["time_s"] == pytest.approx(cfg.num_layers * want)
     assert rows["norms"]["time_s"] == pytest.approx(cfg.num_layers * 2 * m.linear["rmsnorm"].time_s([1.0, 2.0 * 64 * 4096 * 2 + 2 * 4096])[0])
+
+
+def test_unseen_gemm_shapes_leave_one_shape_family_out(cal):
+    """GEMMs of an (N, K) the calibration lacks (other models, TP shards): leave each measured
+    (N, K) out, refit, predict its M sweep from the fitted form and the other shapes' mean ratio."""
+    from rooflinecli.achievable.fit import fit_gemm
+
+    rows = cal.of("gemm")
+    errs = []
+    for nk in {(r.shape["N"], r.shape["K"]) for r in rows}:
+        m = fit_gemm([r for r in rows if (r.shape["N"], r.shape["K"]) != nk])
+        for r in rows:
+            if (r.shape["N"], r.shape["K"]) == nk:
+                M, N, K = r.shape["M"], r.shape["N"], r.shape["K"]
+                errs.append(abs(float(m.time_s(M, N, K, 2.0 * M * N * K, r.bytes)[0]) / r.t_graph_s - 1))
+    med, p90 = float(np.median(errs)), float(np.percentile(errs, 90))
+    print(f"\nunseen (N, K), {len(errs)} GEMMs: median |error| {med:.1%}, p90 {p90:.1%}")
+    assert med <= 0.07 and p90 <= 0.15

@@ -133,7 +133,7 @@ def predict_step_breakdown(cfg, spec, wl, phase: str, batch, context, *, mode: s
     if mode == "achievable":
         return [
             {"name": r.name, "kind": r.kind, "layers": r.layers, "kernels": r.kernels, "time_s": float(np.sum(r.time_s)),
-             "roof_s": float(np.sum(r.roof_s)), "fixed_s": float(np.sum(r.fixed_s)), "efficiency": float(np.nanmean(r.efficiency)), "note": r.note}
+             "roof_s": float(np.sum(r.roof_s)), "fixed_s": float(np.sum(r.fixed_s)), "efficiency": r.mean_efficiency(), "note": r.note}
             for r in phase_achievable(cfg, spec, wl, phase, float(batch), float(context), engine)
         ]
     if mode == "roof_measured" and spec.kind != "measured":

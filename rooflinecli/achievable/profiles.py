@@ -31,6 +31,9 @@ class EngineProfile:
     rope_kernels: int  # RoPE on q and k
     kv_write_kernels: int  # writes of the new K and V into the cache (0: fused into RoPE)
     attention: str  # "sdpa" (torch SDPA: cuDNN / flash prefill, flash-decoding)
+    #: prefill: copies between the token-major layout of the projections and SDPA's head-major one
+    #: (q made contiguous as [B, H, S, D], the output back to [S, H*D])
+    prefill_layout_copies: int = 0
 
 
 ENGINES: dict[str, EngineProfile] = {
@@ -53,6 +56,7 @@ ENGINES: dict[str, EngineProfile] = {
         rope_kernels=10,
         kv_write_kernels=2,
         attention="sdpa",
+        prefill_layout_copies=2,
     ),
     "fused": EngineProfile(
         name="fused",

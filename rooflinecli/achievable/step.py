@@ -44,6 +44,11 @@ class StepRow:
         work = np.asarray(self.time_s) - np.asarray(self.fixed_s)
         return np.where(work > 0, np.asarray(self.roof_s) / np.where(work > 0, work, 1.0), np.nan)
 
+    def mean_efficiency(self) -> float | None:
+        """The efficiency averaged over the grid; None where the row has no work beyond its fixed costs."""
+        e = np.asarray(self.efficiency, dtype=float)
+        return float(np.nanmean(e)) if np.isfinite(e).any() else None
+
 
 class _Builder:
     def __init__(self, cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile):
@@ -76,14 +81,12 @@ class _Builder:
         return t, t0
 
     def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False):
-        """One row. Each kernel costs at least the graph floor (in a graph) or the host's launch
-        cost (eager); ``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels
-        together (in a graph), so only eager launches add to it."""
+        """One row of GPU time. In a graph each kernel costs at least the graph floor
+        (``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels together, which
+        holds their floors already); eager launches are accounted for by ``host_wait``."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
-        else:
-            t = np.maximum(np.asarray(t, dtype=float), kernels * self.m.eager_launch_s)
         self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note))
 
     # ---- ops ------------------------------------------------------------------------------------
@@ -117,6 +120,10 @@ class _Builder:
         h = cfg.num_heads / wl.tp
         if self.phase == "prefill":
             D = (cfg.mla.qk_nope_head_dim + cfg.mla.qk_rope_head_dim) if cfg.mla is not None else cfg.head_dim
+            n = self.p.prefill_layout_copies
+            if n:  # q to [B, H, S, D] and the output back to [S, H*D]: read + write of each
+                t, f = self.copy_like(n * 2.0 * self.tokens * h * D * self.b, n)
+                self.add("attn.layout", "elementwise", op.layers, n, t, f, (), "q and the attention output between token-major and head-major layouts")
             lm = self.m.linear["sdpa_prefill_causal"]
             t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
             note = "SDPA causal prefill"
@@ -183,7 +190,32 @@ class _Builder:
             done.add(name)
             if name == "attn.o" and p.residual_add_kernels:
                 self._residual_adds(L)
+        if not self.graph:
+            self.host_wait()
         return self.rows
+
+    def host_wait(self):
+        """Eager phases: the GPU idles while the host launches. With launch i issued at i * h
+        (h: the host's cost per launch) and kernel i starting at max(its issue, the end of kernel
+        i - 1), the phase ends at max over i of (i * h + GPU work from kernel i on). For L identical
+        layers of H host and G GPU time each that is the GPU work plus
+        max(0, (L - 1) * (H - G)) + max over launches within a layer of (launches so far * h - GPU
+        work so far): zero when the GPU is busy long enough for the host to run ahead (long
+        prefills), the whole launch cost when every kernel is shorter than its launch."""
+        h = self.m.eager_launch_s
+        L = float(self.cfg.num_layers)
+        per_layer = [(r.kernels * r.layers / L, np.asarray(r.time_s, dtype=float) / L) for r in self.rows]
+        H = sum(k for k, _ in per_layer) * h
+        G = sum((g for _, g in per_layer), np.zeros(()))
+        lag, k_so_far, g_so_far = np.zeros(()), 0.0, np.zeros(())
+        for k, g in per_layer:  # the lag peaks at a row's first or last launch
+            if k <= 0:
+                continue
+            lag = np.maximum(lag, np.maximum(k_so_far * h - g_so_far, (k_so_far + k - 1) * h - g_so_far - g * (k - 1) / k))
+            k_so_far, g_so_far = k_so_far + k, g_so_far + g
+        wait = np.maximum(0.0, (L - 1) * (H - G)) + lag
+        self.rows.append(StepRow("host launch wait", "host", 1, 0, wait, wait, np.zeros(()),
+                                 f"eager: GPU idle while the host launches ({h * 1e6:.1f} us per launch)"))
 
     # ---- engine-only kernels ----------------------------------------------------------------------
     def _first_attention(self) -> str:

@@ -376,7 +376,7 @@ def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.nd
         return [
             {"name": r.name, "kind": r.kind, "layers": r.layers, "kernels_per_layer": r.kernels,
              "roof_time_s": float(np.mean(r.roof_s)), "time_s": float(np.mean(r.time_s)), "fixed_s": float(np.mean(r.fixed_s)),
-             "efficiency": _finite_or_none(np.nanmean(r.efficiency) if np.any(np.isfinite(r.efficiency)) else np.nan), "note": r.note}
+             "efficiency": r.mean_efficiency(), "note": r.note}
             for r in rs
         ]
 
@@ -387,11 +387,6 @@ def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.nd
         "ops": {"prefill": rows(pre), "decode": rows(dec)},
         "calibration": {**cal.describe(), "spec": spec.id, "fit": models_for(spec).to_dict()},
     }
-
-
-def _finite_or_none(x) -> float | None:
-    x = float(x)
-    return x if np.isfinite(x) else None
 
 
 def layer_prediction(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str) -> list[dict]:
