@@ -84,8 +84,9 @@ def test_unknown_ops_are_noted_not_fatal():
         (lambda d: d["rows"].__setitem__(slice(None), []), "rows: missing or empty"),
         (lambda d: d.__setitem__("schema", "other/9"), "schema: unknown 'other/9'"),
         (lambda d: d.__setitem__("sustained", {"gemm_bf16_tflops": float("inf")}), "sustained.gemm_bf16_tflops: must be a positive finite number"),
+        (lambda d: d.__setitem__("rows", [r for r in d["rows"] if r["op"] != "sdpa_decode"]), "rows: fewer than 2 'sdpa_decode' rows"),
     ],
-    ids=["nan", "negative-time", "missing-time", "negative-bytes", "missing-shape-key", "no-rows", "bad-schema", "inf-sustained"],
+    ids=["nan", "negative-time", "missing-time", "negative-bytes", "missing-shape-key", "no-rows", "bad-schema", "inf-sustained", "no-decode-attention"],
 )
 def test_bad_calibration_is_one_line(tmp_path, mutate, expect):
     doc = _doc()

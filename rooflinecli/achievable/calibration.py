@@ -53,6 +53,12 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
 #: ops with a ``t_series`` of back-to-back runs instead of one time
 SERIES_OPS = ("gemm_sustained", "copy_sustained")
 
+#: ops the achievable model needs, with the fewest rows each ("a|b": either)
+REQUIRED_ROWS: dict[str, int] = {
+    "gemm": 3, "launch_floor": 1, "copy": 2, "add_": 2, "silu_mul": 2, "rmsnorm|rmsnorm_copy": 2,
+    "sdpa_decode": 2, "sdpa_prefill_causal": 2,
+}
+
 #: calibration files are a few hundred rows; anything over 50 MB is not one
 MAX_CALIBRATION_BYTES = 50_000_000
 
@@ -169,9 +175,12 @@ def parse_calibration(doc, path: str) -> Calibration:
     sustained = {k: _number(v, f"{path}: sustained.{k}", positive=True) for k, v in sustained.items()}
     if "gemm_bf16_tflops" not in sustained and series and sustained_flops > 0:
         sustained["gemm_bf16_tflops"] = sustained_gemm_tflops(series, sustained_flops)
-    needed = [op for op in ("gemm", "launch_floor") if not any(r.op == op for r in rows)]
-    if needed:
-        raise RooflineError(f"{path}: rows: no '{needed[0]}' rows (the achievable model needs them)")
+    counts = {op: sum(1 for r in rows if r.op == op) for op in OP_SHAPES}
+    for op, least in REQUIRED_ROWS.items():
+        alternatives = op.split("|")
+        if max(counts[a] for a in alternatives) < least:
+            what = " or ".join(f"'{a}'" for a in alternatives)
+            raise RooflineError(f"{path}: rows: fewer than {least} {what} rows (the achievable model needs them)")
     env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {k: doc[k] for k in ("torch",) if k in doc}
     notes = tuple(f"ignored {n} row(s) of unknown op '{op}'" for op, n in sorted(unknown.items()))
     return Calibration(
