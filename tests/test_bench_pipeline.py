@@ -90,9 +90,11 @@ def test_a_red_check_is_recorded_and_not_timed(tmp_path):
     assert row.max_rel_error > 0
     assert calls["run"] == 1  # the check's call only: never timed
 
+    assert row.tuning == "fixed"  # it ran, and no autotuner was involved
     calls["raise"] = True
     row = Bencher(opts).bench_case(op, case)[0]
     assert not row.correct and "raised ValueError: launcher exploded" in row.note
+    assert row.tuning == ""  # raised before any kernel: unknown
 
     # an untimed row survives the results file
     res = make_results(opts, BenchState(rows=[row]), {"gpu_name": "cpu"}, "2026-01-01T00:00:00Z")
