@@ -54,6 +54,8 @@ SKINNY_MAX_M = 256
 NO_WORKSPACE_MAX_M = 16
 #: rows of W per skinny program (the wgmma M dimension of the swapped product)
 SKINNY_BLOCK_N = 64
+#: the K split the skinny configs may take above NO_WORKSPACE_MAX_M (sizes the workspace)
+MAX_SPLIT_K = 2
 #: largest fp8 e4m3 magnitude, for per-tensor scaling
 FP8_E4M3_MAX = 448.0
 #: K must be a multiple of this (TMA: 16-byte aligned rows for fp8 and 16-bit types alike)
@@ -120,15 +122,17 @@ def _set_skinny_block_shapes(nargs):
 # untuned: a decode GEMM streams W; each SM needs about 36 KB in flight (Little's law: 4.8 TB/s x
 # ~1 us / 132 SMs), so the configs keep 3-6 stages of 16-32 KB W tiles (BLOCK_K 128-256; the TMA
 # box is at most 256 elements per dimension). N = 8192 gives 128 programs of 64 W rows, one wave of
-# 132 SMs; the split configs (2 or 4 of K) give 2-4 programs per SM instead, which the first H200
-# run found faster for the old pointer kernel at M = 1 (37.3 us split 4 vs 43.1 us unsplit).
+# 132 SMs; above 16 tokens a split config (K in 2) doubles that, for N too small to fill the GPU.
+# (The first H200 run found split 4 faster for the old pointer kernel at M = 1, 37.3 us vs 43.1 us
+# unsplit; M <= 16 stays unsplit here: one launch, no workspace.)
 def skinny_configs(block_m: int) -> list:
     """The autotune configs of the skinny kernel for a token tile of ``block_m`` (16..256)."""
-    splits = (1,) if block_m <= NO_WORKSPACE_MAX_M else (1, 2, 4)
+    splits = (1,) if block_m <= NO_WORKSPACE_MAX_M else (1, MAX_SPLIT_K)
     # (BLOCK_K, stages) within 227 KB: (64 + block_m) * BLOCK_K * 2 B * stages; (128, 4) at 16-32
     # tokens uses 82-99 KB, so two programs share an SM (a finer tail when N / 64 is not a whole
-    # number of waves, e.g. N = 28672: 448 programs)
-    bk_stages = {16: ((256, 4), (128, 6), (128, 4)), 32: ((256, 4), (128, 6), (128, 4)), 64: ((256, 3), (128, 6)),
+    # number of waves, e.g. N = 28672: 448 programs). Few configs per token tile: the first GPU run
+    # autotunes every M of the decode sweep within the bench stage's time budget.
+    bk_stages = {16: ((256, 4), (128, 6), (128, 4)), 32: ((256, 4), (128, 4)), 64: ((256, 3), (128, 6)),
                  128: ((128, 3), (64, 4)), 256: ((64, 4), (64, 5))}[block_m]
     return [_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages) for split in splits for bk, stages in bk_stages]
 
@@ -375,10 +379,6 @@ def skinny_workspace_floats(M: int, N: int, split_k: int) -> int:
     """fp32 partials the serial fix-up needs: one [64, BLOCK_M] tile per program."""
     bm = skinny_block_m(M)
     return triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm) * split_k * SKINNY_BLOCK_N * bm
-
-
-#: the largest SPLIT_K any skinny config takes (sizes the workspace for the autotuner)
-MAX_SPLIT_K = 4
 
 
 class _Plan:
