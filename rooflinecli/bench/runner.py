@@ -392,7 +392,7 @@ class Bencher:
         with Recorder(self.autotuners, self.committed) as rec:
             ours_check = run_check(op.run, inputs, ref, tol, self.sync)  # the first call: any run-time tuning happens here
         config, how = summarize_calls(rec.calls)
-        if not ours_check.ok and not rec.calls:
+        if not ours_check.ok and not rec.calls and ours_check.message.startswith("raised "):
             how = ""  # it failed before reaching any kernel: whether one is autotuned is unknown
         candidates = []  # (backend, factory, call or None, check)
         for backend, factory in self.baseline_candidates(op):
