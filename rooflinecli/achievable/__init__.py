@@ -1,7 +1,7 @@
 """The achievable model: what a real GPU reaches, from calibrated vendor-kernel timings.
 
 A measured spec names its calibration file (``[measured_with] calibration = "h200-calibration.json"``,
-relative to the spec file). ``fit`` turns the file's rows into per-op-kind time models (fixed
+or a top-level ``calibration`` key where the spec schema has one; relative to the spec file). ``fit`` turns the file's rows into per-op-kind time models (fixed
 cost + work / achieved rate), ``profiles`` says which kernels an engine launches, and ``step``
 times the kernels of one phase, with the roof beside.
 
@@ -48,7 +48,8 @@ __all__ = [
 
 def calibration_path(spec) -> Path | None:
     """The calibration file a spec names (relative paths resolve beside the spec file), or None."""
-    name = (spec.measured_with or {}).get(CALIBRATION_KEY)
+    # a top-level ``calibration`` key (if the spec schema has one), else ``[measured_with] calibration``
+    name = getattr(spec, CALIBRATION_KEY, None) or (spec.measured_with or {}).get(CALIBRATION_KEY)
     if not name:
         return None
     p = Path(name)
