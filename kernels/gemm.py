@@ -318,11 +318,17 @@ def num_sms_of(device: torch.device) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def _row_stride(t: torch.Tensor) -> int:
+    """The row stride the TMA descriptor takes: a single row's stride is never used (any value is
+    allowed there, 0 from ``expand`` too), so it counts as contiguous."""
+    return t.stride(0) if t.shape[0] > 1 else t.shape[1]
+
+
 def _tma_problem(t: torch.Tensor) -> str | None:
     """None if the TMA engine can address ``t`` (2-D), else why not."""
-    if t.stride(1) != 1:
+    if t.stride(1) != 1 and t.shape[1] > 1:
         return f"contiguous along its last dimension (strides {tuple(t.stride())})"
-    if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16:
+    if t.data_ptr() % 16 or (_row_stride(t) * t.element_size()) % 16:
         return "16-byte aligned with a row stride of whole 16 bytes (the TMA engine's rule)"
     return None
 
@@ -439,8 +445,8 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
         else:
             plan.ws = plan.counts = out  # never touched with SPLIT_K = 1
         bk = cfg["BLOCK_K"] if cfg is not None else 16  # the autotuner's pre-hook sets its own
-        plan.a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
-        plan.w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [SKINNY_BLOCK_N, bk])
+        plan.a_desc = TensorDescriptor(a, [M, K], [_row_stride(a), 1], [bm, bk])
+        plan.w_desc = TensorDescriptor(w, [N, K], [_row_stride(w), 1], [SKINNY_BLOCK_N, bk])
         plan.c_desc = None
         plan.flags = dict(BLOCK_M=bm, BLOCK_N=SKINNY_BLOCK_N, HAS_SCALES=plan.fp8, UPCAST=upcast)
         plan.grid = lambda meta: (tiles, meta["SPLIT_K"])
@@ -455,9 +461,9 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
     c_tma = _tma_problem(out) is None
     sms = num_sms_of(a.device)
     plan.ws = plan.counts = None
-    plan.a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [64, 16])
-    plan.w_desc = TensorDescriptor(w, [N, K], [w.stride(0), 1], [64, 16])
-    plan.c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [64, 16]) if c_tma else None
+    plan.a_desc = TensorDescriptor(a, [M, K], [_row_stride(a), 1], [64, 16])
+    plan.w_desc = TensorDescriptor(w, [N, K], [_row_stride(w), 1], [64, 16])
+    plan.c_desc = TensorDescriptor(out, [M, N], [_row_stride(out), 1], [64, 16]) if c_tma else None
     plan.flags = dict(NUM_SMS=sms, C_TMA=c_tma, HAS_SCALES=plan.fp8, UPCAST=upcast)
     plan.grid = lambda meta: (min(sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)
     if cfg is not None:

@@ -123,6 +123,17 @@ def test_strided_operands_and_out(gen):
         assert torch.isnan(wide[:, :8]).all() and torch.isnan(wide[:, 53:]).all()
 
 
+def test_single_row_of_any_stride(gen):
+    # M = 1 from expand (row stride 0) and N = 1 from a row slice: one row's stride is never used
+    row = randn((1, 64), torch.bfloat16, DEVICE, gen)
+    a = row.expand(1, 64)
+    w = randn((3, 64), torch.bfloat16, DEVICE, gen)[1:2]
+    a0 = torch.as_strided(row, (1, 64), (0, 1))
+    for lhs in (a, a0):
+        out = gemm(lhs, w)
+        _check(out, {"a": lhs, "w": w}, "bf16")
+
+
 def test_unaligned_out_takes_pointer_epilogue(gen):
     # N = 45 rows of 90 bytes: the TMA engine cannot store them, the masked pointer epilogue does
     inputs = _pair(270, 45, 64, "bf16", gen)
