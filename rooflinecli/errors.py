@@ -91,7 +91,7 @@ def check_user_file(path: str | Path, what: str, max_bytes: int = MAX_USER_FILE_
         kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device"
         raise RooflineError(f"{path}: is {kind}, not a {what} (only regular files are read)")
     if st.st_size > max_bytes:
-        raise RooflineError(f"{path}: {st.st_size / 1e6:,.0f} MB is too large for a {what} (limit {max_bytes / 1e6:,.0f} MB)")
+        raise RooflineError(f"{path}: {st.st_size:,} bytes is too large for a {what} (limit {max_bytes:,} bytes)")
     return path
 
 
@@ -106,7 +106,7 @@ def read_user_bytes(path: str | Path, what: str, max_bytes: int = MAX_USER_FILE_
     except OSError as e:
         raise RooflineError(f"{path}: cannot read {what}: {_os_reason(e)}") from None
     if len(data) > max_bytes:
-        raise RooflineError(f"{path}: too large for a {what} (limit {max_bytes / 1e6:,.0f} MB)")
+        raise RooflineError(f"{path}: too large for a {what} (limit {max_bytes:,} bytes)")
     return data
 
 

@@ -1,0 +1,196 @@
+"""The hostile inputs of issue 12, one by one: each ends in one ``error:`` line and exit 2 (or a
+correct answer), fast, with nothing clobbered. The random search over the same classes is
+tests/test_hostile_props.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.cli import app
+from rooflinecli.errors import RooflineError, markup_safe, one_line, read_user_file
+from rooflinecli.fmt import json_dumps
+from rooflinecli.model_registry import presets_dir
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    t0 = time.perf_counter()
+    r = runner.invoke(app, list(args))
+    assert time.perf_counter() - t0 < 5, f"{args} took over 5 s"
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.output
+    return r
+
+
+def one_error(r, *needles: str) -> str:
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+# ---- the reader ----------------------------------------------------------------------------------
+
+
+def test_reader_refuses_folder_device_fifo_and_oversized_files_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    done: list[str] = []
+
+    def read_fifo():  # a reader that opened the FIFO would block here forever
+        try:
+            read_user_file(fifo, "model config file")
+        except RooflineError as e:
+            done.append(str(e))
+
+    t = threading.Thread(target=read_fifo, daemon=True)
+    t.start()
+    t.join(5)
+    assert done and "is a FIFO" in done[0]
+    for path, needle in ((tmp_path, "is a folder"), ("/dev/zero", "is a device"), (tmp_path / "nope.json", "no such")):
+        with pytest.raises(RooflineError, match=needle):
+            read_user_file(path, "model config file")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2000)
+    with pytest.raises(RooflineError, match=r"2,000 bytes is too large .* limit 1,000 bytes"):
+        read_user_file(big, "model config file", max_bytes=1000)
+    for args in (("model", "show", str(fifo)), ("hw", "show", "/dev/zero"), ("validate", str(tmp_path)), ("model", "show", "/dev/zero")):
+        one_error(run(*args))
+
+
+@pytest.mark.parametrize("depth", [1000, 200_000])
+def test_deep_nesting_is_one_line(tmp_path, depth):
+    cfg = tmp_path / "config.json"
+    cfg.write_text("[" * depth + "]" * depth)
+    one_error(run("model", "show", str(cfg)), str(cfg))
+    spec = tmp_path / "gpu.toml"
+    spec.write_text("x = " + "[" * depth + "]" * depth + "\n")
+    one_error(run("hw", "show", str(spec)), str(spec))
+
+
+def test_non_utf8_and_nan_literals_are_one_line(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_bytes(b"\xff\xfe{}")
+    one_error(run("model", "show", str(bad)), "not UTF-8")
+    raw = json.loads((presets_dir() / "gpt2.json").read_text())
+    bad.write_text(json.dumps(raw).replace('"n_embd": 768', '"n_embd": NaN'))
+    one_error(run("model", "show", str(bad)), "NaN is not a JSON number")
+
+
+# ---- bounds before any work ---------------------------------------------------------------------
+
+
+def _config(tmp_path, **changes):
+    raw = json.loads((presets_dir() / "llama-3-8b.json").read_text())
+    raw.update(changes)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(raw))
+    return str(p)
+
+
+def test_model_sizes_are_bounded(tmp_path):
+    one_error(run("analyze", "--model", _config(tmp_path, num_hidden_layers=10**9), "--no-ops"),
+              "num_hidden_layers", "limit of 10,000")
+    one_error(run("model", "show", _config(tmp_path, rope_theta=1e300)), "rope_theta")
+    one_error(run("model", "show", _config(tmp_path, hidden_size=2**64)), "hidden_size")
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (("analyze", "--gen", "100000000"), ("--gen", "limit of 4,194,304")),
+        (("analyze", "--prompt", "inf"), ("--prompt", "finite")),
+        (("analyze", "--prompt", "1e400"), ("--prompt", "finite")),
+        (("analyze", "--prompt", "-5"), ("--prompt", "negative")),
+        (("kv", "--model", "llama-3-8b", "--context", "99999999999999999999999"), ("--context", "limit")),
+        (("kv", "--model", "llama-3-8b", "--batch", "99999999999999999999999"), ("--batch", "2**53")),
+        (("moe", "--model", "mixtral-8x7b", "--batch", "99999999999999999999999"), ("--batch", "2**53")),
+        (("speculative", "--draft-tokens", "100000000", "--acceptance", "0.5"), ("--draft-tokens", "limit of 1,024")),
+        (("rope", "--model", "llama-3-8b", "--scale", "inf"), ("--scale", "finite")),
+        (("disagg", "--model", "gpt2", "--prompt", "1k", "--gen", "128", "--rate", "inf", "--ttft-target", "0.5", "--tpot-target", "0.05"),
+         ("--rate", "finite")),
+        (("sweep", "--model", "gpt2", "--hw", "h100-sxm", "--out", "x.csv", "--batch", "1..5000000", "--context", "1..5000000"),
+         ("rows", "limit of 100,000,000")),
+        (("sweep", "--model", "gpt2", "--hw", "h100-sxm", "--out", "x.csv", "--batch", "1..9000000000000000:x1.0000001"),
+         ("--batch", "10,000,000 values")),
+    ],
+)
+def test_absurd_option_values_are_refused_before_any_work(tmp_path, monkeypatch, args, needles):
+    monkeypatch.chdir(tmp_path)
+    one_error(run(*args), *needles)
+    assert not (tmp_path / "x.csv").exists()
+
+
+# ---- parse errors --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("analyze", "--batch", "x"), "Invalid value for '--batch'"),
+        (("analyze", "--no-such-option"), "No such option: --no-such-option"),
+        (("hw", "show"), "Missing argument"),
+        (("no-such-command",), "No such command"),
+        (("kv",), "Missing option '--model'"),
+    ],
+)
+def test_parse_errors_are_one_line_not_the_usage_box(args, needle):
+    r = run(*args)
+    assert "Usage:" not in r.output and "Try '" not in r.output
+    one_error(r, needle)
+
+
+def test_help_still_prints_usage():
+    for args in (("-h",), ("analyze", "-h"), ("hw", "--help")):
+        r = run(*args)
+        assert r.exit_code == 0 and "Usage:" in r.output
+
+
+# ---- names are data ------------------------------------------------------------------------------
+
+
+def test_markup_in_names_prints_as_itself(tmp_path):
+    raw = json.loads((presets_dir() / "llama-3-8b.json").read_text())
+    raw["_rooflinecli"] = {"id": "evil[/]x", "display_name": "[bold]shout[/] [red]"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(raw))
+    for args in (("model", "show", str(p)), ("analyze", "--model", str(p), "--no-ops"), ("compare", "--model", str(p), "--hw", "h100-sxm,h200"),
+                 ("kv", "--model", str(p))):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+        assert "evil[/]x" in r.stdout
+    assert "[bold]shout[/] [red]" in run("model", "show", str(p)).stdout
+
+
+def test_escape_codes_in_names_are_refused_and_never_printed(tmp_path):
+    raw = json.loads((presets_dir() / "gpt2.json").read_text())
+    raw["_rooflinecli"] = {"id": "x\x1b[2Jy"}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(raw))
+    line = one_error(run("model", "show", str(p)), "control characters")
+    assert "\x1b" not in line
+    assert one_line("a\x1b[31mb\x07c\nd") == "abc d"
+    assert markup_safe("[/]\x1b[0m") == "\\[/]"
+
+
+# ---- JSON output ---------------------------------------------------------------------------------
+
+
+def test_json_output_never_holds_nan_or_infinity():
+    text = json_dumps({"ratio": float("nan"), "inf": float("inf"), "rows": [1.0, float("-inf")]})
+    assert json.loads(text) == {"ratio": None, "inf": None, "rows": [1.0, None]}
+    for args in (("analyze", "--json", "--gen", "1"), ("kv", "--model", "deepseek-v3", "--json"), ("moe", "--model", "mixtral-8x7b", "--json"),
+                 ("attention-io", "--seq", "4096", "--head-dim", "128", "--json"), ("hw", "list", "--json"), ("model", "list", "--json"),
+                 ("speculative", "-k", "3", "--acceptance", "1.0", "--json"), ("compare", "--model", "gpt2", "--hw", "h100-sxm,h200", "--json")):
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+        json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{args}: {c} in JSON output"))
