@@ -176,6 +176,8 @@ def render(a, show_ops: bool = True) -> None:
 
         cal = a.calibration or {}
         c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {Path(cal.get('path', '?')).name}); the roof beside")
+        for note in cal.get("notes", []):
+            c.print(f"calibration: {note}", markup=False)
     elif spec.kind == "datasheet":
         c.print("mode roof: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
     else:
@@ -198,7 +200,7 @@ def render(a, show_ops: bool = True) -> None:
     if a.cost_per_million_output_tokens_usd is not None:
         lines.append(("cost", f"${a.cost_per_million_output_tokens_usd:,.3g} per million output tokens"))
     if a.decode_naive_mla is not None:
-        lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean), for comparison"))
+        lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean{', roof' if ach else ''}), for comparison"))
     m = a.memory
     lines.append(
         (
