@@ -150,7 +150,7 @@ class _Builder:
         self.add(name, op.kind, op.layers, op.kernels, t, g.t0_s, (name,), op.note + "; fitted GEMM form")
 
     def build(self) -> list[StepRow]:
-        cfg, p, b = self.cfg, self.p, self.b
+        cfg, p = self.cfg, self.p
         L = cfg.num_layers
         done: set[str] = set()
         fused = {}
