@@ -61,7 +61,7 @@ def test_reader_refuses_folder_device_fifo_and_oversized_files_without_blocking(
             read_user_file(path, "model config file")
     big = tmp_path / "big.json"
     big.write_bytes(b" " * 2000)
-    with pytest.raises(RooflineError, match=r"2,000 bytes is too large .* limit 1,000 bytes"):
+    with pytest.raises(RooflineError, match=r"2,000 bytes is too large .*limit 1,000 bytes"):
         read_user_file(big, "model config file", max_bytes=1000)
     for args in (("model", "show", str(fifo)), ("hw", "show", "/dev/zero"), ("validate", str(tmp_path)), ("model", "show", "/dev/zero")):
         one_error(run(*args))
