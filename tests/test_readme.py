@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -98,3 +99,24 @@ def test_readme_links_point_to_files_that_exist():
 def test_readme_console_lines_parse():
     for line in re.findall(r"^\$ (roofline .*)$", README, re.M):
         shlex.split(line.split("#")[0])
+
+
+def test_readme_and_docs_quote_the_same_measured_figures():
+    """Measured figures are quoted through markers that scripts/figures.py rewrites from one
+    measurement (docs/figures.json): the README and the docs cannot disagree."""
+    figures = _load_script("figures")
+    assert figures.mismatches(json.loads((ROOT / "docs" / "figures.json").read_text(encoding="utf-8"))) == []
+    quoted = {}
+    for path, name, _ in figures.quotes():
+        quoted.setdefault(name, set()).add(path.name)
+    assert {"README.md", "whatif.md"} <= quoted["sweep_wall_s"], quoted
+    assert "README.md" in quoted["startup_model_show_s"]
+    # no unmarked copy of the sweep time is left in the README
+    assert not re.search(r"about \d+(\.\d+)? s here", README)
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
