@@ -60,7 +60,7 @@ MAX_TMA_BOX = 256  # elements per dimension of one TMA tile (the hardware limit)
 def _mla_tiles(
     acc0, acc1, l_i, m_i, ql0, ql1, qr, desc_ckv, desc_kpe, table, b, start, end, qk_scale,
     R: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
-    UPCAST: tl.constexpr,
+    VARLEN: tl.constexpr, UPCAST: tl.constexpr,
 ):
     # Tiles [start, end) of one sequence's latents (the TMA engine reads rows past the cache as 0;
     # the mask leaves out keys at or past ``end``).
@@ -80,6 +80,13 @@ def _mla_tiles(
         qk = dot_acc(ql1, tl.trans(c1), qk, UPCAST)
         qk = dot_acc(qr, tl.trans(k_pe), qk, UPCAST)
         keep = (start_n + tl.arange(0, BLOCK_N)) < end
+        if VARLEN:
+            if start_n + BLOCK_N > end:
+                # a sequence's last tile: rows past its length are unwritten slots (NaN bit patterns
+                # included); p = 0 there, but 0 * NaN is NaN, so zero those values. Without VARLEN a
+                # tile only crosses the end of the cache, where the TMA engine reads zeros.
+                c0 = tl.where(keep[:, None], c0, 0.0)
+                c1 = tl.where(keep[:, None], c1, 0.0)
         qk = tl.where(keep[None, :], qk * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = tl.math.exp2(qk - m_new[:, None])
@@ -134,7 +141,7 @@ def _mla_decode_kernel(
     # doubles the code and made ptxas spill at BLOCK_N = 64 (Triton 3.6), for a select per score
     acc0, acc1, l_i, m_i = _mla_tiles(
         acc0, acc1, l_i, m_i, ql0, ql1, qr, desc_ckv, desc_kpe, Block_table + b * stride_bt, b,
-        start, end, qk_scale, R, P, BLOCK_N, PAGED, PAGE_SIZE, UPCAST,
+        start, end, qk_scale, R, P, BLOCK_N, PAGED, PAGE_SIZE, VARLEN, UPCAST,
     )
 
     p_off = b * stride_pb + heads * stride_ph + pid_split
@@ -161,16 +168,28 @@ def _config(bn, warps, stages):
 # GPU configs. Untuned (no GPU in development). FlashMLA's shape of the work: 64 heads per program
 # (one wgmma M of 64 rows; H = 128 takes two programs per chunk), 8 warps = two warpgroups that
 # split the 512-wide output, 32-64 tokens per TMA tile (a [64, 576] bf16 tile is 72 KB per stage).
-# Kept per Triton version to the (BLOCK_N, warps, stages) that compile for sm_90 without register
-# spills within 227 KB of shared memory, for the contiguous (False) and the paged (True) cache
-# (test_mla_decode's compile check): Triton 3.6 (the H200 machine's) fits all of them; 3.9 spills
-# at BLOCK_N = 64, and paged at 32. The 16-token tile exists for 16-token pages.
+# (BLOCK_N, warps, stages) per Triton version and per (paged, varlen) variant: those that compile
+# for sm_90 without register spills within 227 KB of shared memory (test_mla_decode's compile
+# check). Triton 3.6 is the H200 machine's. Varlen zeroes the values past a sequence's end in its
+# last tile, which costs registers. A variant with no spill-free tile (paged varlen under 3.9,
+# 16-token pages varlen under 3.6) runs the smallest tile that fits, spilling; docs/kernels_b.md.
+_ALL_TILES = [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]
 _TILES_BY_TRITON = {
-    "3.6": {False: [(64, 8, 2), (32, 8, 2), (32, 8, 3)], True: [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]},
+    "3.6": {
+        (False, False): [(64, 8, 2), (32, 8, 2), (32, 8, 3)],
+        (True, False): [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)],
+        (False, True): [(32, 8, 2), (32, 8, 3)],
+        (True, True): [(32, 8, 2)],
+    },
 }
-_TILES_OTHER = {False: [(32, 8, 2), (32, 8, 3)], True: [(16, 8, 3)]}
+_TILES_OTHER = {
+    (False, False): [(32, 8, 2), (32, 8, 3)],
+    (True, False): [(32, 8, 2), (32, 8, 3), (16, 8, 3)],
+    (False, True): [(16, 8, 3)],
+    (True, True): [],
+}
 TILES = _TILES_BY_TRITON.get(".".join(triton.__version__.split(".")[:2]), _TILES_OTHER)
-_GPU_CONFIGS = [_config(*t) for t in dict.fromkeys(TILES[False] + TILES[True])]
+_GPU_CONFIGS = [_config(*t) for t in _ALL_TILES]
 
 
 def _tile(c):
@@ -178,13 +197,16 @@ def _tile(c):
 
 
 def _keep_fitting_tiles(configs, named_args, **kwargs):
-    """Autotune pruning: the tiles listed for this cache layout; a paged cache also needs BLOCK_N
-    to divide the page (a TMA tile never crosses a page), preferring tiles of 32+ tokens."""
+    """Autotune pruning: the spill-free tiles listed for this (paged, varlen) variant; a paged cache
+    also needs BLOCK_N to divide the page (a TMA tile never crosses a page), preferring tiles of 32+
+    tokens. No listed tile fits: the widest 2-stage-or-less one that does (it spills)."""
     paged = bool(kwargs.get("PAGED", named_args.get("PAGED", False)))
+    varlen = bool(kwargs.get("VARLEN", named_args.get("VARLEN", False)))
     page = kwargs.get("PAGE_SIZE", named_args.get("PAGE_SIZE", 1)) if paged else CHUNK_ALIGN
-    fitting = [c for c in configs if _tile(c) in TILES[paged] and c.kwargs["BLOCK_N"] <= page]
-    wide = [c for c in fitting if c.kwargs["BLOCK_N"] >= 32]
-    return wide or fitting
+    fits = [c for c in configs if c.kwargs["BLOCK_N"] <= page]
+    listed = [c for c in fits if _tile(c) in TILES[(paged, varlen)]]
+    wide = [c for c in listed if c.kwargs["BLOCK_N"] >= 32]
+    return wide or listed or [min(fits, key=lambda c: (abs(c.kwargs["BLOCK_N"] - 32), c.num_stages))]
 
 
 CHUNK_ALIGN = 64

@@ -84,7 +84,7 @@ def test_split_count_and_lengths():
     assert compare(outs[1], outs[0].float(), 1e-3).ok
     lens = inputs["seq_lens"]
     cache = inputs["cache"].clone()
-    cache[1, int(lens[1]) :] = 50.0  # past sequence 1's length: never read
+    cache[1, int(lens[1]) :] = float("nan")  # past sequence 1's length: unwritten slots may hold NaN
     assert torch.equal(mla.mla_decode(**{**inputs, "cache": cache}, num_splits=4)[1], outs[1][1])
 
 
@@ -137,21 +137,28 @@ def test_cases():
 
 
 def test_config_pruning_follows_cache_layout():
-    """A paged cache keeps only tiles that divide its page; 16-token pages get the 16-token tile."""
+    """A paged cache keeps only tiles that divide its page; each variant keeps its listed tiles."""
     keep = mla._keep_fitting_tiles
-    contiguous = keep(mla._GPU_CONFIGS, {}, PAGED=False, PAGE_SIZE=1)
-    assert contiguous and all(mla._tile(c) in mla.TILES[False] for c in contiguous)
-    assert all(c.kwargs["BLOCK_N"] >= 32 for c in contiguous)
-    small = keep(mla._GPU_CONFIGS, {}, PAGED=True, PAGE_SIZE=16)
+    for paged in (False, True):
+        for varlen in (False, True):
+            page = 64 if paged else 1
+            kept = keep(mla._GPU_CONFIGS, {}, PAGED=paged, VARLEN=varlen, PAGE_SIZE=page)
+            assert kept, (paged, varlen)
+            listed = mla.TILES[(paged, varlen)]
+            if listed:
+                assert all(mla._tile(c) in listed for c in kept)
+            if paged:
+                assert all(64 % c.kwargs["BLOCK_N"] == 0 for c in kept)
+    small = keep(mla._GPU_CONFIGS, {}, PAGED=True, VARLEN=False, PAGE_SIZE=16)
     assert small and all(c.kwargs["BLOCK_N"] == 16 for c in small)
-    for c in keep(mla._GPU_CONFIGS, {}, PAGED=True, PAGE_SIZE=64):
-        assert 64 % c.kwargs["BLOCK_N"] == 0 and mla._tile(c) in mla.TILES[True]
+    assert keep(mla._GPU_CONFIGS, {}, PAGED=True, VARLEN=True, PAGE_SIZE=16)[0].kwargs["BLOCK_N"] == 16
     assert all(c.kwargs["BLOCK_H"] == 64 and c.num_warps == 8 for c in mla._GPU_CONFIGS)
 
 
-# Lower every GPU config the autotuner may run (contiguous, and paged with 64-token pages) for
-# sm_90 without a GPU at DeepSeek-V3's dims and read the cubin: wgmma (HGMMA) for the score and
-# output matmuls, TMA loads of the latent tiles, shared memory within 227 KB, no register spills.
+# Lower every tile listed as spill-free for the installed Triton (contiguous and paged with 64-token
+# pages, with and without per-sequence lengths) for sm_90 without a GPU at DeepSeek-V3's dims and
+# read the cubin: wgmma (HGMMA) for the score and output matmuls, TMA loads of the latent tiles,
+# shared memory within 227 KB, no register spills.
 _COMPILE = """
 import json, torch
 from kernels import mla_decode as ml
@@ -163,17 +170,19 @@ rows = []
 f32, i32 = (torch.empty(0, dtype=d) for d in (torch.float32, torch.int32))
 ql, qr = torch.empty((16, 128, 512), dtype=torch.bfloat16), torch.empty((16, 128, 64), dtype=torch.bfloat16)
 for paged in (False, True):
+  for varlen in (False, True):
     cache = torch.empty((64, 64, 576) if paged else (16, 1024, 576), dtype=torch.bfloat16)
-    for cfg in ml._keep_fitting_tiles(ml._GPU_CONFIGS, {}, PAGED=paged, PAGE_SIZE=64 if paged else 1):
+    for t in ml.TILES[(paged, varlen)]:
+        cfg = ml._config(*t)
         n = cfg.kwargs["BLOCK_N"]
         args = dict(desc_ql=make_descriptor(ql, [1, 64, 256]), desc_qr=make_descriptor(qr, [1, 64, 64]),
                     desc_ckv=make_descriptor(cache, [1, n, 256]), desc_kpe=make_descriptor(cache, [1, n, 64]),
                     Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32, stride_bt=512,
                     stride_pb=128 * 8, stride_ph=8, stride_ab=128 * 8 * 512, stride_ah=8 * 512, stride_as=512,
                     H=128, N_ctx=32768, chunk=4096, qk_scale=0.1, B=16, SPLITS=8, R=512, P=64,
-                    VARLEN=paged, PAGED=paged, PAGE_SIZE=64 if paged else 1, UPCAST=False, **cfg.kwargs)
+                    VARLEN=varlen, PAGED=paged, PAGE_SIZE=64 if paged else 1, UPCAST=False, **cfg.kwargs)
         k = compile_for_gpu(ml._mla_decode_kernel, args, cfg.num_warps, cfg.num_stages)
-        rows.append({"name": f"paged={paged} {cfg.kwargs} w{cfg.num_warps} s{cfg.num_stages}", **cubin_report(k)})
+        rows.append({"name": f"paged={paged} varlen={varlen} {t}", **cubin_report(k)})
 print(json.dumps(rows))
 """
 
