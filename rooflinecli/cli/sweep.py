@@ -79,7 +79,7 @@ def sweep_cmd(
     else:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}", markup=False),
                       TimeElapsedColumn(), transient=True) as progress:
             task = progress.add_task("", total=n_blocks)
 
