@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# The GPU run: calibrate, bench --suite full (each case checked against its reference before it is
-# timed), efficiency fit, end-to-end layer, validate, then the kernels' reference-pair tests on the
-# GPU. Runs from the source tree (PYTHONPATH=., python3; no install, no network, no plotly) and
-# finishes in under 8 minutes on one H200: every stage has its own `timeout`, and a
-# stage that fails or times out does not stop the others (bench checkpoints after each case).
+# The GPU run, from the source tree (PYTHONPATH=., python3; no install, no network, no plotly):
+#
+#   calibrate   measured ceilings (burst and sustained) + the op-grid calibration file (cuBLAS,
+#               SDPA, elementwise, copies, launch floor), graph-timed: what the achievable model fits
+#   e2e_*       whole-model decode steps (one CUDA graph each) and eager prefill for llama-3-8b,
+#               qwen2.5-7b and a reduced-layer llama-3-70b (torch ops; our Triton kernels for 8b)
+#   tune        roofline tune on the quick suite: graph-timed, interleaved, committed as JSON
+#   bench       the full kernel suite (each case checked against its reference before it is timed),
+#               graph-timed GPU time + host us per call, fastest torch baseline, do_bench_cudagraph
+#               cross-check, with the tuned configs
+#   gate_*      the same kernel subset benched twice and `regress` between the two runs: the gate's
+#               false-alarm rate on an unchanged commit (it should report 0 regressions)
+#   validate    predicted vs measured: kernels, and whole-model roof / measured roof / achievable
+#   tests       the kernels' reference-pair tests on the GPU (coverage, not a gate: bench has
+#               already checked every case it timed)
 #
 #   scripts/gpu_suite.sh [OUT_DIR]        # default: $OUT, else ./gpu_suite_out
 #
-# Stages, in order: calibrate, bench, fit, e2e, validate, tests. Exit 0 when all passed, 1 when any
-# failed or timed out, 2 without a GPU.
-# Writes under OUT_DIR: results.json (bench + extra.end_to_end), measured_spec.toml (measured
-# ceilings + fitted efficiency), validation.json, validation.md, summary.txt, stages.tsv, logs/.
-# Without a CUDA GPU it prints one line and exits 2. Stage budgets (seconds) can be overridden
-# through the environment: T_CALIBRATE, T_BENCH, T_FIT, T_E2E, T_VALIDATE, T_TESTS; the tests'
-# pytest -k filter through GPU_SUITE_TEST_FILTER.
+# Every stage has its own budget (seconds; override with T_<STAGE>), and the whole run has a
+# deadline (GPU_SUITE_DEADLINE_S, default 500): a stage gets at most what is left of it, and a
+# stage with under 10 s left is skipped. A stage that fails or times out does not stop the others
+# (bench and calibrate checkpoint as they go). After every stage the output folder is packed into
+# OUT_DIR/../<name>.tar.gz when GPU_SUITE_TAR is set (so a run cut short still returns its files).
+# Exit 0 when every stage passed, 1 when any failed, timed out or was skipped, 2 without a GPU.
+# Writes under OUT_DIR: measured_spec.toml + measured_spec.calibration.json, results.json,
+# e2e.json, tuned/<gpu>-triton<version>.json, gate-run{1,2}.json + gate-regress.{json,md},
+# validation.{json,md}, validation-e2e.{json,md}, environment.txt, summary.txt, stages.tsv, logs/.
 set -u
 
 OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
@@ -21,23 +33,24 @@ case "$OUT_DIR" in /*) ;; *) OUT_DIR="$PWD/$OUT_DIR" ;; esac  # relative to wher
 cd "$(dirname "$0")/.." || exit 2
 PY="${PYTHON:-python3}"
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+DEADLINE=${GPU_SUITE_DEADLINE_S:-500}
 
 # GPU_SUITE_CPU_DRYRUN=1 (tests only): the same stages on the CPU under the Triton interpreter, on
-# the kernels' tiny "test" cases (GPU_SUITE_KERNELS, default copy) and a tiny layer; no GPU check,
-# no kernel-test stage. It checks the plumbing, not the GPU.
+# the kernels' tiny "test" cases (GPU_SUITE_KERNELS, default copy) and tiny models; no GPU check,
+# no tune (it needs a GPU), no kernel-test run. It checks the plumbing, not the GPU.
 DRY="${GPU_SUITE_CPU_DRYRUN:-0}"
-T_BENCH=${T_BENCH:-210}
 if [ "$DRY" = 1 ]; then
     export TRITON_INTERPRET=1
     CAL_ARGS=(--device cpu --base h200)
     BENCH_ARGS=(--device cpu --suite test --hw h200 --kernel "${GPU_SUITE_KERNELS:-copy}")
+    GATE_ARGS=(--device cpu --suite test --hw h200 --kernel "${GPU_SUITE_KERNELS:-copy}" --quiet)
     E2E_ARGS=(--device cpu --tiny --hw h200)
 else
-    CAL_ARGS=()
-    # the full suite stops starting new cases 30 s before its own budget ends
-    BENCH_ARGS=(--suite full --target-ms 150 --time-budget-s $((T_BENCH - 30)))
+    CAL_ARGS=(--budget-s "${CAL_GRID_S:-75}")
+    BENCH_ARGS=(--suite full --target-ms 100 --crosscheck)
     [ -n "${GPU_SUITE_KERNELS:-}" ] && BENCH_ARGS+=(--kernel "$GPU_SUITE_KERNELS")
+    GATE_ARGS=(--suite quick --kernel "${GPU_SUITE_GATE_KERNELS:-copy,rmsnorm,gemm,decode_attention}" --target-ms 60 --quiet)
     E2E_ARGS=()
 fi
 
@@ -58,18 +71,39 @@ print(torch.cuda.get_device_name(0))
     exit 2
 fi
 
-mkdir -p "$OUT_DIR/logs" || exit 2
+mkdir -p "$OUT_DIR/logs" "$OUT_DIR/tuned" || exit 2
 RESULTS="$OUT_DIR/results.json"
+E2E="$OUT_DIR/e2e.json"  # whole-model runs: their own results file (bench writes results.json anew)
 SPEC="$OUT_DIR/measured_spec.toml"
 STAGES="$OUT_DIR/stages.tsv"
 printf 'stage\tstatus\tseconds\n' >"$STAGES"
 T0=$(date +%s)
-echo "gpu_suite: $gpu_line; output in $OUT_DIR"
+echo "gpu_suite: $gpu_line; output in $OUT_DIR; deadline ${DEADLINE}s"
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    git rev-parse HEAD 2>/dev/null || echo "no git"
+    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,power.limit,temperature.gpu,pstate --format=csv
+    "$PY" -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)' 2>&1
+} >"$OUT_DIR/environment.txt" 2>&1
 
-# run_stage NAME BUDGET_S CMD...: log to logs/NAME.log, record status and duration, never abort
+pack() {  # keep a packed copy beside OUT_DIR up to date (GPU_SUITE_TAR=path.tar.gz)
+    [ -n "${GPU_SUITE_TAR:-}" ] && tar czf "$GPU_SUITE_TAR.tmp" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")" 2>/dev/null \
+        && mv -f "$GPU_SUITE_TAR.tmp" "$GPU_SUITE_TAR"
+    return 0
+}
+
+# run_stage NAME BUDGET_S CMD...: log to logs/NAME.log, record status and duration, never abort;
+# the budget is cut to what the deadline leaves (minus 15 s for the summary)
 run_stage() {
     local name=$1 budget=$2
     shift 2
+    local left=$((DEADLINE - ($(date +%s) - T0) - 15))
+    [ "$left" -lt "$budget" ] && budget=$left
+    if [ "$budget" -lt 10 ]; then
+        printf '%s\t%s\t0\n' "$name" "skipped(deadline)" >>"$STAGES"
+        echo "== $name: skipped, the run's ${DEADLINE}s deadline is near"
+        return 0
+    fi
     local t=$(date +%s) rc status
     echo "== $name (budget ${budget}s): $*"
     timeout -k 10 "$budget" "$@" >"$OUT_DIR/logs/$name.log" 2>&1
@@ -82,37 +116,53 @@ run_stage() {
     printf '%s\t%s\t%s\n' "$name" "$status" "$(($(date +%s) - t))" >>"$STAGES"
     echo "   $status in $(($(date +%s) - t)) s; tail of logs/$name.log:"
     tail -n 4 "$OUT_DIR/logs/$name.log" | sed 's/^/   | /'
+    pack
     return 0
 }
 
 R="$PY -m rooflinecli"
 
-# 1. measured ceilings -> spec file
-run_stage calibrate "${T_CALIBRATE:-45}" $R calibrate --out "$SPEC" "${CAL_ARGS[@]}"
+# 1. measured ceilings (burst + sustained) and the op grid -> spec file + calibration file
+run_stage calibrate "${T_CALIBRATE:-110}" $R calibrate --out "$SPEC" "${CAL_ARGS[@]}"
 MEASURED=()
 [ -f "$SPEC" ] && MEASURED=(--measured "$SPEC")
 
-# 2. the full suite: correctness check, then ours and the torch baseline timed, per case
-run_stage bench "$T_BENCH" $R bench --out "$RESULTS" "${BENCH_ARGS[@]}" "${MEASURED[@]}"
+# 2. whole models: decode steps in one CUDA graph each, eager prefill (e2e.json, extra.end_to_end_full)
+run_stage e2e_llama8b "${T_E2E_8B:-60}" $R e2e --full --model llama-3-8b --results "$E2E" --budget-s 25 "${E2E_ARGS[@]}" "${MEASURED[@]}"
+run_stage e2e_qwen7b "${T_E2E_QWEN:-35}" $R e2e --full --model qwen2.5-7b --results "$E2E" --budget-s 12 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
+run_stage e2e_llama70b "${T_E2E_70B:-40}" $R e2e --full --model llama-3-70b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 
-# 3. fitted efficiency into the measured spec (the e2e check then predicts with it too)
-if [ -f "$RESULTS" ] && [ -f "$SPEC" ]; then
-    run_stage fit "${T_FIT:-20}" $R calibrate --from-results "$RESULTS" --measured "$SPEC" --out "$SPEC"
+# 3. tuned configs for the quick suite's keys (bench then runs them without re-tuning)
+if [ "$DRY" = 1 ]; then
+    printf 'tune\tskipped(cpu)\t0\n' >>"$STAGES"
+else
+    T_TUNE=${T_TUNE:-75}
+    run_stage tune "$T_TUNE" $R tune --suite quick --time-budget-s $((T_TUNE - 25)) --out "$OUT_DIR/tuned" --quiet
 fi
 
-# 4. one decoder layer end to end (adds extra.end_to_end to the results; creates them if bench failed)
-run_stage e2e "${T_E2E:-60}" $R e2e --results "$RESULTS" "${E2E_ARGS[@]}" "${MEASURED[@]}"
+# 4. the full suite: check, then ours and the fastest torch baseline graph-timed, per case
+T_BENCH=${T_BENCH:-170}
+run_stage bench "$T_BENCH" $R bench --out "$RESULTS" --time-budget-s $((T_BENCH - 35)) --tuned "$OUT_DIR/tuned" "${BENCH_ARGS[@]}" "${MEASURED[@]}"
 
-# 5. validation (its "fitted" column is fitted leave-one-shape-out, so it stays honest)
+# 5. the gate on an unchanged commit: one subset benched twice, regress between the runs
+run_stage gate_run1 "${T_GATE:-35}" $R bench --out "$OUT_DIR/gate-run1.json" --tuned "$OUT_DIR/tuned" "${GATE_ARGS[@]}"
+run_stage gate_run2 "${T_GATE:-35}" $R bench --out "$OUT_DIR/gate-run2.json" --tuned "$OUT_DIR/tuned" "${GATE_ARGS[@]}"
+if [ -f "$OUT_DIR/gate-run1.json" ] && [ -f "$OUT_DIR/gate-run2.json" ]; then
+    # regress's exit 1 (a regression between two runs of one commit) is the false alarm this stage
+    # measures, counted in the summary, not a failure of the stage; exit 2 (an error) is
+    run_stage gate_regress 20 bash -c '"$@"; rc=$?; [ $rc -le 1 ]' gate $R regress "$OUT_DIR/gate-run1.json" "$OUT_DIR/gate-run2.json" \
+        --impl all --json "$OUT_DIR/gate-regress.json" --markdown "$OUT_DIR/gate-regress.md"
+fi
+
+# 6. validation: whole models (roof, measured roof, achievable), then kernels
+if [ -f "$E2E" ]; then
+    run_stage validate_e2e "${T_VALIDATE:-25}" $R validate "$E2E" "${MEASURED[@]}" --out "$OUT_DIR/validation-e2e.json" --markdown "$OUT_DIR/validation-e2e.md"
+fi
 if [ -f "$RESULTS" ]; then
-    run_stage validate "${T_VALIDATE:-20}" $R validate "$RESULTS" "${MEASURED[@]}" --out "$OUT_DIR/validation.json" --markdown "$OUT_DIR/validation.md"
+    run_stage validate "${T_VALIDATE:-25}" $R validate "$RESULTS" "${MEASURED[@]}" --out "$OUT_DIR/validation.json" --markdown "$OUT_DIR/validation.md"
 fi
 
-# 6. the kernels' reference-pair tests on the GPU, last: bench has already checked every case it
-# timed against its reference, so these odd-shape tests add coverage, not a gate, and a cold Triton
-# cache makes them slow (each test shape autotunes, and their odd sizes share no compiled variant
-# with bench's). Only the reference pairs, split-K and paged paths (-k), no -x (one failure must not
-# hide the other kernels); what the budget leaves untested shows in the log.
+# 7. the kernels' reference-pair tests on the GPU, last (coverage; bench already checked each case)
 tests=()
 for k in copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
     [ -f "tests/test_$k.py" ] && tests+=("tests/test_$k.py")
@@ -120,38 +170,12 @@ done
 TEST_ARGS=(-q -p no:cacheprovider -rf --tb=line -k "${GPU_SUITE_TEST_FILTER:-matches_reference or split_k or paged}")
 [ "$DRY" = 1 ] && TEST_ARGS+=(--collect-only)  # the dry run checks the command line, runs nothing
 if [ ${#tests[@]} -gt 0 ]; then
-    run_stage tests "${T_TESTS:-75}" "$PY" -m pytest "${tests[@]}" "${TEST_ARGS[@]}"
-else
-    printf 'tests\tno test files\t0\n' >>"$STAGES"
+    run_stage tests "${T_TESTS:-60}" "$PY" -m pytest "${tests[@]}" "${TEST_ARGS[@]}"
 fi
 
 # ---- short summary, last ---------------------------------------------------------------------------
-"$PY" - "$OUT_DIR" "$(($(date +%s) - T0))" <<'EOF' | tee "$OUT_DIR/summary.txt"
-import json, sys
-from pathlib import Path
-
-out, total = Path(sys.argv[1]), sys.argv[2]
-print(f"\ngpu_suite summary ({total} s), {out}")
-for line in (out / "stages.tsv").read_text().splitlines()[1:]:
-    name, status, secs = line.split("\t")
-    print(f"  {name:<10} {status:<16} {secs:>4} s")
-v = out / "validation.json"
-if not v.is_file():
-    print("  no validation.json")
-    sys.exit(0)
-d = json.loads(v.read_text())
-pct = lambda x: "-" if x is None else f"{x * 100:.1f}%"
-print(f"  GPU {d['gpu_name']}; specs {d['datasheet_spec']} / {d['measured_spec']}")
-for basis, s in d["summary"].items():
-    o = s["overall"]
-    print(f"  kernels vs {basis:<9}: median |err| {pct(o['median_abs_error'])}, p90 {pct(o['p90_abs_error'])} (n {o['n']})")
-for p in d.get("end_to_end", []):
-    print(f"  e2e {p['phase']:<7}: measured {p['measured_s'] * 1e6:.1f} us, err datasheet {pct(p.get('error_datasheet'))}, measured {pct(p.get('error_measured'))}, fitted {pct(p.get('error_fitted'))}")
-for t in d["targets"]:
-    val = "-" if t["value"] is None else f"{t['value']:.2f}"
-    print(f"  target {t['name']:<20} {t['status']:<12} {val:>6}  {t['detail']}")
-print(f"  flags: {len(d['flags'])}; failed checks: {len(d['failed'])}")
-EOF
-# exit 1 when any stage failed or timed out (its outputs, and the others', are kept)
-if tail -n +2 "$STAGES" | cut -f2 | grep -qv '^ok'; then exit 1; fi
+"$PY" -m rooflinecli.bench.suite_summary "$OUT_DIR" "$(($(date +%s) - T0))" | tee "$OUT_DIR/summary.txt"
+pack
+# exit 1 when any stage failed, timed out or was skipped (its outputs, and the others', are kept)
+if tail -n +2 "$STAGES" | cut -f2 | grep -v '^skipped(cpu)' | grep -qv '^ok'; then exit 1; fi
 exit 0

@@ -56,29 +56,41 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     (blocker / "__init__.py").write_text('raise ImportError("plotly is not on the GPU machine")\n')
     pythonpath = os.pathsep.join(p for p in (str(blocker.parent), os.environ.get("PYTHONPATH", "")) if p)
     # stage budgets are sized for an H200; on a slow or busy CI machine the interpreter needs longer
-    budgets = {k: "300" for k in ("T_TESTS", "T_CALIBRATE", "T_BENCH", "T_FIT", "T_E2E", "T_VALIDATE")}
-    env = {"GPU_SUITE_CPU_DRYRUN": "1", "GPU_SUITE_KERNELS": "copy", "PYTHONPATH": pythonpath, **budgets}
-    p = _run(tmp_path, env, timeout=600)
+    budgets = {k: "300" for k in ("T_TESTS", "T_CALIBRATE", "T_BENCH", "T_E2E_8B", "T_E2E_QWEN", "T_E2E_70B", "T_GATE", "T_VALIDATE")}
+    tar = tmp_path / "suite.tar.gz"
+    env = {"GPU_SUITE_CPU_DRYRUN": "1", "GPU_SUITE_KERNELS": "copy", "PYTHONPATH": pythonpath, "GPU_SUITE_DEADLINE_S": "3000",
+           "GPU_SUITE_TAR": str(tar), **budgets}
+    p = _run(tmp_path, env, timeout=900)
     out = tmp_path / "out"
     assert p.returncode == 0, p.stdout + p.stderr
     stages = [line.split("\t") for line in (out / "stages.tsv").read_text().splitlines()[1:]]
-    assert [s[0] for s in stages] == ["calibrate", "bench", "fit", "e2e", "validate", "tests"]
-    assert all(s[1].startswith("ok") for s in stages), stages
-    # the summary table comes last
+    assert [s[0] for s in stages] == ["calibrate", "e2e_llama8b", "e2e_qwen7b", "e2e_llama70b", "tune", "bench",
+                                      "gate_run1", "gate_run2", "gate_regress", "validate_e2e", "validate", "tests"]
+    assert all(s[1].startswith("ok") or s[1] == "skipped(cpu)" for s in stages), stages
+    # the summary comes last, and the packed copy holds the whole folder
     tail = p.stdout.strip().splitlines()
-    assert any(line.startswith("gpu_suite summary") for line in tail[-25:])
+    assert any(line.startswith("gpu_suite summary") for line in tail[-60:])
     assert tail[-1].startswith("  flags:")
+    import tarfile
+
+    with tarfile.open(tar) as t:
+        names = set(t.getnames())
+    assert {"out/results.json", "out/validation.json", "out/summary.txt", "out/gate-regress.json", "out/e2e.json"} <= names
     res = load_results(out / "results.json")
     assert res.rows and all(r.correct and len(r.samples_s) >= 10 for r in res.rows)
+    assert all(r.host_us_per_call is not None and r.method for r in res.rows)
     assert res.measured_spec == "h200-measured"
-    phases = res.extra["end_to_end"]["phases"]
-    assert [ph["phase"] for ph in phases] == ["prefill", "decode"] and all(ph["correct"] for ph in phases)
-    assert all(ph["predicted_s_fitted"] is not None for ph in phases)  # the fit ran before e2e
+    full = load_results(out / "e2e.json").extra["end_to_end_full"]["models"]
+    assert len(full) == 3 and all(m["points"] for m in full.values())
     spec = load_spec_file(out / "measured_spec.toml")
-    assert spec.kind == "measured" and "copy" in spec.efficiency
+    assert spec.kind == "measured"
     v = json.loads((out / "validation.json").read_text())
     assert v["summary"]["measured"]["overall"]["n"] == len([r for r in res.rows if r.impl == "triton"])
-    assert len(v["end_to_end"]) == 2
+    ve = json.loads((out / "validation-e2e.json").read_text())
+    assert ve["end_to_end_full"] and all(p["measured_s"] > 0 for p in ve["end_to_end_full"])
+    assert any(line.startswith("  e2e ") for line in tail)
+    gate = json.loads((out / "gate-regress.json").read_text())
+    assert gate["exit_code"] in (0, 1) and gate["rows"]
     assert (out / "validation.md").read_text().startswith("# Validation")
     assert (out / "summary.txt").is_file() and (out / "logs" / "bench.log").is_file()
     # the GPU's test stage (last) collects its -k subset from every kernel's test file
