@@ -48,7 +48,7 @@ if [ "$DRY" = 1 ]; then
     E2E_ARGS=(--device cpu --tiny --hw h200)
 else
     CAL_ARGS=(--budget-s "${CAL_GRID_S:-75}")
-    BENCH_ARGS=(--suite full --target-ms 100 --crosscheck)
+    BENCH_ARGS=(--suite "${GPU_SUITE_BENCH_SUITE:-full}" --target-ms 100 --crosscheck)
     [ -n "${GPU_SUITE_KERNELS:-}" ] && BENCH_ARGS+=(--kernel "$GPU_SUITE_KERNELS")
     GATE_ARGS=(--suite quick --kernel "${GPU_SUITE_GATE_KERNELS:-copy,rmsnorm,gemm,decode_attention}" --target-ms 60 --quiet)
     E2E_ARGS=()
