@@ -311,8 +311,6 @@ def test_named_baselines_match_reference(case, gen):
     runs = {name: r for name, r in runs.items() if r is not None}
     assert runs, case.id
     for name, run in runs.items():
-        if case.dtype == "fp8" and DEVICE == "cpu":
-            continue  # torch._scaled_mm has no CPU kernel; on the GPU it is checked here
         c = compare(run(), reference(**inputs), OP.tolerance[case.dtype])
         assert c.ok, f"{name}: {c.message}"
 
