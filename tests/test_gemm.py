@@ -102,6 +102,7 @@ def test_persistent_grouped_ordering_and_epilogues(dtype, subtile, flatten, gen)
 def test_persistent_programs_loop_over_tiles(gen, monkeypatch):
     # 3 programs for 9 x 4 tiles: each walks 12 tiles, the epilogue of one under the next's loads
     monkeypatch.setattr(G, "num_sms_of", lambda device: 3)
+    monkeypatch.setattr(G, "_PLANS", {})  # a fresh plan (NUM_SMS is part of it), dropped afterwards
     inputs = _pair(263, 123, 96, "fp16", gen)
     out = poisoned((263, 123), torch.float16, DEVICE)
     gemm(**inputs, out=out)
