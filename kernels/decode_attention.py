@@ -22,8 +22,19 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.flash_attention import LOG2E, check_device, dot, dot_acc, full_fp32, interpreting, launch_key, upcast_dots
+from kernels.flash_attention import (
+    LOG2E,
+    check_device,
+    dot,
+    dot_acc,
+    full_fp32,
+    interpreting,
+    launch_key,
+    tma_ready,
+    upcast_dots,
+)
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -37,7 +48,7 @@ MAX_SPLITS = 64  # the reduce kernel holds all splits of one head in registers: 
 
 @triton.jit
 def _decode_attention_kernel(
-    Q, K, V, Seq_lens, Block_table, M_part, L_part, Acc_part,
+    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part,
     stride_qb, stride_qh,
     stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
     stride_vb, stride_vh, stride_vn,
@@ -48,7 +59,9 @@ def _decode_attention_kernel(
     B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
     BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
     VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
+    TMA: tl.constexpr,  # K/V tiles by the TMA engine (desc_k, desc_v) instead of pointer loads (K, V)
 ):
+    # desc_k, desc_v: TMA descriptors over the cache as [batch or page, token, H_kv, D]
     pid_bh = tl.program_id(0)
     pid_split = tl.program_id(1)
     b = pid_bh // H_kv
@@ -71,21 +84,38 @@ def _decode_attention_kernel(
     for start_n in range(start, end, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         in_seq = offs_n < end
-        if PAGED:
-            page = tl.load(Block_table + b * stride_bt + offs_n // PAGE_SIZE, mask=in_seq, other=0).to(tl.int64)
-            k_off = page * stride_kb + h_kv * stride_kh + (offs_n % PAGE_SIZE) * stride_kn
-            v_off = page * stride_vb + h_kv * stride_vh + (offs_n % PAGE_SIZE) * stride_vn
+        if TMA:  # BLOCK_N divides PAGE_SIZE: a tile never crosses a page
+            if PAGED:
+                page = tl.load(Block_table + b * stride_bt + start_n // PAGE_SIZE)
+                row = start_n % PAGE_SIZE
+            else:
+                page = b
+                row = start_n
+            k = desc_k.load([page, row, h_kv, 0]).reshape(BLOCK_N, D)
         else:
-            k_off = b.to(tl.int64) * stride_kb + h_kv * stride_kh + offs_n.to(tl.int64) * stride_kn
-            v_off = b.to(tl.int64) * stride_vb + h_kv * stride_vh + offs_n.to(tl.int64) * stride_vn
-        k = tl.load(K + k_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
+            if PAGED:
+                page = tl.load(Block_table + b * stride_bt + offs_n // PAGE_SIZE, mask=in_seq, other=0).to(tl.int64)
+                k_off = page * stride_kb + h_kv * stride_kh + (offs_n % PAGE_SIZE) * stride_kn
+                v_off = page * stride_vb + h_kv * stride_vh + (offs_n % PAGE_SIZE) * stride_vn
+            else:
+                k_off = b.to(tl.int64) * stride_kb + h_kv * stride_kh + offs_n.to(tl.int64) * stride_kn
+                v_off = b.to(tl.int64) * stride_vb + h_kv * stride_vh + offs_n.to(tl.int64) * stride_vn
+            k = tl.load(K + k_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
         qk = dot(q, tl.trans(k), UPCAST) * qk_scale
         qk = tl.where(in_seq[None, :], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = tl.math.exp2(qk - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(V + v_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
+        if TMA:
+            v = desc_v.load([page, row, h_kv, 0]).reshape(BLOCK_N, D)
+            if VARLEN:
+                if start_n + BLOCK_N > end:
+                    # a sequence's last tile: slots past its length may hold NaN (0 x NaN is NaN);
+                    # without VARLEN a tile only crosses the end of the cache, read as zeros
+                    v = tl.where(in_seq[:, None], v, 0.0)
+        else:
+            v = tl.load(V + v_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
         acc = dot_acc(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
         m_i = m_new
 
@@ -137,23 +167,52 @@ def reduce_splits(m_part: torch.Tensor, l_part: torch.Tensor, acc_part: torch.Te
     )
 
 
-# GPU configs. Untuned (no GPU in development): 3-4 stages keep tens of KB of K/V loads in
-# flight per program, what a memory-bound loop needs; kept to tiles that compiled for sm_90
-# (Triton 3.9, checked offline with ptxas) without register spills (BLOCK_N = 128 spilled, and
-# BLOCK_N = 64 with 4 warps). Every BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
+def _set_blocks(nargs):
+    """Autotune pre-hook: the TMA descriptors' tiles follow the config being run."""
+    block = [1, nargs["BLOCK_N"], 1, nargs["D"]]
+    nargs["desc_k"].block_shape = block
+    nargs["desc_v"].block_shape = block
+
+
+def _config(bn, warps, stages, tma):
+    return triton.Config({"BLOCK_N": bn, "TMA": tma}, num_warps=warps, num_stages=stages, pre_hook=_set_blocks)
+
+
+def _keep_fitting_tiles(configs, named_args, **kwargs):
+    """Autotune pruning: a TMA tile of a paged cache must not cross a page (BLOCK_N <= PAGE_SIZE);
+    16-token TMA tiles only for pages that small."""
+    paged = bool(kwargs.get("PAGED", named_args.get("PAGED", False)))
+    page = kwargs.get("PAGE_SIZE", named_args.get("PAGE_SIZE", 1)) if paged else CHUNK_ALIGN
+    smallest = min(page, 32)
+    return [c for c in configs if not c.kwargs["TMA"] or smallest <= c.kwargs["BLOCK_N"] <= page]
+
+
+# GPU configs. Untuned. Pointer loads (cp.async pipelined): the three the first H200 run timed
+# (32 x 4 warps x 4 stages won at B1 128k, 138 us in the autotuner, 0.97x SDPA graph-timed). TMA
+# loads: 64-128-token tiles, 2-4 per SM in flight; the autotuner picks between the two on the GPU.
+# All compile for sm_90 without register spills (test_decode_attention's compile check). Every
+# BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
 CHUNK_ALIGN = 128
 _GPU_CONFIGS = [
-    triton.Config({"BLOCK_N": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_N": 64}, num_warps=8, num_stages=4),
+    _config(32, 4, 4, False),
+    _config(64, 8, 3, False),
+    _config(64, 8, 4, False),
+    _config(64, 4, 4, True),
+    _config(128, 4, 3, True),
+    _config(128, 8, 3, True),
+    _config(16, 4, 8, True),  # paged caches of 16-token pages (a TMA tile stays inside a page)
 ]
-# Key: everything that changes the grid (B, H_kv, SPLITS) or the code (GROUP, D, PAGED, VARLEN).
-# Not the chunk length: it changes every CHUNK_ALIGN tokens of a growing context.
+# Key: everything that changes the grid (B, H_kv, SPLITS) or the code (GROUP, D, PAGED, VARLEN,
+# PAGE_SIZE). Not the chunk length: it changes every CHUNK_ALIGN tokens of a growing context.
 _decode_attention_autotuned = triton.autotune(
-    configs=_GPU_CONFIGS, key=["B", "H_kv", "SPLITS", "GROUP", "D", "PAGED", "VARLEN"]
+    configs=_GPU_CONFIGS,
+    key=["B", "H_kv", "SPLITS", "GROUP", "D", "PAGED", "PAGE_SIZE", "VARLEN"],
+    prune_configs_by={"early_config_prune": _keep_fitting_tiles},
 )(_decode_attention_kernel)
-# Interpreter: fixed BLOCK_N = 32, so odd contexts cross several tiles within one chunk.
-_INTERPRET_BLOCK_N = 32
+# Interpreter: fixed 16-token tiles (the smallest page), so odd contexts cross several tiles within
+# one chunk; TMA loads (the tests run the pointer loads too, by setting this False).
+_INTERPRET_BLOCK_N = 16
+_INTERPRET_TMA = True
 
 
 @functools.lru_cache(maxsize=None)
@@ -198,8 +257,8 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         if block_table.stride(1) != 1:
             raise ValueError("block_table must be contiguous in its last dimension")
         N_max = block_table.shape[1] * page_size
-        if page_size & (page_size - 1):
-            raise ValueError(f"page_size = {page_size} must be a power of two")
+        if page_size < 16 or page_size & (page_size - 1):
+            raise ValueError(f"page_size = {page_size} must be a power of two >= 16")
     else:
         Bk, H_kv, N_max, Dk = k_cache.shape
         page_size = 1
@@ -215,6 +274,9 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         raise ValueError(f"q and the caches must all be bf16 or all fp16, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
     if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
         raise ValueError("q and the caches must be contiguous in the last (head) dimension")
+    why = tma_ready(k_cache, v_cache)
+    if why:
+        raise ValueError(f"the caches must be {why}")
     if seq_lens is not None and (seq_lens.shape != (B,) or seq_lens.dtype != torch.int32):
         raise ValueError(f"seq_lens must be [B={B}] int32, got {tuple(seq_lens.shape)} {seq_lens.dtype}")
     check_device(*(t for t in (q, k_cache, v_cache, seq_lens, block_table) if t is not None))
@@ -234,9 +296,17 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
     if paged:
         kb, kh, kn = k_cache.stride(0), k_cache.stride(2), k_cache.stride(1)
         vb, vh, vn = v_cache.stride(0), v_cache.stride(2), v_cache.stride(1)
+        rows = page_size
     else:
         kb, kh, kn = k_cache.stride(0), k_cache.stride(1), k_cache.stride(2)
         vb, vh, vn = v_cache.stride(0), v_cache.stride(1), v_cache.stride(2)
+        rows = N_max
+    # TMA view of either cache: [batch or page, token, H_kv, D] over its own strides
+    bn = _INTERPRET_BLOCK_N if interpreting() else 64
+    descs = tuple(
+        TensorDescriptor(c, [c.shape[0], rows, H_kv, D], [sb, sn, sh, 1], [1, bn, 1, D])
+        for c, sb, sh, sn in ((k_cache, kb, kh, kn), (v_cache, vb, vh, vn))
+    )
     qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
     strides = (
         q.stride(0), q.stride(1), kb, kh, kn, vb, vh, vn,
@@ -250,12 +320,12 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         VARLEN=seq_lens is not None, PAGED=paged, PAGE_SIZE=page_size,
     )
     if interpreting():
-        consts.update(BLOCK_N=_INTERPRET_BLOCK_N, UPCAST=upcast_dots(q.dtype))
+        consts.update(BLOCK_N=_INTERPRET_BLOCK_N, UPCAST=upcast_dots(q.dtype), TMA=_INTERPRET_TMA)
         kernel = _decode_attention_kernel
     else:
         consts["UPCAST"] = False
         kernel = _decode_attention_autotuned
-    return kernel, (B * H_kv, splits), (m_part, l_part, acc_part), strides, consts
+    return kernel, (B * H_kv, splits), descs, (m_part, l_part, acc_part), strides, consts
 
 
 def decode_attention(
@@ -282,10 +352,13 @@ def decode_attention(
     plan = _PLANS.get(key)
     if plan is None:
         plan = _PLANS[key] = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
-    kernel, grid, (m_part, l_part, acc_part), strides, consts = plan
+    elif (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
+        raise ValueError("the caches must be 16-byte aligned (the TMA engine's rule)")
+    kernel, grid, (desc_k, desc_v), (m_part, l_part, acc_part), strides, consts = plan
+    desc_k.base, desc_v.base = k_cache, v_cache
     lens = seq_lens if seq_lens is not None else q  # any tensor: not read when VARLEN is False
     table = block_table if block_table is not None else q
-    kernel[grid](q, k_cache, v_cache, lens, table, m_part, l_part, acc_part, *strides, **consts)
+    kernel[grid](q, k_cache, v_cache, desc_k, desc_v, lens, table, m_part, l_part, acc_part, *strides, **consts)
     reduce_splits(m_part, l_part, acc_part, out)
     return out
 

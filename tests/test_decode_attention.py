@@ -34,6 +34,34 @@ def test_baseline_matches_reference(paged):
     assert c.ok, c.message
 
 
+@pytest.mark.parametrize("case", [c for c in OP.cases["test"] if c.dtype == "fp16"], ids=lambda c: c.id)
+def test_pointer_loads_match_reference(case, monkeypatch):
+    """The pointer-load path (the autotuner's non-TMA configs) on the same cases."""
+    monkeypatch.setattr(da, "_INTERPRET_TMA", False)
+    monkeypatch.setattr(da, "_PLANS", {})
+    inputs = OP.make_inputs(case, DEVICE, gen(case.id + "-ptr"))
+    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
+    da.decode_attention(**inputs, out=out)
+    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
+    assert c.ok, f"{case.id}: {c.message}"
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
+def test_unwritten_slots_past_a_length_are_never_used(tma, monkeypatch):
+    """Cache slots past a sequence's length may hold NaN (never written): the output ignores them."""
+    monkeypatch.setattr(da, "_INTERPRET_TMA", tma)
+    monkeypatch.setattr(da, "_PLANS", {})
+    case = da._case(2, 8, 2, 100, 64, "fp16", varlen=True, splits=2)
+    inputs = OP.make_inputs(case, DEVICE, gen("nan-slots"))
+    lens = inputs["seq_lens"]
+    ref = OP.reference(**inputs)
+    for name in ("k_cache", "v_cache"):
+        inputs[name] = inputs[name].clone()
+        inputs[name][1, :, int(lens[1]) :] = float("nan")
+    c = compare(da.decode_attention(**inputs), ref, OP.tolerance["fp16"])
+    assert c.ok, c.message
+
+
 @pytest.mark.parametrize("varlen", [False, True], ids=["full", "varlen"])
 def test_fair_baseline_candidates(varlen):
     """Every candidate either declines the inputs (None) or matches the reference; the matmul path
@@ -120,6 +148,10 @@ def test_launcher_checks():
         da.decode_attention(q, k, k, seq_lens=torch.tensor([5, 6], device=DEVICE))  # int64
     with pytest.raises(ValueError, match="block_table must be"):
         da.decode_attention(q, _t(8, 16, 2, 64), _t(8, 16, 2, 64), block_table=torch.zeros(2, 4, device=DEVICE))
+    with pytest.raises(ValueError, match="page_size = 8 must be a power of two >= 16"):
+        da.decode_attention(q, _t(8, 8, 2, 64), _t(8, 8, 2, 64), block_table=torch.zeros(2, 4, dtype=torch.int32, device=DEVICE))
+    with pytest.raises(ValueError, match="16-byte"):
+        da.decode_attention(q, _t(2, 2, 50, 65)[..., 1:], _t(2, 2, 50, 64))
     with pytest.raises(ValueError, match="page_size = 12"):
         da.decode_attention(q, _t(8, 12, 2, 64), _t(8, 12, 2, 64), block_table=torch.zeros(2, 4, dtype=torch.int32, device=DEVICE))
     with pytest.raises(ValueError, match="num_splits"):
@@ -160,33 +192,38 @@ def test_cases():
         assert 2e8 < bytes_ < 9e9, c.id
 
 
-# Lower every GPU autotune config (contiguous and paged) and the reduce kernel for sm_90 without a
-# GPU: shared memory within 227 KB and no register spills (cubin resource usage via cuobjdump).
+# Lower every GPU autotune config the autotuner may run (contiguous; paged with 16-token pages)
+# and the reduce kernel for sm_90 without a GPU and read the cubin: shared memory within 227 KB, no
+# register spills, and TMA loads in the TMA configs.
 _COMPILE = """
-import json, os, re, subprocess, tempfile, torch, triton
+import json, torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels import decode_attention as da
+from kernels.cubin_report import cubin_report
 from kernels.testing import compile_for_gpu
-
-from kernels.testing import cubin_stack_bytes as stack_bytes
 
 rows = []
 bf, f32, i32 = (torch.empty(0, dtype=d) for d in (torch.bfloat16, torch.float32, torch.int32))
 for paged in (False, True):
-    for cfg in da._GPU_CONFIGS:
-        args = dict(Q=bf, K=bf, V=bf, Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32,
-                    stride_qb=4096, stride_qh=128, stride_kb=2048 if paged else 8 * 32768 * 128,
-                    stride_kh=128 if paged else 32768 * 128, stride_kn=1024 if paged else 128,
-                    stride_vb=2048 if paged else 8 * 32768 * 128, stride_vh=128 if paged else 32768 * 128,
-                    stride_vn=1024 if paged else 128, stride_bt=2048, stride_pb=32 * 8, stride_ph=8,
-                    stride_ab=32 * 8 * 128, stride_ah=8 * 128, stride_as=128,
+    page = 16 if paged else 1
+    for cfg in da._keep_fitting_tiles(da._GPU_CONFIGS, {}, PAGED=paged, PAGE_SIZE=page):
+        n = cfg.kwargs["BLOCK_N"]
+        cache = torch.empty((64, 16, 8, 128) if paged else (2, 8, 32768, 128), dtype=torch.bfloat16)
+        view = [64, 16, 8, 128] if paged else [2, 32768, 8, 128]
+        st = [16 * 8 * 128, 8 * 128, 128, 1] if paged else [8 * 32768 * 128, 128, 32768 * 128, 1]
+        desc = TensorDescriptor(cache, view, st, [1, n, 1, 128])
+        args = dict(Q=bf, K=bf, V=bf, desc_k=desc, desc_v=desc, Seq_lens=i32, Block_table=i32, M_part=f32,
+                    L_part=f32, Acc_part=f32, stride_qb=4096, stride_qh=128, stride_kb=st[0], stride_kh=st[2],
+                    stride_kn=st[1], stride_vb=st[0], stride_vh=st[2], stride_vn=st[1], stride_bt=2048,
+                    stride_pb=32 * 8, stride_ph=8, stride_ab=32 * 8 * 128, stride_ah=8 * 128, stride_as=128,
                     H_kv=8, GROUP=4, N_ctx=32768, chunk=4096, qk_scale=0.1, B=16, SPLITS=8,
-                    BLOCK_G=16, D=128, VARLEN=paged, PAGED=paged, PAGE_SIZE=16 if paged else 1, UPCAST=False, **cfg.kwargs)
+                    BLOCK_G=16, D=128, VARLEN=paged, PAGED=paged, PAGE_SIZE=page, UPCAST=False, **cfg.kwargs)
         k = compile_for_gpu(da._decode_attention_kernel, args, cfg.num_warps, cfg.num_stages)
-        rows.append({"name": f"paged={paged} {cfg}", "shared": k.metadata.shared, "stack": stack_bytes(k)})
+        rows.append({"name": f"paged={paged} {cfg.kwargs} w{cfg.num_warps} s{cfg.num_stages}", "tma": cfg.kwargs["TMA"], **cubin_report(k)})
 k = compile_for_gpu(da._decode_attention_reduce_kernel, dict(M_part=f32, L_part=f32, Acc_part=f32, O=bf,
     stride_pb=256, stride_ph=8, stride_ab=32768, stride_ah=1024, stride_as=128, stride_ob=4096, stride_oh=128,
     H=32, n_splits=8, BLOCK_D=128, BLOCK_S=64))
-rows.append({"name": "reduce", "shared": k.metadata.shared, "stack": stack_bytes(k)})
+rows.append({"name": "reduce", "tma": False, **cubin_report(k)})
 print(json.dumps(rows))
 """
 
@@ -198,6 +235,8 @@ def test_gpu_configs_compile_for_h100_h200():
     from kernels.testing import run_without_interpreter
 
     rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
-    assert len(rows) == 2 * len(da._GPU_CONFIGS) + 1
+    assert len(rows) >= len(da._GPU_CONFIGS) + 2
     for row in rows:
-        assert row["shared"] <= 227 * 1024 and row["stack"] == 0, row
+        assert row["shared_bytes"] <= 227 * 1024, row
+        assert row["stack_bytes"] == 0 and row["LDL"] == 0 and row["STL"] == 0, f"register spill: {row}"
+        assert (row["UTMALDG"] > 0) == row["tma"], row
