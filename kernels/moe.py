@@ -213,7 +213,7 @@ def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.
 def padded_slots(num_slots: int, E: int, block_m: int) -> int:
     """Worst-case length of the expert-sorted slot list: every touched expert's run (at most
     min(E, T*k) of them) padded by up to block_m - 1, rounded up to whole blocks."""
-    return triton.cdiv(num_slots + min(E, num_slots) * (block_m - 1), block_m) * block_m
+    return -(-(num_slots + min(E, num_slots) * (block_m - 1)) // block_m) * block_m
 
 
 def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,14 +225,18 @@ def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int) -> tuple[torch
     P = ``padded_slots(T*k, E, block_m)``, the worst case, so that no step needs the actual counts
     on the host."""
     n = topk_ids.numel()
-    P = padded_slots(n, E, block_m)
+    return _align(topk_ids, E, block_m, padded_slots(n, E, block_m), triton.next_power_of_2(E + 1))
+
+
+def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int):
+    """``align_by_expert`` with its sizes precomputed (a plan's repeated calls)."""
     nb = P // block_m
     buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
     sorted_slots, block_expert = buf[:P], buf[P:]
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
     _align_kernel[(1,)](
-        ids, sorted_slots, block_expert, n, E, P, nb,
-        BLOCK_M=block_m, E_PAD=triton.next_power_of_2(E + 1), CHUNK=ALIGN_CHUNK, num_warps=4,
+        ids, sorted_slots, block_expert, ids.numel(), E, P, nb,
+        BLOCK_M=block_m, E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=4,
     )
     return sorted_slots, block_expert
 
@@ -358,34 +362,39 @@ class _MoEPlan:
         E, two_I, _ = w1.shape
         self.T, self.d, self.E, self.I, self.k, self.cfg = T, d, E, two_I // 2, k, cfg
         self.P = padded_slots(T * k, E, cfg["BLOCK_M"])
+        self.e_pad = triton.next_power_of_2(E + 1)
         self.nb = self.P // cfg["BLOCK_M"]
         # shape-only stand-ins (no memory) for the per-call buffers, replaced at every launch
         empty = torch.empty(0, dtype=torch.int32, device="meta")
         act = torch.empty((self.P, self.I), dtype=hidden.dtype, device="meta")
         y = torch.empty((T * k, d), dtype=hidden.dtype, device="meta")
-        self.gate_up = gate_up_args(hidden, w1, act, empty, empty, k, cfg)
-        self.down = down_args(act, w2, y, empty, empty, empty, cfg)
-        self.launch_opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        up = gate_up_args(hidden, w1, act, empty, empty, k, cfg)
+        down = down_args(act, w2, y, empty, empty, empty, cfg)
+        self.w1_desc, self.w2_desc = up["w1_desc"], down["w2_desc"]
+        # positional: the per-call tensors first, then the fixed scalars; constexprs as keywords
+        self.up_scalars = tuple(up[n] for n in ("num_slots", "D", "I", "top_k", "stride_xt", "stride_am"))
+        self.down_scalars = tuple(down[n] for n in ("num_slots", "D", "I", "stride_am", "stride_ys"))
+        opts = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        self.up_consts = {n: up[n] for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "UPCAST")} | opts
+        self.down_consts = {n: down[n] for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "UPCAST")} | opts
         self.grid_up = (self.nb, triton.cdiv(self.I, cfg["BLOCK_N_UP"]))
         self.grid_down = (self.nb, triton.cdiv(d, cfg["BLOCK_N_DOWN"]))
 
     def launch(self, hidden, w1, w2, topk_ids, topk_weights, out):
         T, d, I, P, k = self.T, self.d, self.I, self.P, self.k
-        sorted_slots, block_expert = align_by_expert(topk_ids, self.E, self.cfg["BLOCK_M"])
+        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad)
         weights_flat = topk_weights.reshape(-1)
         if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
             weights_flat = weights_flat.to(torch.float32).contiguous()
         scratch = torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device)  # one allocation
         act = scratch[: P * I].view(P, I)  # P * I * 2 bytes: 16-byte aligned (I % 8 == 0)
         y = scratch[P * I:].view(T * k, d)
-        self.gate_up["w1_desc"].base = w1
-        self.down["w2_desc"].base = w2
+        self.w1_desc.base = w1
+        self.w2_desc.base = w2
         _moe_gate_up_kernel[self.grid_up](
-            **{**self.gate_up, "x_ptr": hidden, "act_ptr": act, "sorted_slots_ptr": sorted_slots,
-               "block_expert_ptr": block_expert}, **self.launch_opts)
+            hidden, self.w1_desc, act, sorted_slots, block_expert, *self.up_scalars, **self.up_consts)
         _moe_down_kernel[self.grid_down](
-            **{**self.down, "act_ptr": act, "y_ptr": y, "sorted_slots_ptr": sorted_slots,
-               "block_expert_ptr": block_expert, "topk_weights_ptr": weights_flat}, **self.launch_opts)
+            act, self.w2_desc, y, sorted_slots, block_expert, weights_flat, *self.down_scalars, **self.down_consts)
         torch.sum(y.view(T, k, d), dim=1, out=out)  # combine: fp32 accumulation, one rounding
         return out
 
