@@ -167,7 +167,7 @@ def _store_tile(c_desc, c_ptr, acc, off_m, off_n, M, N, stride_cm, stride_cn,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, C_TMA: tl.constexpr):
     """Store one [BLOCK_M, BLOCK_N] fp32 tile, cast to C's dtype: TMA store or masked pointers."""
     if C_TMA:
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
     else:
         offs_m = off_m + tl.arange(0, BLOCK_M)
         offs_n = off_n + tl.arange(0, BLOCK_N)
