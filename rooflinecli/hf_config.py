@@ -63,12 +63,13 @@ FLOAT_MAX = 1e30
 class _Fields:
     """Typed, validated access to one config's fields; errors name the file and the key."""
 
-    def __init__(self, raw: Mapping[str, Any], where: str):
+    def __init__(self, raw: Mapping[str, Any], where: str, prefix: str = ""):
         self.raw = raw
         self.where = where
+        self.prefix = prefix  # "_rooflinecli." for the fields of that block
 
     def fail(self, key: str, what: str) -> RooflineError:
-        return RooflineError(f"{self.where}: field '{key}' {what}")
+        return RooflineError(f"{self.where}: field '{self.prefix}{key}' {what}")
 
     def get(self, key: str, default: Any = _MISSING) -> Any:
         value = self.raw.get(key, _MISSING)
@@ -201,7 +202,7 @@ def _meta(f: _Fields) -> dict[str, Any]:
         return {}
     if not isinstance(block, dict):
         raise f.fail("_rooflinecli", "must be an object")
-    m = _Fields(block, f.where)
+    m = _Fields(block, f.where, "_rooflinecli.")
     known = {"id", "display_name", "source_url", "published_total_params", "published_active_params", "note"}
     for key in block:
         if key not in known:

@@ -176,7 +176,7 @@ def test_escape_codes_in_names_are_refused_and_never_printed(tmp_path):
     raw["_rooflinecli"] = {"id": "x\x1b[2Jy"}
     p = tmp_path / "config.json"
     p.write_text(json.dumps(raw))
-    line = one_error(run("model", "show", str(p)), "control characters")
+    line = one_error(run("model", "show", str(p)), "field '_rooflinecli.id' must not hold control characters")
     assert "\x1b" not in line
     assert one_line("a\x1b[31mb\x07c\nd") == "abc d"
     assert markup_safe("[/]\x1b[0m") == "\\[/]"
