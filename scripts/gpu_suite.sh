@@ -81,7 +81,8 @@ T0=$(date +%s)
 echo "gpu_suite: $gpu_line; output in $OUT_DIR; deadline ${DEADLINE}s"
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
-    git rev-parse HEAD 2>/dev/null || echo "no git"
+    # the device copy of a working tree may carry stale git metadata: the caller can name the commit
+    echo "commit ${GPU_SUITE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.draw,power.limit,temperature.gpu,pstate --format=csv
     "$PY" -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)' 2>&1
 } >"$OUT_DIR/environment.txt" 2>&1
