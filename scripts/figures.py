@@ -63,6 +63,7 @@ def measure(runs_sweep: int, runs_startup: int) -> dict[str, str]:
         "sweep_wall_s": f"{sweep_wall:.2f} s",
         "sweep_cpu_s": f"{sweep_cpu:.2f} s",
         "startup_floor_s": f"{s['bare_import_typer_rich_median_s']:.2f} s",
+        "startup_typer_app_s": f"{s['typer_app_median_s']:.2f} s",
         "startup_model_show_s": f"{c['model show llama-3-70b --json']['median_s']:.2f} s",
         "startup_model_show_cpu_s": f"{c['model show llama-3-70b --json']['cpu_median_s']:.2f} s",
         "startup_hw_list_s": f"{c['hw list']['median_s']:.2f} s",
