@@ -245,7 +245,8 @@ for (num_slots, E, d, I) in ((2, 8, 4096, 14336), (128, 128, 2048, 768), (500, 8
         rows.append({"name": f"{name} E{E} slots{num_slots} {cfg}", **cubin_report(c)})
     c = compile_for_gpu(MOE._align_kernel, dict(ids_ptr=torch.empty(1, dtype=i32), sorted_slots_ptr=slots,
                         block_expert_ptr=blocks, num_slots=num_slots, E=E, P=P, NB=P // cfg["BLOCK_M"],
-                        BLOCK_M=cfg["BLOCK_M"], E_PAD=MOE.triton.next_power_of_2(E + 1), CHUNK=MOE.ALIGN_CHUNK))
+                        BLOCK_M=cfg["BLOCK_M"], E_PAD=MOE.triton.next_power_of_2(E + 1), CHUNK=MOE.ALIGN_CHUNK),
+                        num_warps=MOE.ALIGN_WARPS)
     rows.append({"name": f"align E{E} slots{num_slots}", **cubin_report(c)})
 print(json.dumps(rows))
 """
