@@ -1,13 +1,13 @@
 """GEMM against a weight: C[M, N] = A[M, K] @ W[N, K]^T, fp32 accumulation.
 
 Layout: the weight is given as ``W[N, K]`` (``nn.Linear`` layout, K contiguous), the matrix a decode
-step streams from HBM; ``gemm(a, w)`` equals ``torch.nn.functional.linear(a, w)`` and the baseline
-is ``torch.matmul(a, w.T)`` (one cuBLAS call). The same layout is what fp8 tensor-core MMAs want
-(both operands K-major).
+step streams from HBM; ``gemm(a, w)`` equals ``torch.nn.functional.linear(a, w)``. Baselines
+(``BASELINES``, the fastest kept): ``torch.matmul(a, w.T)`` and ``F.linear`` (cuBLAS). The same
+layout is what fp8 tensor-core MMAs want (both operands K-major).
 
 Dtypes: bf16 or fp16 in, same dtype out; fp8 e4m3 in (``a_scale``, ``w_scale``: per-tensor fp32
 scales, C = (A @ W^T) * a_scale * w_scale) with bf16 out, on GPUs with compute capability >= 8.9;
-the fp8 baseline is ``torch._scaled_mm``.
+the fp8 baselines are ``torch._scaled_mm`` with and without fast accumulation.
 
 Two kernels, both loading A and W through TMA tensor descriptors (host-side
 ``triton.tools.tensor_descriptor.TensorDescriptor``; out-of-range rows and columns read as zero):
