@@ -11,7 +11,9 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   of the longest query tile (it scans all S keys), which is why short sequences reach a small
   fraction of the peak.
 - **Decode attention**, **elementwise ops** (rmsnorm, add, SiLU*mul, copy): ``t0 + bytes / BW``,
-  with the measured/fitted ratio interpolated in log bytes (the bandwidth reached at that size).
+  with the measured/fitted ratio of the row's family (RMSNorm and add by width, SiLU*mul by F,
+  decode attention by heads and head dim: ``FAMILY_FIELDS``) interpolated in log bytes (the
+  bandwidth reached at that size and shape).
 - **Graph floor**: the time of one tiny kernel inside a CUDA graph (``launch_floor``).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
 
@@ -136,9 +138,14 @@ def fit_gemm(rows: list[Row]) -> GemmModel:
     M, N, K, fl, nb, t = _gemm_arrays(rows)
     model = GemmModel(*_gemm_base_fit(fl, nb, t))
     model.families = _residual_table(zip(N.astype(int), K.astype(int)), np.log(M), np.log(t / model.base_s(fl, nb)))
-    grid = np.unique(np.concatenate([xs for xs, _ in model.families.values()]))
-    model.generic = (grid, np.mean([np.interp(grid, xs, ys) for xs, ys in model.families.values()], axis=0))
+    model.generic = _mean_curve(model.families)
     return model
+
+
+def _mean_curve(families: dict) -> tuple:
+    """The mean of the families' residual curves on the union of their abscissae."""
+    grid = np.unique(np.concatenate([xs for xs, _ in families.values()]))
+    return grid, np.mean([np.interp(grid, xs, ys) for xs, ys in families.values()], axis=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -157,15 +164,38 @@ def prefill_features(flops, qo_elements):
     return [np.ones_like(flops), flops, qo_elements]
 
 
+#: the shape fields that name a family of a bytes op's rows (its size varies within a family):
+#: RMSNorm's time depends on the row width D, not only on the bytes (one row of 8192 takes 7.0 us
+#: on the H200, one of 4096 4.2 us: the same fitted line cannot hold both); decode attention on
+#: its heads and head dim
+FAMILY_FIELDS = {"rmsnorm": ("D",), "rmsnorm_copy": ("D",), "add_": ("D",), "silu_mul": ("F",), "rope": ("H", "D"),
+                 "sdpa_decode": ("H", "KVH", "D"), "matmul_decode_attention": ("H", "KVH", "D"), "copy": ()}
+
+
+def family_key(op: str, shape: dict) -> tuple | None:
+    """The family of a calibration row of ``op`` (None: the op has no families)."""
+    fields = FAMILY_FIELDS.get(op)
+    return None if fields is None else tuple(int(shape[f]) for f in fields)
+
+
 @dataclass
 class LinearModel:
-    """time = coef[0] + sum(coef[i] * feature_i)."""
+    """time = (coef[0] + sum(coef[i] * feature_i)) x the measured/fitted ratio of the row's family
+    interpolated in log bytes (flat beyond the measured sizes); a family the calibration did not
+    measure gets the mean ratio of the measured ones (as for GEMM shapes)."""
 
     op: str
     coef: np.ndarray
+    #: family key -> (log bytes, log measured/fitted)
+    families: dict = field(default_factory=dict)
+    generic: tuple = (np.zeros(0), np.zeros(0))
 
-    def time_s(self, features: list):
-        return self.coef[0] + sum(c * f for c, f in zip(self.coef[1:], features[1:])), self.coef[0]
+    def time_s(self, features: list, key: tuple | None = None):
+        t = self.coef[0] + sum(c * f for c, f in zip(self.coef[1:], features[1:]))
+        if not self.families:
+            return t, self.coef[0]
+        ratio = np.exp(_interp_log(features[1], *self.families.get(key, self.generic)))
+        return t * ratio, self.coef[0] * ratio  # the fixed part scaled alike (time >= fixed)
 
     @property
     def fixed_s(self) -> float:
@@ -182,7 +212,13 @@ def _features_of(op: str, rows: list[Row]) -> list:
 
 def fit_linear(op: str, rows: list[Row]) -> LinearModel:
     t = np.array([r.t_graph_s for r in rows], dtype=float)
-    return LinearModel(op, _nnls_relative(np.stack(_features_of(op, rows), axis=1), t))
+    feats = _features_of(op, rows)
+    model = LinearModel(op, _nnls_relative(np.stack(feats, axis=1), t))
+    if op in FAMILY_FIELDS:
+        base, _ = model.time_s(feats)
+        model.families = _residual_table([family_key(op, r.shape) for r in rows], np.log(feats[1]), np.log(t / base))
+        model.generic = _mean_curve(model.families)
+    return model
 
 
 # ------------------------------------------------------------------------------------------------
@@ -206,7 +242,7 @@ class FittedModels:
         elif row.op == "launch_floor":
             return self.graph_floor_s
         else:
-            t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])])
+            t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])], family_key(row.op, row.shape))
         return float(np.maximum(t, self.graph_floor_s))
 
     def to_dict(self) -> dict:

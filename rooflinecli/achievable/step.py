@@ -103,11 +103,11 @@ class _Builder:
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
         n = self.tokens if name != "final_norm" else self.seqs
         if self.p.norm == "torch" and "rmsnorm" in self.m.linear:  # F.rms_norm timed alone
-            t, f = self.m.linear["rmsnorm"].time_s([1.0, 2.0 * n * width * self.b + 2.0 * width])
+            t, f = self.m.linear["rmsnorm"].time_s([1.0, 2.0 * n * width * self.b + 2.0 * width], (int(width),))
             t, f = count * t, count * f
         elif self.p.norm == "torch":  # older calibrations: F.rms_norm + copy_, less the copy
             rc, cp = self.m.linear["rmsnorm_copy"], self.m.linear["copy"]
-            t_rc, f_rc = rc.time_s([1.0, 4.0 * n * width * self.b])
+            t_rc, f_rc = rc.time_s([1.0, 4.0 * n * width * self.b], (int(width),))
             t_cp, f_cp = cp.time_s([1.0, 2.0 * n * width * self.b])
             t, f = count * (t_rc - t_cp), count * (f_rc - f_cp)
         else:
@@ -128,7 +128,8 @@ class _Builder:
             t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
             note = "SDPA causal prefill"
         else:
-            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes])
+            key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
+            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key)
             note = "SDPA decode over the KV cache"
         self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note)
 
@@ -240,8 +241,8 @@ class _Builder:
         if self.p.kv_write_kernels:
             if rope and "rope" in self.m.linear:  # the torch RoPE timed as such, on q and on k
                 cs = 2.0 * T * D * b  # cos and sin rows
-                tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs])
-                tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs])
+                tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs], (int(h), int(D)))
+                tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs], (int(hkv), int(D)))
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)",
                          timed_as_a_whole=True)
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
@@ -259,13 +260,14 @@ class _Builder:
     def _residual_adds(self, L):
         lm = self.m.linear["add_"]
         n = self.p.residual_add_kernels
-        t, t0 = lm.time_s([1.0, 3.0 * self.tokens * self.cfg.hidden_size * self.b])
+        t, t0 = lm.time_s([1.0, 3.0 * self.tokens * self.cfg.hidden_size * self.b], (int(self.cfg.hidden_size),))
         self.add("residual_adds", "elementwise", L, n, n * t, n * t0, (), "x + attn, h + mlp (fused away in the roofline)")
 
     def _act(self, op):
         if self.p.act == "torch":
             # silu (read g, write tmp) then mul (read tmp and u, write): 5 passes where the op has 3
-            t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)])
+            key = (int(self.cfg.intermediate_size / self.wl.tp),)
+            t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)], key)
         else:
             t, f = self.copy_like(op.activation_bytes, 1)
         self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch")
