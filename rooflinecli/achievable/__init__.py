@@ -123,7 +123,8 @@ def _datasheet(spec):
 
 def predict_step_breakdown(cfg, spec, wl, phase: str, batch, context, *, mode: str, engine: str = "torch") -> list[dict]:
     """Per-op rows of one phase: name, kind, layers, kernels, time_s (the mode's), roof_s,
-    fixed_s, efficiency. Phase "prefill": the whole prefill of ``context`` prompt tokens per
+    fixed_s, efficiency (achievable rows add host_s: the host's seconds per layer of the row's
+    eager calls). Phase "prefill": the whole prefill of ``context`` prompt tokens per
     sequence; "decode": one decode step at ``context`` cached tokens."""
     import numpy as np
 
@@ -134,7 +135,8 @@ def predict_step_breakdown(cfg, spec, wl, phase: str, batch, context, *, mode: s
     if mode == "achievable":
         return [
             {"name": r.name, "kind": r.kind, "layers": r.layers, "kernels": r.kernels, "time_s": float(np.sum(r.time_s)),
-             "roof_s": float(np.sum(r.roof_s)), "fixed_s": float(np.sum(r.fixed_s)), "efficiency": r.mean_efficiency(), "note": r.note}
+             "roof_s": float(np.sum(r.roof_s)), "fixed_s": float(np.sum(r.fixed_s)), "efficiency": r.mean_efficiency(), "note": r.note,
+             "host_s": r.host_s}
             for r in phase_achievable(cfg, spec, wl, phase, float(batch), float(context), engine)
         ]
     if mode == "roof_measured" and spec.kind != "measured":

@@ -233,6 +233,15 @@ class FittedModels:
     graph_floor_s: float
     eager_launch_s: float
     sustained_gemm_flops_per_s: float | None
+    #: op -> host seconds of one eager call of it (``eager_call_costs_s``)
+    eager_call_s: dict = field(default_factory=dict)
+
+    def host_call_s(self, op: str | None, calls: float, kernels: float) -> float:
+        """Host seconds of ``calls`` eager calls of ``op`` (its calibrated cost per call); an op
+        without host-bound eager rows: ``kernels`` x the tiny-launch cost."""
+        if op in self.eager_call_s:
+            return calls * self.eager_call_s[op]
+        return kernels * self.eager_launch_s
 
     def row_time_s(self, row: Row) -> float:
         """The model's time for a calibration row (what leave-one-out compares)."""
@@ -254,6 +263,7 @@ class FittedModels:
             **{op: {"fixed_s": m.fixed_s, "coef": [float(c) for c in m.coef]} for op, m in self.linear.items()},
             "graph_floor_s": float(self.graph_floor_s),
             "eager_launch_s": float(self.eager_launch_s),
+            "eager_call_s": {op: float(v) for op, v in sorted(self.eager_call_s.items())},
             "sustained_gemm_tflops": None if self.sustained_gemm_flops_per_s is None else self.sustained_gemm_flops_per_s / 1e12,
         }
 
@@ -265,6 +275,17 @@ def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:
     if not tiny:
         return 0.0
     return float(tiny[len(tiny) // 2])
+
+
+def eager_call_costs_s(rows: list[Row]) -> dict:
+    """op -> median eager time of its host-bound rows (GPU time under half the eager time): the
+    host's cost of one call of that torch op (Python, dispatch and every launch of the call, as
+    CUDA events see it). A RoPE call launches five kernels, so costs about five times an add."""
+    by_op: dict[str, list[float]] = {}
+    for r in rows:
+        if r.t_eager_s and r.t_graph_s < 0.5 * r.t_eager_s and r.op != "launch_floor":
+            by_op.setdefault(r.op, []).append(r.t_eager_s)
+    return {op: float(np.median(v)) for op, v in by_op.items()}
 
 
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
@@ -282,6 +303,7 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
         graph_floor_s=floor,
         eager_launch_s=eager_launch_cost_s(rows, floor),
         sustained_gemm_flops_per_s=sustained * 1e12 if sustained else None,
+        eager_call_s=eager_call_costs_s(rows),
     )
 
 

@@ -2,7 +2,8 @@
 
 Data, not code: the step builder (``rooflinecli.achievable.step``) reads these fields. Kernel
 counts are per layer. ``graph`` phases run inside one CUDA graph (each kernel costs at least the
-graph floor); eager phases pay the host's launch cost per kernel when it exceeds the GPU time.
+graph floor); eager phases pay the host's cost of each torch call (its calibrated eager time)
+when the host falls behind the GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class EngineProfile:
     prefill_graph: bool  # prefill captured too (else eager)
     fuse_qkv: bool  # q, k, v projections as one GEMM
     fuse_gate_up: bool  # gate and up projections as one GEMM
-    #: RMSNorm: "torch" (F.rms_norm: several kernels, timed as rmsnorm_copy minus the copy) or
+    #: RMSNorm: "torch" (F.rms_norm, timed as such, or as rmsnorm_copy minus the copy) or
     #: "fused" (one kernel at the copy kernel's bandwidth, the residual add folded in)
     norm: str
     norm_kernels: int  # kernels of one norm
@@ -47,16 +48,20 @@ ENGINES: dict[str, EngineProfile] = {
         fuse_qkv=True,
         fuse_gate_up=True,
         norm="torch",
-        # F.rms_norm in torch 2.11 eager: about 5 kernels (pow, mean, add+rsqrt, mul, mul by the
-        # weight): 6.1 us at 1 token in a graph, where one tiny kernel costs 1.0 us
-        norm_kernels=5,
+        # F.rms_norm on CUDA (torch 2.11) is one fused kernel: its eager call costs 17.9 us of host
+        # time on the H200 shakedown calibration, an add_ 13.1 us, a five-kernel RoPE 53 us; its GPU
+        # time (4.2 us at one row of 4096, 7.0 us at 8192) comes from its own calibration rows
+        norm_kernels=1,
         residual_add_kernels=2,
         act="torch",
         act_kernels=2,
         rope_kernels=10,
         kv_write_kernels=2,
         attention="sdpa",
-        prefill_layout_copies=2,
+        # rope(q).transpose(0, 1)[None] goes to SDPA as a strided view (flash, cuDNN and the
+        # efficient kernel take any layout with a unit last stride) and the output, laid out
+        # [B, S, H, D] by those kernels, is reshaped back without a copy: no layout copies
+        prefill_layout_copies=0,
     ),
     "fused": EngineProfile(
         name="fused",

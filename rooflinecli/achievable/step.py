@@ -37,6 +37,7 @@ class StepRow:
     fixed_s: np.ndarray  # fixed costs inside time_s, all layers
     roof_s: np.ndarray  # roofline time of the analysis ops this row covers, all layers
     note: str = ""
+    host_s: float = 0.0  # host seconds of one layer's eager calls of this row (eager phases)
 
     @property
     def efficiency(self):
@@ -80,14 +81,16 @@ class _Builder:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
         return t, t0
 
-    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False):
+    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False, host=(None, 0)):
         """One row of GPU time. In a graph each kernel costs at least the graph floor
         (``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels together, which
-        holds their floors already); eager launches are accounted for by ``host_wait``."""
+        holds their floors already); eager launches are accounted for by ``host_wait``, from
+        ``host`` = (calibrated op, calls per layer): the host's cost of those torch calls."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
-        self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note))
+        host_s = self.m.host_call_s(host[0], host[1], kernels)
+        self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note, host_s))
 
     # ---- ops ------------------------------------------------------------------------------------
     def linear(self, name: str, parts: tuple[str, ...]):
@@ -97,7 +100,8 @@ class _Builder:
         nbytes = sum(o.bytes for o in ops)
         M = self.seqs if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
-        self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else ""))
+        self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else ""),
+                 host=("gemm", count))
 
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
@@ -112,7 +116,8 @@ class _Builder:
             t, f = count * (t_rc - t_cp), count * (f_rc - f_cp)
         else:
             t, f = self.copy_like(count * (4.0 if with_add else 2.0) * n * width * self.b, count)
-        self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch")
+        self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch",
+                 host=("rmsnorm" if self.p.norm == "torch" else None, count))
 
     def attention_core(self, name: str):
         op = self.ops[name]
@@ -123,7 +128,8 @@ class _Builder:
             n = self.p.prefill_layout_copies
             if n:  # q to [B, H, S, D] and the output back to [S, H*D]: read + write of each
                 t, f = self.copy_like(n * 2.0 * self.tokens * h * D * self.b, n)
-                self.add("attn.layout", "elementwise", op.layers, n, t, f, (), "q and the attention output between token-major and head-major layouts")
+                self.add("attn.layout", "elementwise", op.layers, n, t, f, (), "q and the attention output between token-major and head-major layouts",
+                         host=("copy", n))
             lm = self.m.linear["sdpa_prefill_causal"]
             t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
             note = "SDPA causal prefill"
@@ -131,7 +137,8 @@ class _Builder:
             key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
             t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key)
             note = "SDPA decode over the KV cache"
-        self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note)
+        self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note,
+                 host=("sdpa_prefill_causal" if self.phase == "prefill" else "sdpa_decode", 1))
 
     def elementwise_op(self, name: str):
         """An analysis elementwise op without a dedicated model: single-pass kernels (copy model)."""
@@ -196,27 +203,29 @@ class _Builder:
         return self.rows
 
     def host_wait(self):
-        """Eager phases: the GPU idles while the host launches. With launch i issued at i * h
-        (h: the host's cost per launch) and kernel i starting at max(its issue, the end of kernel
-        i - 1), the phase ends at max over i of (i * h + GPU work from kernel i on). For L identical
+        """Eager phases: the GPU idles while the host launches. Each row's launches are issued
+        evenly over its host time (its torch calls at their calibrated eager cost, ``host_s``),
+        one layer after another, and kernel i starts at max(its issue, the end of kernel i - 1);
+        the phase ends at max over i of (issue of i + GPU work from kernel i on). For L identical
         layers of H host and G GPU time each that is the GPU work plus
-        max(0, (L - 1) * (H - G)) + max over launches within a layer of (launches so far * h - GPU
+        max(0, (L - 1) * (H - G)) + max over launches within a layer of (host time so far - GPU
         work so far): zero when the GPU is busy long enough for the host to run ahead (long
-        prefills), the whole launch cost when every kernel is shorter than its launch."""
-        h = self.m.eager_launch_s
+        prefills), the whole host cost when every kernel is shorter than its launch."""
         L = float(self.cfg.num_layers)
-        per_layer = [(r.kernels * r.layers / L, np.asarray(r.time_s, dtype=float) / L) for r in self.rows]
-        H = sum(k for k, _ in per_layer) * h
-        G = sum((g for _, g in per_layer), np.zeros(()))
-        lag, k_so_far, g_so_far = np.zeros(()), 0.0, np.zeros(())
-        for k, g in per_layer:  # the lag peaks at a row's first or last launch
+        # per layer: (launches, host seconds, GPU seconds); rows of one layer (lm_head) spread over L
+        per_layer = [(r.kernels * r.layers / L, r.host_s * r.layers / L, np.asarray(r.time_s, dtype=float) / L) for r in self.rows]
+        H = sum(hs for _, hs, _ in per_layer)
+        G = sum((g for _, _, g in per_layer), np.zeros(()))
+        lag, h_so_far, g_so_far = np.zeros(()), 0.0, np.zeros(())
+        for k, hs, g in per_layer:  # the lag peaks at a row's first or last launch
             if k <= 0:
                 continue
-            lag = np.maximum(lag, np.maximum(k_so_far * h - g_so_far, (k_so_far + k - 1) * h - g_so_far - g * (k - 1) / k))
-            k_so_far, g_so_far = k_so_far + k, g_so_far + g
+            last = h_so_far + hs * (k - 1) / k - g_so_far - g * (k - 1) / k
+            lag = np.maximum(lag, np.maximum(h_so_far - g_so_far, last))
+            h_so_far, g_so_far = h_so_far + hs, g_so_far + g
         wait = np.maximum(0.0, (L - 1) * (H - G)) + lag
         self.rows.append(StepRow("host launch wait", "host", 1, 0, wait, wait, np.zeros(()),
-                                 f"eager: GPU idle while the host launches ({h * 1e6:.1f} us per launch)"))
+                                 f"eager: GPU idle while the host launches ({H * 1e6:.0f} us of host calls per layer)"))
 
     # ---- engine-only kernels ----------------------------------------------------------------------
     def _first_attention(self) -> str:
@@ -244,12 +253,13 @@ class _Builder:
                 tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs], (int(h), int(D)))
                 tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs], (int(hkv), int(D)))
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)",
-                         timed_as_a_whole=True)
+                         timed_as_a_whole=True, host=("rope", 2))
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
             t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
-            self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache")
+            self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache",
+                     host=("copy", self.p.kv_write_kernels))
         elif rope:  # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
             t, f = self.copy_like(2.0 * q + 2.0 * k + k + 2.0 * kv, self.p.rope_kernels)
             self.add("attn.rope_kv_write", "elementwise", L, self.p.rope_kernels, t, f, (), "fused RoPE + KV-cache write")
@@ -261,7 +271,7 @@ class _Builder:
         lm = self.m.linear["add_"]
         n = self.p.residual_add_kernels
         t, t0 = lm.time_s([1.0, 3.0 * self.tokens * self.cfg.hidden_size * self.b], (int(self.cfg.hidden_size),))
-        self.add("residual_adds", "elementwise", L, n, n * t, n * t0, (), "x + attn, h + mlp (fused away in the roofline)")
+        self.add("residual_adds", "elementwise", L, n, n * t, n * t0, (), "x + attn, h + mlp (fused away in the roofline)", host=("add_", n))
 
     def _act(self, op):
         if self.p.act == "torch":
@@ -270,7 +280,8 @@ class _Builder:
             t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)], key)
         else:
             t, f = self.copy_like(op.activation_bytes, 1)
-        self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch")
+        self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch",
+                 host=("silu_mul" if self.p.act == "torch" else None, 1))
 
 
 def step_rows(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile) -> list[StepRow]:
