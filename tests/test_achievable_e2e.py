@@ -1,0 +1,111 @@
+"""The achievable model against whole-model runs it never saw: the H200 shakedown run's torch
+decode steps (one CUDA graph each) and eager prefills of llama-3-8b and a 34-layer llama-3-70b,
+predicted from that run's calibration microbenchmarks alone (no parameter comes from e2e.json).
+
+The issue's target is median |error| <= 5% and p90 <= 10%. The shakedown's partial calibration
+(175 of 528 shapes: no gate_up, lm_head or 70b GEMM shapes; no decode attention past batch 8 at
+head dim 128) reaches median 4.9%, p90 10.1% over all 29 torch points (decode 5.2% / 9.3%):
+not there yet, so these tests pin those figures loosely as a regression guard, plus the sign
+of what is left (decode runs slower than the sum of its calibrated kernels; see docs/analysis.md,
+"Achievable mode")."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rooflinecli.achievable import predict_step_breakdown, predict_step_s
+from rooflinecli.analysis import Workload
+from rooflinecli.hardware import get_spec, load_spec_file
+from rooflinecli.model_registry import get_model
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "tests" / "fixtures" / "h200-2026-11-30-shakedown"
+
+
+def _points():
+    d = json.loads((RUN / "e2e.json").read_text())
+    for name, entry in d["extra"]["end_to_end_full"]["models"].items():
+        cfg = replace(get_model(entry["model_ref"]), **entry["config"])
+        for p in entry["points"]:
+            if p["engine"] == "torch":
+                yield name, cfg, p
+
+
+def _errors(spec) -> list[tuple[str, str, int, int, float]]:
+    out = []
+    for name, cfg, p in _points():
+        B, N = int(p["batch"]), int(p["context"])
+        t = predict_step_s(cfg, spec, Workload(batch=B, prompt_len=N, gen_len=1), p["phase"], B, N, mode="achievable", engine="torch")
+        out.append((name, p["phase"], B, N, t / p["measured_s"] - 1.0))
+    return out
+
+
+def _stats(errs) -> tuple[float, float]:
+    a = np.abs(np.asarray(errs, dtype=float))
+    return float(np.median(a)), float(np.percentile(a, 90))
+
+
+@pytest.fixture(scope="module")
+def shakedown_errors():
+    return _errors(load_spec_file(RUN / "measured_spec.toml"))
+
+
+def test_fixture_is_the_whole_run(shakedown_errors):
+    phases = [e[1] for e in shakedown_errors]
+    assert phases.count("decode") == 23 and phases.count("prefill") == 6
+    assert {e[0] for e in shakedown_errors} == {"llama-3-8b", "llama-3-70b"}
+
+
+def test_shakedown_e2e_from_its_own_calibration(shakedown_errors):
+    """Regression guard: figures reached by the structural model (before this work: median 5.4%,
+    p90 10.3% over all points; decode 5.4% / 10.2%)."""
+    for name, phase, B, N, e in shakedown_errors:
+        print(f"{name:12s} {phase:7s} B{B:<3d} N{N:<5d} {e:+.1%}")
+    med, p90 = _stats([e[-1] for e in shakedown_errors])
+    dmed, dp90 = _stats([e[-1] for e in shakedown_errors if e[1] == "decode"])
+    print(f"all: median {med:.1%} p90 {p90:.1%}; decode: median {dmed:.1%} p90 {dp90:.1%}")
+    assert med <= 0.055 and p90 <= 0.11
+    assert dmed <= 0.06 and dp90 <= 0.10
+    # every decode point within 12% (the worst: -11.6%, 8b batch 8 at 512; before this work -10.8%)
+    assert max(abs(e[-1]) for e in shakedown_errors if e[1] == "decode") <= 0.12
+
+
+def test_decode_error_is_one_sided_and_prefill_is_not_biased(shakedown_errors):
+    """What is left is a systematic miss, not noise: decode steps run slower than the sum of
+    their calibrated kernels (each timed alone in its own graph), all but the longest-context
+    points (where decode attention dominates); eager prefill errs both ways."""
+    dec = [e[-1] for e in shakedown_errors if e[1] == "decode"]
+    assert sum(e < 0.0 for e in dec) >= 21 and np.mean(dec) < -0.03
+    pre = [e[-1] for e in shakedown_errors if e[1] == "prefill"]
+    assert min(pre) < 0.0 < max(pre)
+
+
+def test_the_older_calibration_predicts_the_same_run_within_loose_bounds():
+    """The shipped calibration (an earlier H200 session, every projection shape measured) on the
+    same points: a different session's elementwise and attention rows, so looser."""
+    errs = _errors(get_spec("h200-measured"))
+    med, p90 = _stats([e[-1] for e in errs])
+    print(f"older calibration: median {med:.1%} p90 {p90:.1%}")
+    assert med <= 0.075 and p90 <= 0.15
+
+
+def test_decode_step_launches_what_e2e_full_runs():
+    """The torch profile's kernels per layer match ``bench.e2e_full.decode_step``: F.rms_norm x2
+    (one kernel each), 4 cuBLAS GEMMs, RoPE (mul, neg, cat, mul, add) on q and on k, K and V
+    copied into the cache, one SDPA call, two in-place residual adds, silu then mul."""
+    spec = load_spec_file(RUN / "measured_spec.toml")
+    cfg = get_model("llama-3-8b")
+    rows = {r["name"]: r for r in predict_step_breakdown(cfg, spec, Workload(batch=8, prompt_len=2048, gen_len=1), "decode", 8, 2048, mode="achievable")}
+    per_layer = {n: r["kernels"] for n, r in rows.items() if r["layers"] == cfg.num_layers}
+    assert per_layer == {"norms": 2, "attn.qkv": 1, "attn.o": 1, "mlp.gate_up": 1, "mlp.down": 1, "attn.rope": 10,
+                         "attn.kv_write": 2, "attn.core": 1, "residual_adds": 2, "mlp.act": 2}
+    assert {n: r["kernels"] for n, r in rows.items() if r["layers"] == 1} == {"embedding": 1, "final_norm": 1, "lm_head": 1}
+    # the norms are timed by their own width's rows: 70b's 8192-wide norm costs more than 8b's
+    big = {r["name"]: r for r in predict_step_breakdown(get_model("llama-3-70b"), spec, Workload(batch=8, prompt_len=2048, gen_len=1), "decode", 8, 2048,
+                                                         mode="achievable")}
+    assert big["final_norm"]["time_s"] > 1.5 * rows["final_norm"]["time_s"]
