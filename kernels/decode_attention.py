@@ -48,13 +48,14 @@ MAX_SPLITS = 64  # the reduce kernel holds all splits of one head in registers: 
 
 @triton.jit
 def _decode_attention_kernel(
-    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part,
+    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
     stride_qb, stride_qh,
     stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
     stride_vb, stride_vh, stride_vn,
     stride_bt,
     stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
     stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, D]
+    stride_ob, stride_oh,  # O [B, H, D]
     H_kv, GROUP, N_ctx, chunk, qk_scale,  # GROUP = H / H_kv query heads per KV head
     B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
     BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -127,6 +128,32 @@ def _decode_attention_kernel(
     a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + pid_split * stride_as + offs_d[None, :]
     tl.store(a_ptrs, acc, mask=g_mask[:, None])
 
+    # The reduce, fused: the last program of this (sequence, KV head) to finish combines the splits.
+    # Counter [B * H_kv] int32, zero between calls: each program counts itself in after its stores
+    # (acq_rel at GPU scope: the partials it wrote are visible to whoever counts in last), and the
+    # last one resets it for the next call. One launch instead of two.
+    done = tl.atomic_add(Counter + pid_bh, 1)
+    if done == SPLITS - 1:
+        tl.store(Counter + pid_bh, 0)
+        p_base = b * stride_pb + heads * stride_ph
+        a_base = Acc_part + b * stride_ab + heads[:, None] * stride_ah + offs_d[None, :]
+        # one pass, rescaling as the max grows; padded rows read m = 0 (not -inf: no -inf - -inf).
+        # Split 0 is never empty, so m is finite from the first split on.
+        m_run = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+        l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
+        o = tl.zeros([BLOCK_G, D], dtype=tl.float32)
+        for s in range(0, SPLITS):
+            m_s = tl.load(M_part + p_base + s, mask=g_mask, other=0.0)
+            m_new = tl.maximum(m_run, m_s)
+            keep = tl.math.exp2(m_run - m_new)
+            w = tl.math.exp2(m_s - m_new)
+            l_sum = l_sum * keep + w * tl.load(L_part + p_base + s, mask=g_mask, other=0.0)
+            o = o * keep[:, None] + w[:, None] * tl.load(a_base + s * stride_as, mask=g_mask[:, None], other=0.0)
+            m_run = m_new
+        o = o / tl.where(g_mask, l_sum, 1.0)[:, None]
+        o_ptrs = O + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
+        tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=g_mask[:, None])
+
 
 @triton.jit
 def _decode_attention_reduce_kernel(
@@ -180,11 +207,15 @@ def _config(bn, warps, stages, tma):
 
 def _keep_fitting_tiles(configs, named_args, **kwargs):
     """Autotune pruning: a TMA tile of a paged cache must not cross a page (BLOCK_N <= PAGE_SIZE);
-    16-token TMA tiles only for pages that small."""
+    16-token TMA tiles only for pages that small. Paged pointer loads: 64-token tiles (the 32-token
+    4-warp one spills 8 bytes under Triton 3.9 with the fused reduce)."""
     paged = bool(kwargs.get("PAGED", named_args.get("PAGED", False)))
     page = kwargs.get("PAGE_SIZE", named_args.get("PAGE_SIZE", 1)) if paged else CHUNK_ALIGN
     smallest = min(page, 32)
-    return [c for c in configs if not c.kwargs["TMA"] or smallest <= c.kwargs["BLOCK_N"] <= page]
+    return [
+        c for c in configs
+        if (smallest <= c.kwargs["BLOCK_N"] <= page if c.kwargs["TMA"] else not paged or c.kwargs["BLOCK_N"] >= 64)
+    ]
 
 
 # GPU configs. Untuned. Pointer loads (cp.async pipelined): the three the first H200 run timed
@@ -293,6 +324,7 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
     m_part = torch.empty((B, H, splits), dtype=torch.float32, device=q.device)
     l_part = torch.empty_like(m_part)
     acc_part = torch.empty((B, H, splits, D), dtype=torch.float32, device=q.device)
+    counter = torch.zeros((B * H_kv,), dtype=torch.int32, device=q.device)  # the fused reduce's
     if paged:
         kb, kh, kn = k_cache.stride(0), k_cache.stride(2), k_cache.stride(1)
         vb, vh, vn = v_cache.stride(0), v_cache.stride(2), v_cache.stride(1)
@@ -313,6 +345,7 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         block_table.stride(0) if paged else 0,
         m_part.stride(0), m_part.stride(1),
         acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
+        out.stride(0), out.stride(1),
         H_kv, group, N_max, chunk, qk_scale, B, splits,
     )
     consts = dict(
@@ -325,7 +358,7 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
     else:
         consts["UPCAST"] = False
         kernel = _decode_attention_autotuned
-    return kernel, (B * H_kv, splits), descs, (m_part, l_part, acc_part), strides, consts
+    return kernel, (B * H_kv, splits), descs, (m_part, l_part, acc_part, counter), strides, consts
 
 
 def decode_attention(
@@ -354,12 +387,11 @@ def decode_attention(
         plan = _PLANS[key] = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
     elif (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
         raise ValueError("the caches must be 16-byte aligned (the TMA engine's rule)")
-    kernel, grid, (desc_k, desc_v), (m_part, l_part, acc_part), strides, consts = plan
+    kernel, grid, (desc_k, desc_v), buffers, strides, consts = plan
     desc_k.base, desc_v.base = k_cache, v_cache
     lens = seq_lens if seq_lens is not None else q  # any tensor: not read when VARLEN is False
     table = block_table if block_table is not None else q
-    kernel[grid](q, k_cache, v_cache, desc_k, desc_v, lens, table, m_part, l_part, acc_part, *strides, **consts)
-    reduce_splits(m_part, l_part, acc_part, out)
+    kernel[grid](q, k_cache, v_cache, desc_k, desc_v, lens, table, *buffers[:3], out, buffers[3], *strides, **consts)
     return out
 
 
