@@ -270,7 +270,8 @@ def test_newer_calibration_ops_are_used(tmp_path):
 
 def test_unseen_gemm_shapes_leave_one_shape_family_out(cal):
     """GEMMs of an (N, K) the calibration lacks (other models, TP shards): leave each measured
-    (N, K) out, refit, predict its M sweep from the fitted form and the other shapes' mean ratio."""
+    (N, K) out, refit, predict its M sweep from the fitted form and the ratio curves of the
+    measured shapes nearest in weight size (median 4.1%, p90 10.4%; the mean of all: 5.2%)."""
     from rooflinecli.achievable.fit import fit_gemm
 
     rows = cal.of("gemm")
@@ -283,4 +284,4 @@ def test_unseen_gemm_shapes_leave_one_shape_family_out(cal):
                 errs.append(abs(float(m.time_s(M, N, K, 2.0 * M * N * K, r.bytes)[0]) / r.t_graph_s - 1))
     med, p90 = float(np.median(errs)), float(np.percentile(errs, 90))
     print(f"\nunseen (N, K), {len(errs)} GEMMs: median |error| {med:.1%}, p90 {p90:.1%}")
-    assert med <= 0.07 and p90 <= 0.15
+    assert med <= 0.05 and p90 <= 0.12
