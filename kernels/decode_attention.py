@@ -135,24 +135,33 @@ def _decode_attention_kernel(
     done = tl.atomic_add(Counter + pid_bh, 1)
     if done == SPLITS - 1:
         tl.store(Counter + pid_bh, 0)
-        p_base = b * stride_pb + heads * stride_ph
-        a_base = Acc_part + b * stride_ab + heads[:, None] * stride_ah + offs_d[None, :]
-        # one pass, rescaling as the max grows; padded rows read m = 0 (not -inf: no -inf - -inf).
-        # Split 0 is never empty, so m is finite from the first split on.
-        m_run = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
-        l_sum = tl.zeros([BLOCK_G], dtype=tl.float32)
-        o = tl.zeros([BLOCK_G, D], dtype=tl.float32)
-        for s in range(0, SPLITS):
-            m_s = tl.load(M_part + p_base + s, mask=g_mask, other=0.0)
-            m_new = tl.maximum(m_run, m_s)
-            keep = tl.math.exp2(m_run - m_new)
-            w = tl.math.exp2(m_s - m_new)
-            l_sum = l_sum * keep + w * tl.load(L_part + p_base + s, mask=g_mask, other=0.0)
-            o = o * keep[:, None] + w[:, None] * tl.load(a_base + s * stride_as, mask=g_mask[:, None], other=0.0)
-            m_run = m_new
-        o = o / tl.where(g_mask, l_sum, 1.0)[:, None]
-        o_ptrs = O + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :]
-        tl.store(o_ptrs, o.to(O.dtype.element_ty), mask=g_mask[:, None])
+        combine_splits(
+            M_part + b * stride_pb + heads * stride_ph, L_part + b * stride_pb + heads * stride_ph, g_mask,
+            Acc_part + b * stride_ab + heads[:, None] * stride_ah + offs_d[None, :], stride_as,
+            O + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :], SPLITS, BLOCK_G, D,
+        )
+
+
+@triton.jit
+def combine_splits(m_ptrs, l_ptrs, rows, acc_ptrs, stride_as, o_ptrs, SPLITS, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """o = sum_s 2^(m_s - m) acc_s / sum_s 2^(m_s - m) l_s over the splits of ROWS heads (m_ptrs,
+    l_ptrs [ROWS] at split 0, consecutive splits; acc_ptrs [ROWS, COLS] at split 0, splits
+    ``stride_as`` apart), in one pass that rescales as the max grows; stores o into o_ptrs for the
+    ``rows`` that exist. Padded rows read m = 0, not -inf (no -inf - -inf); split 0 is never empty,
+    so m is finite from the first split on. Shared by the decode and MLA kernels' fused reduce."""
+    m_run = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    l_sum = tl.zeros([ROWS], dtype=tl.float32)
+    o = tl.zeros([ROWS, COLS], dtype=tl.float32)
+    for s in range(0, SPLITS):
+        m_s = tl.load(m_ptrs + s, mask=rows, other=0.0)
+        m_new = tl.maximum(m_run, m_s)
+        keep = tl.math.exp2(m_run - m_new)
+        w = tl.math.exp2(m_s - m_new)
+        l_sum = l_sum * keep + w * tl.load(l_ptrs + s, mask=rows, other=0.0)
+        o = o * keep[:, None] + w[:, None] * tl.load(acc_ptrs + s * stride_as, mask=rows[:, None], other=0.0)
+        m_run = m_new
+    o = o / tl.where(rows, l_sum, 1.0)[:, None]
+    tl.store(o_ptrs, o.to(o_ptrs.dtype.element_ty), mask=rows[:, None])
 
 
 @triton.jit

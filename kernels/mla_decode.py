@@ -30,6 +30,7 @@ from kernels.decode_attention import (
     decode_case,
     decode_options,
     random_block_table,
+    combine_splits,
     reduce_splits,
     sm_count,
     split_plan,
@@ -101,14 +102,16 @@ def _mla_tiles(
 
 @triton.jit
 def _mla_decode_kernel(
-    desc_ql, desc_qr, desc_ckv, desc_kpe, Seq_lens, Block_table, M_part, L_part, Acc_part,
+    desc_ql, desc_qr, desc_ckv, desc_kpe, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
     stride_bt,
     stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
     stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, R]
+    stride_ob, stride_oh,  # O [B, H, R]
     H, N_ctx, chunk, qk_scale,
     B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
     R: tl.constexpr, P: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
+    FUSED_REDUCE: tl.constexpr,  # combine the splits here (one launch) or in reduce_splits after
 ):
     # One program: BLOCK_H heads x one context chunk of one sequence. Each latent tile is fetched
     # once by the TMA engine (desc_ckv: the two R/2 halves of c_kv; desc_kpe: k_rope) and used by
@@ -151,6 +154,33 @@ def _mla_decode_kernel(
     tl.store(a_ptrs, acc0, mask=h_mask[:, None])
     tl.store(a_ptrs + RH, acc1, mask=h_mask[:, None])
 
+    # The reduce, fused (as in decode_attention): the last program of this (sequence, head block)
+    # to count itself in combines the splits, a quarter of R at a time, and resets the counter.
+    if FUSED_REDUCE:
+        _fused_reduce(
+            M_part, L_part, Acc_part, O, Counter, b * tl.num_programs(0) + pid_h, b, heads, h_mask,
+            stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, SPLITS, R, BLOCK_H,
+        )
+
+
+@triton.jit
+def _fused_reduce(
+    M_part, L_part, Acc_part, O, Counter, slot, b, heads, h_mask,
+    stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, SPLITS,
+    R: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    done = tl.atomic_add(Counter + slot, 1)
+    if done == SPLITS - 1:
+        tl.store(Counter + slot, 0)
+        pm = M_part + b * stride_pb + heads * stride_ph
+        pl = L_part + b * stride_pb + heads * stride_ph
+        RQ: tl.constexpr = R // 4
+        offs_rq = tl.arange(0, RQ)
+        a0 = Acc_part + b * stride_ab + heads[:, None] * stride_ah + offs_rq[None, :]
+        o0 = O + b * stride_ob + heads[:, None] * stride_oh + offs_rq[None, :]
+        for q in tl.static_range(4):  # R/4 columns at a time: a small epilogue next to the main loop
+            combine_splits(pm, pl, h_mask, a0 + q * RQ, stride_as, o0 + q * RQ, SPLITS, BLOCK_H, RQ)
+
 
 def _set_blocks(nargs):
     """Autotune pre-hook: the latent descriptors' tiles follow the config being run."""
@@ -170,14 +200,14 @@ def _config(bn, warps, stages):
 # split the 512-wide output, 32-64 tokens per TMA tile (a [64, 576] bf16 tile is 72 KB per stage).
 # (BLOCK_N, warps, stages) per Triton version and per (paged, varlen) variant: those that compile
 # for sm_90 without register spills within 227 KB of shared memory (test_mla_decode's compile
-# check). Triton 3.6 is the H200 machine's. Varlen zeroes the values past a sequence's end in its
+# check, with the reduce fused under 3.6). Triton 3.6 is the H200 machine's. Varlen zeroes the values past a sequence's end in its
 # last tile, which costs registers. A variant with no spill-free tile (paged varlen under 3.9,
 # 16-token pages varlen under 3.6) runs the smallest tile that fits, spilling; docs/kernels_b.md.
 _ALL_TILES = [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]
 _TILES_BY_TRITON = {
     "3.6": {
         (False, False): [(64, 8, 2), (32, 8, 2), (32, 8, 3)],
-        (True, False): [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)],
+        (True, False): [(64, 8, 2), (32, 8, 2), (16, 8, 3)],
         (False, True): [(32, 8, 2), (32, 8, 3)],
         (True, True): [(32, 8, 2)],
     },
@@ -188,7 +218,12 @@ _TILES_OTHER = {
     (False, True): [(16, 8, 3)],
     (True, True): [],
 }
-TILES = _TILES_BY_TRITON.get(".".join(triton.__version__.split(".")[:2]), _TILES_OTHER)
+_TRITON = ".".join(triton.__version__.split(".")[:2])
+TILES = _TILES_BY_TRITON.get(_TRITON, _TILES_OTHER)
+#: the split reduce fused into the kernel (one launch per call: the last program of a sequence's
+#: head block combines, as in decode_attention) where that compiles without spills: Triton 3.6;
+#: under 3.9 the fused epilogue made every tile spill, so it launches reduce_splits after
+FUSED_REDUCE = _TRITON == "3.6"
 _GPU_CONFIGS = [_config(*t) for t in _ALL_TILES]
 
 
@@ -280,6 +315,7 @@ def _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, 
     m_part = torch.empty((B, H, splits), dtype=torch.float32, device=dev)
     l_part = torch.empty_like(m_part)
     acc_part = torch.empty((B, H, splits, R), dtype=torch.float32, device=dev)
+    counter = torch.zeros((B * head_blocks,), dtype=torch.int32, device=dev)  # the fused reduce's
     bn = _INTERPRET_BLOCKS["BLOCK_N"] if interp else 64
     descs = (
         make_descriptor(q_latent, [1, block_h, R // 2]),
@@ -292,16 +328,20 @@ def _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, 
         block_table.stride(0) if block_table is not None else 0,
         m_part.stride(0), m_part.stride(1),
         acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
+        out.stride(0), out.stride(1),
         H, N_max, chunk, scale * LOG2E, B, splits,
     )
-    consts = dict(R=R, P=P, VARLEN=seq_lens is not None, PAGED=block_table is not None, PAGE_SIZE=page_size)
+    consts = dict(
+        R=R, P=P, VARLEN=seq_lens is not None, PAGED=block_table is not None, PAGE_SIZE=page_size,
+        FUSED_REDUCE=FUSED_REDUCE,
+    )
     if interp:
         consts.update(_INTERPRET_BLOCKS, UPCAST=upcast_dots(q_latent.dtype))
         kernel, grid = _mla_decode_kernel, (head_blocks, splits, B)
     else:
         consts["UPCAST"] = False
         kernel, grid = _mla_decode_autotuned, (head_blocks, splits, B)
-    return kernel, grid, descs, (m_part, l_part, acc_part), tail, consts
+    return kernel, grid, descs, (m_part, l_part, acc_part, counter), tail, consts
 
 
 def mla_decode(
@@ -332,15 +372,14 @@ def mla_decode(
         plan = _PLANS[key] = _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out)
     elif (q_latent.data_ptr() | q_rope.data_ptr() | cache.data_ptr()) % 16:
         raise ValueError("q_latent, q_rope and cache must be 16-byte aligned (the TMA engine's rule)")
-    kernel, grid, descs, (m_part, l_part, acc_part), tail, consts = plan
+    kernel, grid, descs, (m_part, l_part, acc_part, counter), tail, consts = plan
     for d, t in zip(descs, (q_latent, q_rope, cache, cache)):
         d.base = t
     lens = seq_lens if seq_lens is not None else q_latent  # not read when VARLEN is False
     table = block_table if block_table is not None else q_latent  # not read when PAGED is False
-    kernel[grid](
-        *descs, lens, table, m_part, l_part, acc_part, *tail, **consts,
-    )
-    reduce_splits(m_part, l_part, acc_part, out)
+    kernel[grid](*descs, lens, table, m_part, l_part, acc_part, out, counter, *tail, **consts)
+    if not consts["FUSED_REDUCE"]:
+        reduce_splits(m_part, l_part, acc_part, out)
     return out
 
 

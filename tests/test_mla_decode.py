@@ -29,6 +29,21 @@ def test_matches_reference(case):
     assert c.ok, f"{case.id}: {c.message}"
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-reduce", "reduce-launch"])
+def test_both_reduce_paths(fused, monkeypatch):
+    """The fused reduce (last program per head block combines) and the separate reduce launch agree
+    with the reference, also on a second call (the fused path's counters reset themselves)."""
+    monkeypatch.setattr(mla, "FUSED_REDUCE", fused)
+    monkeypatch.setattr(mla, "_PLANS", {})
+    case = mla._case(2, 20, 123, 64, 32, "fp16", varlen=True, splits=3)
+    for tag in ("first", "second"):
+        inputs = OP.make_inputs(case, DEVICE, gen("reduce-" + tag))
+        out = poisoned(inputs["q_latent"].shape, inputs["q_latent"].dtype, DEVICE)
+        mla.mla_decode(**inputs, out=out)
+        c = compare(out, OP.reference(**inputs), OP.tolerance["fp16"])
+        assert c.ok, f"{tag}: {c.message}"
+
+
 @pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
 def test_baseline_matches_reference(paged):
     case = next(c for c in OP.cases["test"] if c.params.get("varlen") and bool(c.params.get("page_size")) == paged)
@@ -177,10 +192,12 @@ for paged in (False, True):
         n = cfg.kwargs["BLOCK_N"]
         args = dict(desc_ql=make_descriptor(ql, [1, 64, 256]), desc_qr=make_descriptor(qr, [1, 64, 64]),
                     desc_ckv=make_descriptor(cache, [1, n, 256]), desc_kpe=make_descriptor(cache, [1, n, 64]),
-                    Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32, stride_bt=512,
+                    Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32, O=ql, Counter=i32,
+                    stride_ob=128 * 512, stride_oh=512, stride_bt=512,
                     stride_pb=128 * 8, stride_ph=8, stride_ab=128 * 8 * 512, stride_ah=8 * 512, stride_as=512,
                     H=128, N_ctx=32768, chunk=4096, qk_scale=0.1, B=16, SPLITS=8, R=512, P=64,
-                    VARLEN=varlen, PAGED=paged, PAGE_SIZE=64 if paged else 1, UPCAST=False, **cfg.kwargs)
+                    VARLEN=varlen, PAGED=paged, PAGE_SIZE=64 if paged else 1, UPCAST=False,
+                    FUSED_REDUCE=ml.FUSED_REDUCE, **cfg.kwargs)
         k = compile_for_gpu(ml._mla_decode_kernel, args, cfg.num_warps, cfg.num_stages)
         rows.append({"name": f"paged={paged} varlen={varlen} {t}", **cubin_report(k)})
 print(json.dumps(rows))
