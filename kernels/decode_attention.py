@@ -132,6 +132,7 @@ def _decode_attention_kernel(
     # Counter [B * H_kv] int32, zero between calls: each program counts itself in after its stores
     # (acq_rel at GPU scope: the partials it wrote are visible to whoever counts in last), and the
     # last one resets it for the next call. One launch instead of two.
+    tl.debug_barrier()  # every thread's partial stores before the (one-thread) releasing atomic
     done = tl.atomic_add(Counter + pid_bh, 1)
     if done == SPLITS - 1:
         tl.store(Counter + pid_bh, 0)

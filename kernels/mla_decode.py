@@ -169,6 +169,7 @@ def _fused_reduce(
     stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, SPLITS,
     R: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
+    tl.debug_barrier()  # every thread's partial stores before the (one-thread) releasing atomic
     done = tl.atomic_add(Counter + slot, 1)
     if done == SPLITS - 1:
         tl.store(Counter + slot, 0)
