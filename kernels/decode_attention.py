@@ -32,6 +32,7 @@ from kernels.flash_attention import (
     full_fp32,
     interpreting,
     launch_key,
+    remember,
     tma_ready,
     upcast_dots,
 )
@@ -394,7 +395,7 @@ def decode_attention(
     key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
+        plan = remember(_PLANS, key, _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out))
     elif (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
         raise ValueError("the caches must be 16-byte aligned (the TMA engine's rule)")
     kernel, grid, (desc_k, desc_v), buffers, strides, consts = plan

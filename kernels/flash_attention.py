@@ -91,6 +91,19 @@ def launch_key(*items) -> tuple:
     return tuple((t.shape, t.stride(), t.dtype, t.device) if type(t) is T or isinstance(t, T) else t for t in items)
 
 
+#: launch plans kept per launcher: a decode loop whose cache grows a token per step makes a new
+#: shape (and plan, with its split buffers) every step; the oldest are dropped past this many
+MAX_PLANS = 64
+
+
+def remember(plans: dict, key: tuple, plan):
+    """Store ``plan`` under ``key``, dropping the oldest plan past ``MAX_PLANS``; returns ``plan``."""
+    if len(plans) >= MAX_PLANS:
+        plans.pop(next(iter(plans)))
+    plans[key] = plan
+    return plan
+
+
 def tma_ready(*tensors: torch.Tensor) -> str | None:
     """None if the TMA engine can address every tensor, else why not (for one clear ValueError)."""
     for t in tensors:
@@ -301,7 +314,7 @@ def flash_attention(
         if q.dim() == 4 and (q.shape[2] == 0 or q.shape[0] * q.shape[1] == 0):
             check_qkv(q, k, v)
             return out
-        plan = _PLANS[key] = _plan(q, k, v, out, causal, sm_scale)
+        plan = remember(_PLANS, key, _plan(q, k, v, out, causal, sm_scale))
     elif (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) % 16:
         raise ValueError("q, k, v and out must be 16-byte aligned (the TMA engine's rule)")
     descs, scalars, grid, kernel, consts = plan

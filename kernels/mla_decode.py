@@ -44,6 +44,7 @@ from kernels.flash_attention import (
     interpreting,
     launch_key,
     make_descriptor,
+    remember,
     tma_ready,
     upcast_dots,
 )
@@ -370,7 +371,7 @@ def mla_decode(
     key = launch_key(q_latent, q_rope, cache, out, seq_lens, block_table, sm_scale, num_splits)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out)
+        plan = remember(_PLANS, key, _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out))
     elif (q_latent.data_ptr() | q_rope.data_ptr() | cache.data_ptr()) % 16:
         raise ValueError("q_latent, q_rope and cache must be 16-byte aligned (the TMA engine's rule)")
     kernel, grid, descs, (m_part, l_part, acc_part, counter), tail, consts = plan

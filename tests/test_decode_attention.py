@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kernels import decode_attention as da
+from kernels import flash_attention as fa_module
 from kernels.registry import load_op
 from kernels.sdpa_baselines import check_candidates
 from kernels.testing import compare, poisoned, seeded_generator
@@ -95,6 +96,17 @@ def test_repeated_calls_reuse_the_plan():
     assert len(da._PLANS) == n
     c = compare(out, OP.reference(**second), OP.tolerance["fp16"])
     assert c.ok, c.message
+
+
+def test_plans_stay_bounded_as_a_context_grows(monkeypatch):
+    """A decode loop over a growing cache makes a new shape each step: old plans are dropped."""
+    monkeypatch.setattr(da, "_PLANS", {})
+    monkeypatch.setattr(fa_module, "MAX_PLANS", 4)
+    q = torch.randn(1, 4, 64).half().to(DEVICE)
+    for n in range(20, 30):
+        k = torch.randn(1, 2, n, 64).half().to(DEVICE)
+        da.decode_attention(q, k, k, num_splits=1)
+    assert len(da._PLANS) == 4
 
 
 def test_split_count_does_not_change_the_result():
@@ -200,6 +212,7 @@ _COMPILE = """
 import json, torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels import decode_attention as da
+from kernels import flash_attention as fa_module
 from kernels.cubin_report import cubin_report
 from kernels.testing import compile_for_gpu
 
