@@ -41,6 +41,10 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "rope": ("T", "H", "D"),
     "add_": ("T", "D"),
     "silu_mul": ("T", "F"),
+    # the decode step's ops on its real (strided) layouts, as ``roofline e2e --full`` runs them
+    "rope_qkv_strided": ("T", "H", "KVH", "D"),
+    "silu_mul_strided": ("T", "F"),
+    "kv_write": ("B", "H", "KVH", "N", "D"),
     "copy": ("bytes",),
     "sdpa_prefill_causal": ("B", "H", "KVH", "S", "D"),
     "sdpa_prefill_causal_expanded": ("B", "H", "KVH", "S", "D"),

@@ -29,7 +29,8 @@ import numpy as np
 from .calibration import Calibration, Row
 
 #: ops timed by bytes (t0 + bytes / BW)
-BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention")
+BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention",
+             "rope_qkv_strided", "silu_mul_strided", "kv_write")
 PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
 
 
@@ -189,7 +190,8 @@ def prefill_features(flops, qo_elements):
 #: on the H200, one of 4096 4.2 us: the same fitted line cannot hold both); decode attention on
 #: its heads and head dim
 FAMILY_FIELDS = {"rmsnorm": ("D",), "rmsnorm_copy": ("D",), "add_": ("D",), "silu_mul": ("F",), "rope": ("H", "D"),
-                 "sdpa_decode": ("H", "KVH", "D"), "matmul_decode_attention": ("H", "KVH", "D"), "copy": ()}
+                 "sdpa_decode": ("H", "KVH", "D"), "matmul_decode_attention": ("H", "KVH", "D"), "copy": (),
+                 "rope_qkv_strided": ("H", "KVH", "D"), "silu_mul_strided": ("F",), "kv_write": ("H", "KVH", "D")}
 
 
 def family_key(op: str, shape: dict) -> tuple | None:

@@ -247,8 +247,13 @@ class _Builder:
         q, k = T * h * D * b, T * hkv * D * b
         kv = T * hkv * D * self.wl.kv_bytes_per_element
         rope = self.cfg.position_embedding == "rope"
+        lin, heads = self.m.linear, (int(h), int(hkv), int(D))
         if self.p.kv_write_kernels:
-            if rope and "rope" in self.m.linear:  # the torch RoPE timed as such, on q and on k
+            if rope and "rope_qkv_strided" in lin:  # e2e_full's RoPE timed on the strided q and k views of the qkv output
+                t, f = lin["rope_qkv_strided"].time_s([1.0, 2.0 * (q + k) + 2.0 * T * D * b], heads)
+                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE on the q and k views of the qkv output, timed as run (fused away in the roofline)",
+                         timed_as_a_whole=True, host=("rope_qkv_strided", 1))
+            elif rope and "rope" in self.m.linear:  # the torch RoPE timed as such (contiguous), on q and on k
                 cs = 2.0 * T * D * b  # cos and sin rows
                 tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs], (int(h), int(D)))
                 tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs], (int(hkv), int(D)))
@@ -257,9 +262,14 @@ class _Builder:
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
-            t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
-            self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache",
-                     host=("copy", self.p.kv_write_kernels))
+            if self.phase == "decode" and "kv_write" in lin and self.wl.kv_bytes_per_element == b:  # e2e_full's write_kv, timed as run
+                t, f = lin["kv_write"].time_s([1.0, 2.0 * (k + kv)], heads)
+                self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V of the new token written into the cache, timed as run",
+                         timed_as_a_whole=True, host=("kv_write", 1))
+            else:  # prefill (a [S, KVH, D] block, transposed), or older calibrations: the copy model
+                t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
+                self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache",
+                         host=("copy", self.p.kv_write_kernels))
         elif rope:  # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
             t, f = self.copy_like(2.0 * q + 2.0 * k + k + 2.0 * kv, self.p.rope_kernels)
             self.add("attn.rope_kv_write", "elementwise", L, self.p.rope_kernels, t, f, (), "fused RoPE + KV-cache write")
@@ -274,14 +284,18 @@ class _Builder:
         self.add("residual_adds", "elementwise", L, n, n * t, n * t0, (), "x + attn, h + mlp (fused away in the roofline)", host=("add_", n))
 
     def _act(self, op):
-        if self.p.act == "torch":
+        strided = self.p.act == "torch" and "silu_mul_strided" in self.m.linear
+        if strided:  # e2e_full's silu_mul on the halves of the gate_up output, timed as run (bytes: the op's 3 passes)
+            key = (int(self.cfg.intermediate_size / self.wl.tp),)
+            t, f = self.m.linear["silu_mul_strided"].time_s([1.0, np.asarray(op.activation_bytes, dtype=float)], key)
+        elif self.p.act == "torch":
             # silu (read g, write tmp) then mul (read tmp and u, write): 5 passes where the op has 3
             key = (int(self.cfg.intermediate_size / self.wl.tp),)
             t, f = self.m.linear["silu_mul"].time_s([1.0, 5.0 / 3.0 * np.asarray(op.activation_bytes, dtype=float)], key)
         else:
             t, f = self.copy_like(op.activation_bytes, 1)
         self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch",
-                 host=("silu_mul" if self.p.act == "torch" else None, 1))
+                 host=("silu_mul_strided" if strided else "silu_mul" if self.p.act == "torch" else None, 1))
 
 
 def step_rows(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile) -> list[StepRow]:

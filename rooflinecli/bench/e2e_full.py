@@ -187,6 +187,20 @@ def rope(x, cos, sin):
     return x * c + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * s
 
 
+def silu_mul(gu, F: int):
+    """SiLU(gate) * up on the two halves of the fused gate_up output gu [T, 2F] (strided views)."""
+    import torch.nn.functional as F_
+
+    return F_.silu(gu[:, :F]) * gu[:, F:]
+
+
+def write_kv(kc, vc, k, v, pos: int) -> None:
+    """The new token's K [B, Hkv, D] and V (a strided view of the qkv output) into the caches
+    [B, Hkv, N + 1, D] at ``pos``."""
+    kc[:, :, pos] = k
+    vc[:, :, pos] = v
+
+
 class TorchOps:
     name = "torch"
 
@@ -245,12 +259,11 @@ def decode_step(W: Weights, ops, tokens, cos, sin, k_caches, v_caches, pos: int)
     for L, kc, vc in zip(W.layers, k_caches, v_caches):
         qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, H + 2 * Hkv, D)
         q = rope(qkv[:, :H], cos, sin)
-        kc[:, :, pos] = rope(qkv[:, H : H + Hkv], cos, sin)
-        vc[:, :, pos] = qkv[:, H + Hkv :]
+        write_kv(kc, vc, rope(qkv[:, H : H + Hkv], cos, sin), qkv[:, H + Hkv :], pos)
         o = ops.decode_attention(q, kc, vc).reshape(B, H * D)
         h.add_(ops.linear(o, L["o"]))
         gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
-        h.add_(ops.linear(F.silu(gu[:, :Fi]) * gu[:, Fi:], L["down"]))
+        h.add_(ops.linear(silu_mul(gu, Fi), L["down"]))
     return ops.linear(ops.rmsnorm(h, W.final_norm), W.lm_head)
 
 
@@ -272,7 +285,7 @@ def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str 
         o = _sdpa_fn(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
         h.add_(ops.linear(o[0].transpose(0, 1).reshape(S, H * D), L["o"]))
         gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
-        h.add_(ops.linear(F.silu(gu[:, :Fi]) * gu[:, Fi:], L["down"]))
+        h.add_(ops.linear(silu_mul(gu, Fi), L["down"]))
     return ops.linear(ops.rmsnorm(h[-1:], W.final_norm), W.lm_head)
 
 

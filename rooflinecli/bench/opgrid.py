@@ -16,6 +16,13 @@ KVH, S, D} with the fastest SDPA ``backend``; ``launch_floor`` {}; ``gemm_sustai
 ``copy_sustained`` with ``t_series`` (added by ``calibrate`` from its ceiling runs). ``flops`` and
 ``bytes``: each input read once, each output written once.
 
+The decode step's small ops on the layouts ``roofline e2e --full`` runs them on (the very functions
+of ``bench.e2e_full``): ``rope_qkv_strided`` {T, H, KVH, D} (``rope`` on the q and k views of a fused
+qkv output [T, (H + 2 KVH) D]), ``silu_mul_strided`` {T, F} (``silu_mul`` on the halves of a gate_up
+output [T, 2F]; bytes: 3 passes of T x F), ``kv_write`` {B, H, KVH, N, D} (``write_kv``: K and V of
+one new token into caches [B, KVH, N + 1, D] at N, V a view of the qkv output; bytes: K and V read
+once, written once).
+
 Robust by construction: each shape runs under ``try``; a failure is recorded in ``failed`` and the
 grid goes on. Under a time budget (GPU seconds): the categories are visited round-robin, small
 shapes first, and no new shape starts once the budget is spent (``skipped`` counts the rest).
@@ -51,6 +58,14 @@ ATTN_HEADS = ((32, 8, 128), (64, 8, 128), (28, 4, 128), (32, 32, 128), (32, 8, 6
 PREFILL_S = (256, 512, 1024, 2048, 4096, 8192)
 PREFILL_TOKENS = 16384  # the batched prefill point: B = tokens / S
 DECODE_B = (1, 8, 32, 64, 128)
+#: the decode step's small ops on their real layouts (``e2e_full``): tokens (decode batches and
+#: prefill lengths), (H, KVH, D) of the qkv output, F of the gate_up output, cache batches
+STRIDED_T = (1, 8, 32, 64, 512, 2048)
+STRIDED_HEADS = ((32, 8, 128), (64, 8, 128))
+STRIDED_F = (14336, 28672, 18944)
+KV_WRITE_B = (1, 8, 32, 64)
+#: cache positions of the KV-write cases (the write's cost does not depend on it; the smallest e2e context)
+KV_WRITE_N = 512
 DECODE_S = (512, 1024, 2048, 4096, 8192, 16384)
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
@@ -176,6 +191,64 @@ def rope_case(T: int, H: int, D: int) -> Case:
                 note="rotate-half RoPE as torch ops (neg, cat, 2 mul, add: several kernels); x read once, cos/sin read once, out written once")
 
 
+def rope_qkv_strided_case(T: int, H: int, KVH: int, D: int) -> Case:
+    """RoPE of the q and k heads as the decode step runs it (``e2e_full.rope``), on the strided
+    q and k views of a fused qkv output [T, (H + 2 KVH) * D]."""
+
+    def make(device, gen):
+        import torch
+
+        from rooflinecli.bench.e2e_full import rope
+
+        qkv = _randn((T, (H + 2 * KVH) * D), device, gen).view(T, H + 2 * KVH, D)
+        ang = torch.rand((T, D // 2), device=device, dtype=torch.float32) * 6.283
+        ang = torch.cat((ang, ang), -1)
+        cos, sin = torch.cos(ang).to(torch.bfloat16), torch.sin(ang).to(torch.bfloat16)
+        return lambda: (rope(qkv[:, :H], cos, sin), rope(qkv[:, H : H + KVH], cos, sin))
+
+    n = T * (H + KVH) * D * 2
+    return Case("rope_qkv_strided", {"T": T, "H": H, "KVH": KVH, "D": D}, 3.0 * T * (H + KVH) * D, 2 * n + 2 * T * D * 2, T * (H + 2 * KVH) * D * 2 + 2 * T * D * 2, make,
+                note="e2e_full.rope on q and on k: strided views of the fused qkv output; q and k read once, cos/sin read once, the rotated q and k written once")
+
+
+def silu_mul_strided_case(T: int, F_: int) -> Case:
+    """SiLU(gate) * up as the decode step runs it (``e2e_full.silu_mul``) on the two halves of a
+    fused gate_up output [T, 2F]."""
+
+    def make(device, gen):
+        from rooflinecli.bench.e2e_full import silu_mul
+
+        gu = _randn((T, 2 * F_), device, gen)
+        return lambda: silu_mul(gu, F_)
+
+    nf = T * F_ * 2
+    return Case("silu_mul_strided", {"T": T, "F": F_}, 5.0 * T * F_, 3 * nf, 3 * nf, make,
+                note="e2e_full.silu_mul on the halves of gate_up [T, 2F] (silu then mul: two kernels); gate and up read once, the output written once")
+
+
+def kv_write_case(B: int, H: int, KVH: int, N: int, D: int) -> Case:
+    """The new token's K and V written into caches [B, KVH, N + 1, D] at position N as the decode
+    step does it (``e2e_full.write_kv``): K contiguous (the RoPE output), V a strided view of the
+    qkv output [B, H + 2 KVH, D]."""
+
+    def make(device, gen):
+        import torch
+
+        from rooflinecli.bench.e2e_full import write_kv
+
+        qkv = _randn((B, H + 2 * KVH, D), device, gen)
+        k, v = _randn((B, KVH, D), device, gen), qkv[:, H + KVH :]
+        # the cache contents do not change the write: allocated, not filled (GBs at large B)
+        kc = torch.empty((B, KVH, N + 1, D), dtype=torch.bfloat16, device=device)
+        vc = torch.empty_like(kc)
+        return lambda: write_kv(kc, vc, k, v, N)
+
+    n = B * KVH * D * 2
+    cache = 2 * B * KVH * (N + 1) * D * 2
+    return Case("kv_write", {"B": B, "H": H, "KVH": KVH, "N": N, "D": D}, 0.0, 4.0 * n, cache + B * (H + 3 * KVH) * D * 2, make,
+                note="e2e_full.write_kv: kc[:, :, N] = k, vc[:, :, N] = v (two copy kernels); k and v read once, the cache entries written once")
+
+
 def copy_case(nbytes: int) -> Case:
     def make(device, gen):
         import torch
@@ -235,6 +308,16 @@ def attention_case(op: str, B: int, H: int, KVH: int, S: int, D: int) -> Case:
     return Case(op, {"B": B, "H": H, "KVH": KVH, "S": S, "D": D}, flops, b, b, make, backends=SDPA_BACKENDS)
 
 
+def strided_grid(tokens=STRIDED_T, heads=STRIDED_HEADS, widths=STRIDED_F, batches=KV_WRITE_B, N: int = KV_WRITE_N) -> dict[str, list[Case]]:
+    """The decode step's RoPE, SiLU*mul and KV write on their real layouts: three small categories
+    placed right after the launch floor, so the round-robin reaches all of them early."""
+    return {
+        "rope_qkv_strided": [rope_qkv_strided_case(T, H, KVH, D) for H, KVH, D in heads for T in tokens],
+        "silu_mul_strided": [silu_mul_strided_case(T, F_) for F_ in widths for T in tokens],
+        "kv_write": [kv_write_case(B, H, KVH, N, D) for H, KVH, D in heads[:1] for B in batches],
+    }
+
+
 def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_PRESETS) -> dict[str, list[Case]]:
     """The grid by category, each sorted small to large. ``tiny``: a few small shapes (CPU tests)."""
     from rooflinecli.model_registry import get_model
@@ -242,6 +325,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
     if tiny:
         return {
             "floor": [launch_floor_case()],
+            **strided_grid((1, 4), ((4, 2, 64),), (96,), (1, 2), 16),
             "gemm": [gemm_case(M, 96, 64, "tiny.qkv") for M in (1, 8, 32)] + [gemm_case(64, 64, 64, "square")],
             "elementwise": [c for T in (1, 16) for c in elementwise_cases(T, 64, 96)] + [rope_case(4, 3, 64)],
             "copy": [copy_case(b) for b in (4096, 65536)],
@@ -263,7 +347,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for S in PREFILL_S:
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
-    grid = {"floor": [launch_floor_case()], "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
+    grid = {"floor": [launch_floor_case()], **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 
