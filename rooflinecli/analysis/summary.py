@@ -11,12 +11,16 @@ from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
 from .memory import max_batch_that_fits, max_context_that_fits, memory_totals, weights_breakdown_per_gpu
-from .ops import check_parallel, kv_heads_per_gpu
+from .ops import check_parallel, kv_heads_per_gpu, phase_ops
 from .phase import TOTAL_FIELDS, OpTime, phase_times, sum_ops
 from .workload import Workload, validate_workload
 
 #: largest batch searched for the decode compute-bound point
 MAX_BATCH_SEARCH = 1 << 16
+#: the compute-bound batch search evaluates every batch up to this one, then every this-many-th
+SEARCH_DENSE_BATCHES = 256
+#: bisection steps of the KV crossover search evaluated in one vectorized pass (2**n - 1 points)
+BISECTION_ROUND = 8
 
 
 def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context) -> dict[str, np.ndarray]:
@@ -219,17 +223,46 @@ def decode_compute_bound_batches(
     cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH
 ) -> tuple[int | None, int | None]:
     """(whole step, matmuls only): the smallest batch at which one decode step at ``context`` is
-    compute-bound (summed compute time >= summed memory time), searched over 1..max_batch in one
-    vectorized pass; None where no batch is. "Matmuls only" sums the gemm and moe ops (the weight
-    streaming ones, which turn compute-bound near the ridge point; attention over the cache keeps
-    a whole step memory-bound at long contexts)."""
-    batch = np.arange(1, max_batch + 1, dtype=float)
-    timed = phase_times(cfg, spec, wl, "decode", batch, float(context))
-    out = []
-    for subset in (timed, [t for t in timed if t.op.kind in ("gemm", "moe")]):
-        idx = np.flatnonzero(sum_ops(subset, batch.shape)["compute_bound"])
-        out.append(int(batch[idx[0]]) if idx.size else None)
+    compute-bound (summed compute time >= summed memory time), searched over 1..max_batch; None
+    where no batch is. "Matmuls only" sums the gemm and moe ops (the weight streaming ones, which
+    turn compute-bound near the ridge point; attention over the cache keeps a whole step
+    memory-bound at long contexts).
+
+    Two vectorized passes instead of all max_batch batches: every batch up to
+    ``SEARCH_DENSE_BATCHES`` and every ``SEARCH_DENSE_BATCHES``-th one beyond, then every batch of
+    the bracket where the step first turns compute-bound. Compute time grows linearly with the
+    batch and memory time no faster (weights are read once; expert weights touched saturate), so
+    once compute-bound a step stays so and the bracket holds the first such batch: the answer
+    equals a scan of every batch (tests/test_analysis_search.py checks it against one)."""
+    dense = min(SEARCH_DENSE_BATCHES, max_batch)
+    coarse = np.concatenate([np.arange(1, dense + 1), np.arange(2 * dense, max_batch + 1, dense)]).astype(float)
+    if coarse[-1] < max_batch:
+        coarse = np.append(coarse, float(max_batch))
+    out: list[int | None] = []
+    brackets: list[tuple[float, float] | None] = []
+    for flags in _decode_compute_bound_flags(cfg, spec, wl, context, coarse):
+        idx = np.flatnonzero(flags)
+        first = int(idx[0]) if idx.size else None
+        if first is None or coarse[first] <= dense:  # none, or inside the dense prefix: exact
+            out.append(None if first is None else int(coarse[first]))
+            brackets.append(None)
+        else:
+            out.append(int(coarse[first]))
+            brackets.append((coarse[first - 1] + 1.0, coarse[first]))
+    if any(brackets):
+        fine = np.concatenate([np.arange(b[0], b[1] + 1.0) for b in brackets if b])
+        for j, flags in enumerate(_decode_compute_bound_flags(cfg, spec, wl, context, fine)):
+            if brackets[j]:
+                lo, hi = brackets[j]
+                idx = np.flatnonzero(flags & (fine >= lo) & (fine <= hi))
+                out[j] = int(fine[idx[0]]) if idx.size else out[j]
     return out[0], out[1]
+
+
+def _decode_compute_bound_flags(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, batch: np.ndarray) -> list[np.ndarray]:
+    """Compute-bound flags of one decode step at ``context`` over ``batch``: [whole step, gemm and moe ops only]."""
+    timed = phase_times(cfg, spec, wl, "decode", batch, float(context))
+    return [sum_ops(subset, batch.shape)["compute_bound"] for subset in (timed, [t for t in timed if t.op.kind in ("gemm", "moe")])]
 
 
 def decode_compute_bound_batch(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, context: int, max_batch: int = MAX_BATCH_SEARCH) -> int | None:
@@ -240,11 +273,20 @@ def decode_compute_bound_batch(cfg: ModelConfig, spec: HardwareSpec, wl: Workloa
 def kv_crossover_context(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, limit: float = 2.0**40) -> float | None:
     """Context N at which the KV bytes one decode step reads equal the weight bytes it reads (at
     the workload's batch), solved by bisection (windows and compression make KV reads nonlinear in
-    N); None when KV reads never catch up (e.g. every layer windowed)."""
+    N); None when KV reads never catch up (e.g. every layer windowed).
+
+    The bisection runs BISECTION_ROUND steps at a time: every midpoint those steps could visit is
+    evaluated in one vectorized pass, then the steps are replayed from the signs, so the result is
+    the one a point-by-point bisection gives, in a few passes instead of ~30."""
 
     def diff(N):
-        t = sum_ops(phase_times(cfg, spec, wl, "decode", float(wl.batch), np.asarray(N, dtype=float)), np.shape(N))
-        return t["kv_read_bytes"] - t["weights_bytes"]
+        N = np.asarray(N, dtype=float)
+        kv, weights = np.zeros(N.shape), np.zeros(N.shape)
+        for op in phase_ops(cfg, spec, wl, "decode", float(wl.batch), N):  # the bytes alone: no times needed
+            L = float(op.layers)
+            kv += L * np.asarray(op.kv_read_bytes, dtype=float)
+            weights += L * np.asarray(op.weights_bytes, dtype=float)
+        return kv - weights
 
     grid = 2.0 ** np.arange(0, 41)
     d = diff(grid)
@@ -254,15 +296,29 @@ def kv_crossover_context(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, lim
         return 1.0
     i = int(np.flatnonzero(d >= 0)[0])
     lo, hi = grid[i - 1], grid[i]
-    for _ in range(80):  # continuous bisection to relative precision
-        mid = 0.5 * (lo + hi)
-        if diff(mid) >= 0:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-9 * hi:
-            break
+    steps = 0
+    while steps < 80:  # continuous bisection to relative precision
+        depth = min(BISECTION_ROUND, 80 - steps)
+        mids = _bisection_midpoints(lo, hi, depth)
+        at_or_above = dict(zip(mids, diff(np.array(mids)) >= 0))
+        for _ in range(depth):
+            mid = 0.5 * (lo + hi)
+            if at_or_above[mid]:
+                hi = mid
+            else:
+                lo = mid
+            steps += 1
+            if hi - lo <= 1e-9 * hi:
+                return float(0.5 * (lo + hi))
     return float(0.5 * (lo + hi))
+
+
+def _bisection_midpoints(lo: float, hi: float, depth: int) -> list[float]:
+    """Every midpoint ``depth`` bisection steps on [lo, hi] could visit, computed as they compute it."""
+    if depth == 0:
+        return []
+    mid = 0.5 * (lo + hi)
+    return [mid, *_bisection_midpoints(lo, mid, depth - 1), *_bisection_midpoints(mid, hi, depth - 1)]
 
 
 def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
