@@ -48,9 +48,21 @@ def _children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(runs: int, env: dict[str, str] | None = None) -> dict:
+def measure(runs: int, bytecode_cache: bool = True) -> dict:
     """Medians of every command and of the bare import, interleaved run by run so that a burst of
-    load from other jobs hits all of them alike; ``env``: the processes' environment."""
+    load from other jobs hits all of them alike; ``bytecode_cache``: from a bytecode cache of their
+    own (see the module's doc), else with the environment as it is."""
+    with tempfile.TemporaryDirectory(prefix="bench-startup-pyc-") as pyc:
+        env = None
+        if bytecode_cache:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["PYTHONPYCACHEPREFIX"] = pyc
+        m = _measure(runs, env)
+    m["bytecode_cache"] = bytecode_cache
+    return m
+
+
+def _measure(runs: int, env: dict[str, str] | None) -> dict:
     cmds = {"import typer, rich": BARE, "one-option typer app": TYPER_APP, **{" ".join(c): (sys.executable, "-m", "rooflinecli", *c) for c in COMMANDS}}
     for cmd in cmds.values():
         subprocess.run(cmd, check=True, capture_output=True, env=env)  # warm-up: file cache, .pyc files
@@ -90,13 +102,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--no-bytecode-cache", action="store_true", help="run with the environment as it is (no bytecode cache of its own)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-startup-pyc-") as pyc:
-        env = None
-        if not args.no_bytecode_cache:
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-            env["PYTHONPYCACHEPREFIX"] = pyc
-        m = measure(args.runs, env)
-    m["bytecode_cache"] = not args.no_bytecode_cache
+    m = measure(args.runs, bytecode_cache=not args.no_bytecode_cache)
     m["target_s"] = args.target_s
     if args.json:
         print(json.dumps(m, indent=2))
