@@ -21,6 +21,8 @@ from rooflinecli.model_registry import get_model
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "h200-2026-11-30" / "torch-op-timings.json"
 SHIPPED = ROOT / "hardware_specs" / "measured" / "h200-calibration.json"
+#: the first run's torch-op timings converted to the calibration schema (the shipped file was once this)
+CONVERTED = FIXTURE.parent / "torch-op-timings.calibration.json"
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,8 @@ def test_fit_reproduces_the_rows_it_was_fitted_on_and_the_h200_facts(cal):
 
 
 def test_both_layouts_load_the_same_rows(cal):
-    shipped = load_calibration(str(SHIPPED))
+    shipped = load_calibration(str(CONVERTED))
+    assert json.loads(CONVERTED.read_text())["schema"] == SCHEMA
     assert json.loads(SHIPPED.read_text())["schema"] == SCHEMA
     assert [(r.op, r.shape, r.t_graph_s) for r in shipped.rows] == [(r.op, r.shape, r.t_graph_s) for r in cal.rows]
     assert shipped.gpu == cal.gpu == "NVIDIA H200"
@@ -124,8 +127,10 @@ def h200m():
 
 def test_shipped_measured_spec_names_its_calibration(h200m):
     assert h200m.kind == "measured" and h200m.base == "h200"
-    assert h200m.peak_dense_tflops["bf16"] == pytest.approx(677.4)  # sustained, burst beside
-    assert h200m.measured_with["burst peak_dense_tflops.bf16"] == "790.6"
+    # the sustained rate is what predictions use; the burst (20 single launches) is kept beside it
+    burst = float(h200m.measured_with["burst peak_dense_tflops.bf16"])
+    assert 600 < h200m.peak_dense_tflops["bf16"] < burst < 990
+    assert calibration_for(h200m).sustained["gemm_bf16_tflops"] == pytest.approx(h200m.peak_dense_tflops["bf16"], rel=1e-3)
     assert calibration_for(h200m).gpu == "NVIDIA H200"
     assert calibration_for(get_spec("h200")) is None and models_for(get_spec("h200")) is None
 
@@ -200,8 +205,9 @@ def test_eager_prefill_waits_for_the_host_only_when_kernels_are_short(h200m):
     # per kernel where the calibration has no eager rows of the op)
     assert short["attn.qkv"]["host_s"] == pytest.approx(m.eager_call_s["gemm"])
     assert short["residual_adds"]["host_s"] == pytest.approx(2 * m.eager_call_s["add_"])
-    assert short["norms"]["host_s"] == pytest.approx(short["norms"]["kernels"] * m.eager_launch_s)
-    assert short["host launch wait"]["time_s"] > 0.5 * total_short
+    norm_call_s = m.eager_call_s.get("rmsnorm", m.eager_launch_s)  # one F.rms_norm call per norm
+    assert short["norms"]["host_s"] == pytest.approx(short["norms"]["kernels"] * norm_call_s)
+    assert short["host launch wait"]["time_s"] > 0.4 * total_short  # the GPU idles for a large share
     total_long = sum(r["time_s"] for r in long_.values())
     assert long_["host launch wait"]["time_s"] < 0.01 * total_long
     # decode runs in a CUDA graph: no host row

@@ -108,3 +108,31 @@ def test_decode_step_launches_what_e2e_full_runs():
     big = {r["name"]: r for r in predict_step_breakdown(get_model("llama-3-70b"), spec, Workload(batch=8, prompt_len=2048, gen_len=1), "decode", 8, 2048,
                                                          mode="achievable")}
     assert big["final_norm"]["time_s"] > 1.5 * rows["final_norm"]["time_s"]
+
+
+# ---- the full run (2026-11-30, 22:10 UTC): the shipped calibration, its own whole-model runs -------
+
+RUN2 = ROOT / "tests" / "fixtures" / "h200-2026-11-30-run2" / "e2e.json"
+
+
+def test_shipped_h200_calibration_predicts_the_full_runs_whole_models():
+    """hardware_specs/measured/h200.toml is that run's calibration (564 microbenchmark shapes);
+    its e2e.json (44 torch points: llama-3-8b, qwen2.5-7b, 34-layer llama-3-70b; decode in one
+    CUDA graph per step over batch x context, eager prefill) was never used to fit it. The issue's
+    limits: median |error| <= 5%, p90 <= 10% (measured: 5.0% / 7.1%; decode alone 5.1% / 7.1%)."""
+    spec = get_spec("h200-measured")
+    d = json.loads(RUN2.read_text())
+    errors = []
+    for entry in d["extra"]["end_to_end_full"]["models"].values():
+        cfg = replace(get_model(entry["model_ref"]), **entry["config"])
+        for p in entry["points"]:
+            if p["engine"] != "torch":
+                continue
+            wl = Workload(batch=p["batch"], prompt_len=p["context"], gen_len=1)
+            pred = predict_step_s(cfg, spec, wl, p["phase"], p["batch"], p["context"], mode="achievable")
+            roof = predict_step_s(cfg, spec, wl, p["phase"], p["batch"], p["context"], mode="roof")
+            assert p["measured_s"] > roof * 0.97, (entry["model_ref"], p)  # the roof stays a bound
+            errors.append(pred / p["measured_s"] - 1)
+    a = np.abs(errors)
+    assert len(a) == 44
+    assert np.median(a) <= 0.05 and np.percentile(a, 90) <= 0.10, (np.median(a), np.percentile(a, 90))
