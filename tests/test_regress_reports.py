@@ -22,13 +22,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _is_results_file(p: Path) -> bool:
     try:
-        return json.loads(p.read_text(encoding="utf-8")).get("schema") == SCHEMA
+        d = json.loads(p.read_text(encoding="utf-8"))
+        return d.get("schema") == SCHEMA and bool(d.get("rows"))  # e2e.json holds whole models, no kernel rows
     except (ValueError, AttributeError, OSError):
         return False
 
 
-#: every committed run under reports/ whatever its name (bench writes results.json; the samples are
-#: reports/sample/*.json), told apart from other JSON by its schema; pooled baselines are not runs
+#: every committed run under reports/ whatever its name (bench writes results.json, the gate
+#: gate-run*.json), told apart from other JSON by its schema; pooled baselines are not runs
 REAL = sorted(p for p in (REPO / "reports").rglob("*.json") if "baselines" not in p.parts and _is_results_file(p))
 SYNTHETIC = "synthetic-h200"
 

@@ -374,7 +374,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, message):
 
 def test_documented_sample_command_runs_and_matches_the_committed_sample(tmp_path, monkeypatch):
     """docs/report.md's sample command (run from the repo root) makes a report with the same
-    sections and inputs as the committed reports/roofline-sample-cpu-run.html."""
+    sections and inputs as the committed reports/roofline-h200-2026-11-30.html."""
     repo = Path(__file__).resolve().parents[1]
     doc = (repo / "docs" / "report.md").read_text()
     cmd = re.search(r"^roofline report (--hw h200,h100-sxm --results .*?)$\n^\s+(--baseline .*?) --out (\S+)$", doc, re.M)
@@ -389,7 +389,7 @@ def test_documented_sample_command_runs_and_matches_the_committed_sample(tmp_pat
     assert sections == re.findall(r'<section id="([^"]+)">', committed)
     assert {"validation", "regress", "gpus"} <= set(sections)
     assert old["inputs"] == data["inputs"] and old["schema"] == data["schema"]
-    assert old["validation"]["gpu_name"] == data["validation"]["gpu_name"] == "cpu (Triton interpreter)"
+    assert old["validation"]["gpu_name"] == data["validation"]["gpu_name"] == "NVIDIA H200"  # a real GPU run
     assert len(old["measured_points"]) == len(data["measured_points"]) > 0
 
 
