@@ -217,6 +217,23 @@ def test_replays_are_queued_behind_a_sleep_with_no_flush(fake_cuda):
     assert "flush" not in log
 
 
+def test_sustained_replays_come_untimed_before_the_samples(fake_cuda):
+    """Kernel timing replays the graph for SUSTAIN_S first (no events around those), so the
+    timed replays see the clocks of a loaded GPU; the count follows the replay estimate."""
+    log = fake_cuda
+
+    class Graph:
+        def replay(self):
+            log.append("replay")
+
+    timing.replay_samples(Graph(), launches=10, samples=2, sustain_s=0.2, replay_estimate_s=0.05)
+    assert log[:2] == ["replay", "sync"] and log[2].startswith("sleep:")
+    assert log[3:] == ["replay"] * 4 + ["event", "replay", "event"] * 2 + ["sync"]  # 0.2 s / 0.05 s = 4 untimed
+    log.clear()
+    timing.replay_samples(Graph(), launches=10, samples=1, sustain_s=0.2, replay_estimate_s=1e-9)
+    assert log.count("replay") == 1 + timing.MAX_SUSTAIN_REPLAYS + 1  # capped
+
+
 @pytest.mark.parametrize(
     "per_launch_s, n_sets, expected",
     [

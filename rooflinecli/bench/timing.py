@@ -9,8 +9,9 @@ Method (``docs/measure.md``, "Timing method"):
   cycling over input sets that together exceed the L2 several times, so every launch reads cold
   data and no flush sits inside the timed region; ``n`` is chosen so that one replay lasts at
   least ``GRAPH_REPLAY_TARGET_S``; per-launch time = replay time / n; replays are queued back to
-  back behind a GPU sleep, so the GPU never waits for the host; at least ``MIN_SAMPLES`` replays,
-  all kept;
+  back behind a GPU sleep, so the GPU never waits for the host, and ``SUSTAIN_S`` of untimed
+  replays come first, so the samples see sustained clocks, not a burst; at least ``MIN_SAMPLES``
+  replays, all kept;
 * ``cuda_events_host_ahead`` (capture raised: a launcher that synchronizes, or calls the host in
   between): per sample, an L2 flush, then ``torch.cuda._sleep`` long enough to cover the
   launcher's host time, then the start event, the call and the end event. The GPU is busy with
@@ -46,6 +47,13 @@ FLUSH_BYTES_MIN = 256 * 2**20
 #: own start-up are negligible against it
 GRAPH_REPLAY_TARGET_S = 1e-3
 MAX_GRAPH_LAUNCHES = 2000
+#: kernel timing (bench): untimed replays fill this long before the samples, so every case is timed
+#: at the clocks the GPU settles to under load. Measured on the H200 (2026-11-30 run 2): replays
+#: taken straight after an idle gap ran compute-bound GEMMs and flash attention 4-11% faster than
+#: ``do_bench_cudagraph``'s 10 x 25 ms replays (burst clocks; `calibrate` saw 782 TFLOP/s burst
+#: against 671 sustained on 8192^3), memory-bound kernels within 1%
+SUSTAIN_S = 0.2
+MAX_SUSTAIN_REPLAYS = 1000
 #: launches in the pilot graph that estimates the per-launch time (whole passes over the sets)
 PILOT_LAUNCHES = 8
 #: host-ahead events: the GPU sleep before each start event covers this multiple of the launcher's
@@ -268,15 +276,20 @@ def capture_graph(fns: Sequence[Callable[[], Any]], launches: int):
     return graph
 
 
-def replay_samples(graph, launches: int, samples: int) -> list[float]:
+def replay_samples(graph, launches: int, samples: int, *, sustain_s: float = 0.0, replay_estimate_s: float = 0.0) -> list[float]:
     """Per-launch seconds of ``samples`` replays queued back to back behind a GPU sleep (the host
-    stays ahead: no replay waits for a launch)."""
+    stays ahead: no replay waits for a launch). With ``sustain_s``, untimed replays fill that many
+    seconds first (``replay_estimate_s`` each), so the samples are taken at the clocks the GPU
+    settles to under sustained load rather than in the burst after an idle gap."""
     import torch
 
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     starts, ends = _events(samples)
     gpu_sleep(2e-3)
+    warm = min(MAX_SUSTAIN_REPLAYS, math.ceil(sustain_s / replay_estimate_s)) if sustain_s > 0 and replay_estimate_s > 0 else 0
+    for _ in range(warm):
+        graph.replay()
     for i in range(samples):
         starts[i].record()
         graph.replay()
@@ -304,7 +317,7 @@ def time_cuda_graph(
     graph = pilot if launches == pilot_n else capture_graph(fns, launches)
     del pilot
     n = sample_count(per_launch * launches, target_total_s, min_samples)
-    out = replay_samples(graph, launches, n)
+    out = replay_samples(graph, launches, n, sustain_s=SUSTAIN_S, replay_estimate_s=per_launch * launches)
     del graph
     return out, launches
 
