@@ -194,3 +194,15 @@ def test_json_output_never_holds_nan_or_infinity():
         r = run(*args)
         assert r.exit_code == 0, r.output
         json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{args}: {c} in JSON output"))
+
+
+def test_written_paths_are_printed_without_escape_codes(tmp_path):
+    """An output path is user text too: the 'wrote ...' line carries no terminal escape code."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r\x1b[31mred.html"
+    p = subprocess.run([sys.executable, "-m", "rooflinecli", "report", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert out.is_file()
+    assert "\x1b" not in p.stdout + p.stderr and "wrote " in p.stdout

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.errors import one_line
 from rooflinecli.cli.options import tokens_option
 
 from rooflinecli.errors import RooflineError
@@ -179,7 +180,7 @@ def bench(
 
         for line in quality_lines(results.rows, state.crosscheck if crosscheck else None):
             typer.echo(line)
-    typer.echo(f"wrote {out} ({len(results.rows)} rows, {len(failed)} failed checks, {len(state.skipped)} cases skipped)")
+    typer.echo(f"wrote {one_line(out)} ({len(results.rows)} rows, {len(failed)} failed checks, {len(state.skipped)} cases skipped)")
     if failed:
         typer.echo(f"{len(failed)} rows failed their correctness check and were not timed", err=True)
         raise typer.Exit(1)
@@ -252,7 +253,7 @@ def calibrate(
         )
         _show_fit(report)
     written = write_spec_file(out, doc, SPEC_COMMENT)
-    typer.echo(f"wrote {out} (id {written.id}, base {written.base})")
+    typer.echo(f"wrote {one_line(out)} (id {written.id}, base {written.base})")
 
 
 def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out: Path | None, budget_s: float, device: str) -> dict:
@@ -285,7 +286,7 @@ def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out
     typer.echo(f"op grid: {n_cases} shapes, {max(budget_s, 0):.0f} s of budget left", err=True)
     result = run_grid(grid, "cpu" if cpu else "cuda", l2, max(budget_s, 0.0), on_checkpoint=checkpoint)
     checkpoint(result)
-    typer.echo(f"wrote {path} ({len(result.rows)} rows, {len(result.failed)} failed, {result.skipped} skipped for the budget, {result.elapsed_s:.1f} s)")
+    typer.echo(f"wrote {one_line(path)} ({len(result.rows)} rows, {len(result.failed)} failed, {result.skipped} skipped for the budget, {result.elapsed_s:.1f} s)")
     for f in result.failed[:20]:
         typer.echo(f"failed: {f['op']} {f['shape']}: {f['error']}", err=True)
     return set_calibration(doc, rel)
@@ -372,7 +373,7 @@ def validate(
     _show_validation(v, summary_table(v))
     for path in (out, markdown):
         if path is not None:
-            typer.echo(f"wrote {path}")
+            typer.echo(f"wrote {one_line(path)}")
 
 
 def _show_validation(v, summary: list[list[str]]) -> None:
@@ -479,7 +480,7 @@ def e2e(
                      _pct((p["predicted_s_datasheet"] - m) / m if m else None), _us(p["predicted_s_measured"]),
                      _pct((p["predicted_s_measured"] - m) / m if m and p["predicted_s_measured"] else None)])
     _echo_table(f"one {check['model']} decoder layer on {env.get('gpu_name')}", ["phase", "shape", "check", "measured us", "datasheet us", "err", "meas.-ceil. us", "err"], rows, right={3, 4, 5, 6, 7})
-    typer.echo(f"wrote {results} (extra.end_to_end)")
+    typer.echo(f"wrote {one_line(results)} (extra.end_to_end)")
     if not all(p["correct"] for p in check["phases"]):
         raise typer.Exit(1)
 
@@ -539,7 +540,7 @@ def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, b
     skipped = entry["skipped"]
     if skipped:
         typer.echo(f"skipped {len(skipped)} points: " + "; ".join(f"{x['phase']} B{x['batch']} N{x['context']} ({x['reason']})" for x in skipped[:8]))
-    typer.echo(f"wrote {results} (extra.end_to_end_full, {len(entry['points'])} points, {len(entry['failed'])} failed, {entry['elapsed_s']:.1f} s)")
+    typer.echo(f"wrote {one_line(results)} (extra.end_to_end_full, {len(entry['points'])} points, {len(entry['failed'])} failed, {entry['elapsed_s']:.1f} s)")
 
 
 def register(app: typer.Typer) -> None:

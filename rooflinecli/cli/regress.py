@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from rooflinecli.errors import one_line
 _VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "unstable": "magenta", "config-changed": "cyan",
                   "inconclusive": "yellow", "improvement": "green", "pass": ""}
 
@@ -85,7 +86,7 @@ def regress(
     else:
         _render_table(rep)
     for p in write_outputs(rep, markdown=markdown, junit=junit, json_path=json_out):
-        typer.echo(f"wrote {p}")
+        typer.echo(f"wrote {one_line(p)}")
     raise typer.Exit(rep.exit_code)
 
 
@@ -170,7 +171,7 @@ def golden(
     target = path or g.default_path()
     if update:
         data = g.write_golden(target)
-        typer.echo(f"wrote {target} ({len(data['entries'])} entries)")
+        typer.echo(f"wrote {one_line(target)} ({len(data['entries'])} entries)")
         return
     moved = g.check_golden(target)
     if moved:

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from rooflinecli.errors import one_line
 from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwListOption, tokens_option
 
@@ -90,7 +91,7 @@ def report_cmd(
     except OSError as e:
         raise RooflineError(f"--out {path}: cannot write: {e.strerror or e}") from None
     size = written.stat().st_size
-    typer.echo(f"wrote {written} ({size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+    typer.echo(f"wrote {one_line(written)} ({size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
 
 
 def register(app: typer.Typer) -> None:

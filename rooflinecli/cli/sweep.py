@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.errors import one_line
 from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import tokens_option
 from rooflinecli.errors import RooflineError
@@ -90,7 +91,7 @@ def sweep_cmd(
     if not quiet:
         typer.echo(
             f"wrote {rows:,} rows ({len(combos)} combos x {len(phases)} phases x {B.size} batches x {N.size} contexts) "
-            f"to {out} in {time.perf_counter() - t0:.2f} s",
+            f"to {one_line(out)} in {time.perf_counter() - t0:.2f} s",
             err=True,
         )
 

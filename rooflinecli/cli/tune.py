@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.errors import one_line
 from rooflinecli.cli.measure import Suite
 
 
@@ -42,7 +43,7 @@ def tune(
             typer.echo(f"{t['autotuner']} key={t['key']}: {cfg['kwargs']} w{cfg['num_warps']} s{cfg['num_stages']} {t['median_us']:.4g} us ({len(t['candidates_us'])} configs timed)")
         for s in report.skipped:
             typer.echo(f"skipped {s['op']} {s['case']}: {s['reason']}", err=True)
-    typer.echo(f"wrote {report.path} ({len(report.tuned)} keys tuned in {report.elapsed_s:.0f} s, {len(report.skipped)} cases skipped)")
+    typer.echo(f"wrote {one_line(report.path)} ({len(report.tuned)} keys tuned in {report.elapsed_s:.0f} s, {len(report.skipped)} cases skipped)")
 
 
 def register(app: typer.Typer) -> None:
