@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -51,7 +52,7 @@ def copy(src: torch.Tensor, out: torch.Tensor | None = None, block: int = BLOCK)
     n = src.numel()
     if n == 0:
         return out
-    _copy_kernel[(triton.cdiv(n, block),)](src, out, n, BLOCK=block, num_warps=NUM_WARPS)
+    launch(_copy_kernel, (triton.cdiv(n, block),), src, out, n, BLOCK=block, num_warps=NUM_WARPS)
     return out
 
 

@@ -36,6 +36,7 @@ from kernels.flash_attention import (
     tma_ready,
     upcast_dots,
 )
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -197,8 +198,8 @@ def reduce_splits(m_part: torch.Tensor, l_part: torch.Tensor, acc_part: torch.Te
     Also used by ``kernels/mla_decode.py`` (D = kv_lora_rank)."""
     B, H, splits, D = acc_part.shape
     block_d = min(D, 128)  # at most [64 splits, 128] fp32 per program: no register spills
-    _decode_attention_reduce_kernel[(B * H, triton.cdiv(D, block_d))](
-        m_part, l_part, acc_part, out,
+    launch(
+        _decode_attention_reduce_kernel, (B * H, triton.cdiv(D, block_d)), m_part, l_part, acc_part, out,
         m_part.stride(0), m_part.stride(1), acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
         out.stride(0), out.stride(1),
         H, splits, BLOCK_D=block_d, BLOCK_S=triton.next_power_of_2(splits),
@@ -272,6 +273,16 @@ def choose_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> in
     return max(1, min(MAX_SPLITS, want, triton.cdiv(n_ctx, min_chunk)))
 
 
+def one_wave_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> int:
+    """Context chunks per (batch, KV head) for decode attention: as many as keep the grid within one
+    program per SM (B * H_kv * splits <= SMs, at least one split), chunks of at least ``min_chunk``
+    tokens, at most MAX_SPLITS. One wave whatever the config's occupancy: the second H200 run's
+    ``choose_splits`` grids were fractional waves (B8 32k: 576 programs of the one-per-SM 128-token
+    TMA tile, 4.4 waves run as 5) and B1's 64 splits made the fused reduce's last program read 64
+    partials; the B16-B64 shapes with 5 waves or more were at parity with SDPA either way."""
+    return max(1, min(MAX_SPLITS, sms // max(1, groups), triton.cdiv(n_ctx, min_chunk)))
+
+
 def split_plan(n_ctx: int, splits: int, align: int) -> tuple[int, int]:
     """(chunk, splits): ``splits`` chunks of the context, each a multiple of ``align`` tokens
     (so every BLOCK_N tiles it); rounding up may leave fewer chunks than asked."""
@@ -328,7 +339,7 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         raise ValueError("decode attention needs B, H and the cache length >= 1")
 
     group = H // H_kv
-    splits = choose_splits(B * H_kv, N_max, sm_count(q.device)) if num_splits is None else num_splits
+    splits = one_wave_splits(B * H_kv, N_max, sm_count(q.device)) if num_splits is None else num_splits
     if not 1 <= splits <= MAX_SPLITS:
         raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
     chunk, splits = split_plan(N_max, splits, _INTERPRET_BLOCK_N if interpreting() else CHUNK_ALIGN)
@@ -402,7 +413,8 @@ def decode_attention(
     desc_k.base, desc_v.base = k_cache, v_cache
     lens = seq_lens if seq_lens is not None else q  # any tensor: not read when VARLEN is False
     table = block_table if block_table is not None else q
-    kernel[grid](q, k_cache, v_cache, desc_k, desc_v, lens, table, *buffers[:3], out, buffers[3], *strides, **consts)
+    launch(kernel, grid, q, k_cache, v_cache, desc_k, desc_v, lens, table, *buffers[:3], out, buffers[3], *strides,
+           **consts)
     return out
 
 

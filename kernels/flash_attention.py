@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -320,7 +321,7 @@ def flash_attention(
     descs, scalars, grid, kernel, consts = plan
     for d, t in zip(descs, (q, k, v, out)):
         d.base = t
-    kernel[grid](*descs, *scalars, **consts)
+    launch(kernel, grid, *descs, *scalars, **consts)
     return out
 
 

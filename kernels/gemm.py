@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -131,9 +132,12 @@ def skinny_configs(block_m: int) -> list:
     # (BLOCK_K, stages) within 227 KB: (64 + block_m) * BLOCK_K * 2 B * stages; (128, 4) at 16-32
     # tokens uses 82-99 KB, so two programs share an SM (a finer tail when N / 64 is not a whole
     # number of waves, e.g. N = 28672: 448 programs). Few configs per token tile: the first GPU run
-    # autotunes every M of the decode sweep within the bench stage's time budget.
+    # autotunes every M of the decode sweep within the bench stage's time budget. 128 tokens: the
+    # second H200 run picked (64, 4) split 2 (45.4 us, 0.84x cuBLAS) over (128, 3), while 256 tokens
+    # won with (64, 5) unsplit; (64, 6) unsplit (147 KB, one program per SM, 128 programs) replaces
+    # (128, 3), the deep single-pass pipeline of the 256-token tile.
     bk_stages = {16: ((256, 4), (128, 6), (128, 4)), 32: ((256, 4), (128, 4)), 64: ((256, 3), (128, 6)),
-                 128: ((128, 3), (64, 4)), 256: ((64, 4), (64, 5))}[block_m]
+                 128: ((64, 4), (64, 6)), 256: ((64, 4), (64, 5))}[block_m]
     return [_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages) for split in splits for bk, stages in bk_stages]
 
 
@@ -409,7 +413,7 @@ class _Plan:
             args = (self.a_desc, self.w_desc, out, self.ws, self.counts, s_a, s_w, self.M, self.N, self.K,
                     out.stride(0), out.stride(1))
         if self.kernel is not None:
-            self.kernel[self.grid(self.meta)](*args, **self.flags, **self.meta)
+            launch(self.kernel, self.grid(self.meta), *args, **self.flags, **self.meta)
             return
         tuner = self.tuner
         # the first call goes through the autotuner (it benchmarks its configs, or takes the committed

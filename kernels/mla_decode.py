@@ -48,6 +48,7 @@ from kernels.flash_attention import (
     tma_ready,
     upcast_dots,
 )
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -226,6 +227,12 @@ TILES = _TILES_BY_TRITON.get(_TRITON, _TILES_OTHER)
 #: head block combines, as in decode_attention) where that compiles without spills: Triton 3.6;
 #: under 3.9 the fused epilogue made every tile spill, so it launches reduce_splits after
 FUSED_REDUCE = _TRITON == "3.6"
+#: most splits the fused reduce takes: above it the reduce is a launch of its own (reduce_splits,
+#: B * H * R/128 programs). The fused one is a single program per (sequence, head block) reading
+#: SPLITS x 64 heads x R fp32 partials: 8 MB at B1's 64 splits, two programs doing it while the
+#: other SMs idle (second H200 run: B1 128k 310.8 us, 117 TFLOP/s, against 240-282 TFLOP/s at
+#: B16-B128, whose 3-17 splits are 0.4-2.2 MB per head block)
+FUSED_REDUCE_MAX_SPLITS = 8
 _GPU_CONFIGS = [_config(*t) for t in _ALL_TILES]
 
 
@@ -335,7 +342,7 @@ def _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, 
     )
     consts = dict(
         R=R, P=P, VARLEN=seq_lens is not None, PAGED=block_table is not None, PAGE_SIZE=page_size,
-        FUSED_REDUCE=FUSED_REDUCE,
+        FUSED_REDUCE=FUSED_REDUCE and splits <= FUSED_REDUCE_MAX_SPLITS,
     )
     if interp:
         consts.update(_INTERPRET_BLOCKS, UPCAST=upcast_dots(q_latent.dtype))
@@ -379,7 +386,7 @@ def mla_decode(
         d.base = t
     lens = seq_lens if seq_lens is not None else q_latent  # not read when VARLEN is False
     table = block_table if block_table is not None else q_latent  # not read when PAGED is False
-    kernel[grid](*descs, lens, table, m_part, l_part, acc_part, out, counter, *tail, **consts)
+    launch(kernel, grid, *descs, lens, table, m_part, l_part, acc_part, out, counter, *tail, **consts)
     if not consts["FUSED_REDUCE"]:
         reduce_splits(m_part, l_part, acc_part, out)
     return out

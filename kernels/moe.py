@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -188,10 +189,26 @@ MOE_CONFIGS = (
 )
 
 
-def moe_config(num_slots: int, E: int) -> dict:
-    """The ``MOE_CONFIGS`` row for T*k = ``num_slots`` routed over ``E`` experts."""
+#: decode grids with fewer w13 programs than this (touched experts x I / 64-row bands) take
+#: ``NARROW_DECODE_CONFIG``: one per SM of an H200 (132 SMs, hardware_specs/h200.toml)
+NARROW_DECODE_MIN_PROGRAMS = 132
+#: the decode row with 32-row w13 bands: twice the programs (second H200 run: Qwen3 T = 1, 8 experts
+#: x 768 / 64 = 96 w13 programs on 132 SMs, 34.1 us, 52% of copy bandwidth). 32 rows are below
+#: the 64-row warpgroup MMA (mma.sync instead), which a weight stream of 16 tokens does not miss;
+#: 4 stages of 20 KB keep 80 KB of w1 and tokens in flight per program.
+NARROW_DECODE_CONFIG = dict(BLOCK_M=16, BLOCK_N_UP=32, BLOCK_N_DOWN=64, BLOCK_K=128, num_warps=4, num_stages=4)
+
+
+def moe_config(num_slots: int, E: int, I: int | None = None) -> dict:
+    """The ``MOE_CONFIGS`` row for T*k = ``num_slots`` routed over ``E`` experts; with the
+    intermediate size ``I``, a decode grid too small for the GPU takes ``NARROW_DECODE_CONFIG``."""
     per_expert = num_slots / max(E, 1)
-    return next(cfg for limit, cfg in MOE_CONFIGS if per_expert <= limit)
+    cfg = next(cfg for limit, cfg in MOE_CONFIGS if per_expert <= limit)
+    if I is not None and cfg is MOE_CONFIGS[0][1]:
+        w13_programs = min(E, num_slots) * triton.cdiv(I, cfg["BLOCK_N_UP"])
+        if w13_programs < NARROW_DECODE_MIN_PROGRAMS:
+            return NARROW_DECODE_CONFIG
+    return cfg
 
 
 #: the config the CPU interpreter runs (small tiles keep the interpreter fast)
@@ -236,8 +253,8 @@ def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int):
     buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
     sorted_slots, block_expert = buf[:P], buf[P:]
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
-    _align_kernel[(1,)](
-        ids, sorted_slots, block_expert, ids.numel(), E, P, nb,
+    launch(
+        _align_kernel, (1,), ids, sorted_slots, block_expert, ids.numel(), E, P, nb,
         BLOCK_M=block_m, E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_WARPS,
     )
     return sorted_slots, block_expert
@@ -335,7 +352,7 @@ def moe(
         T, d, E, I, k = _check(hidden, w1, w2, topk_ids, topk_weights)
         if T == 0:
             return _out(out, hidden, T, d)
-        cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(T * k, E))
+        cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(T * k, E, I))
         plan = _MoEPlan(hidden, w1, w2, k, cfg)
         if key is not None:
             _PLANS[key] = plan
@@ -393,10 +410,10 @@ class _MoEPlan:
         y = scratch[P * I:].view(T * k, d)
         self.w1_desc.base = w1
         self.w2_desc.base = w2
-        _moe_gate_up_kernel[self.grid_up](
-            hidden, self.w1_desc, act, sorted_slots, block_expert, *self.up_scalars, **self.up_consts)
-        _moe_down_kernel[self.grid_down](
-            act, self.w2_desc, y, sorted_slots, block_expert, weights_flat, *self.down_scalars, **self.down_consts)
+        launch(_moe_gate_up_kernel, self.grid_up,
+               hidden, self.w1_desc, act, sorted_slots, block_expert, *self.up_scalars, **self.up_consts)
+        launch(_moe_down_kernel, self.grid_down,
+               act, self.w2_desc, y, sorted_slots, block_expert, weights_flat, *self.down_scalars, **self.down_consts)
         torch.sum(y.view(T, k, d), dim=1, out=out)  # combine: fp32 accumulation, one rounding
         return out
 

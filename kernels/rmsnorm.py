@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -97,8 +98,8 @@ def rmsnorm(
         return out
     one_pass = triton.next_power_of_2(D) <= max_one_pass_d
     block_d = triton.next_power_of_2(D) if one_pass else min(CHUNK_D, max_one_pass_d)
-    _rmsnorm_kernel[(M,)](
-        x, w, out, D, x.stride(0), out.stride(0), eps,
+    launch(
+        _rmsnorm_kernel, (M,), x, w, out, D, x.stride(0), out.stride(0), eps,
         BLOCK_D=block_d, ONE_PASS=one_pass, num_warps=_num_warps(block_d),
     )
     return out

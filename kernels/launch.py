@@ -1,0 +1,350 @@
+"""Fast kernel launches: ``launch(kernel, grid, *args, **kwargs)`` does what ``kernel[grid](*args,
+**kwargs)`` does, with less host time after the first call.
+
+Triton's own launch path (``JITFunction.run``, and ``Autotuner.run`` on top) binds the arguments,
+builds a specialization key, looks the compiled kernel up, checks globals and builds launch
+metadata on every call: 15-25 us of Python per launch on an H200 host (Triton 3.6). Here the first
+call of a kernel for a given *launch key* goes through that normal path, which returns the
+``CompiledKernel``; later calls with the same launch key call the compiled kernel's launcher
+directly::
+
+    compiled.run(grid_x, grid_y, grid_z, stream, compiled.function, compiled.packed_metadata,
+                 launch_metadata, launch_enter_hook, launch_exit_hook, *all_args)
+
+``all_args`` is every argument of the kernel in signature order, constexprs included: the
+launcher Triton builds for a kernel (``CudaLauncher``) skips constexpr positions itself (Triton 3.6:
+a ``PyArg_ParseTuple`` "O" it ignores; 3.9: ``ARG_CONSTEXPR`` annotations) and expands host
+``TensorDescriptor`` arguments into the TMA descriptor, shapes and strides the kernel takes
+(``wrap_handle_tensordesc``). Both signatures were read from the sources of Triton 3.6.0 and 3.9.0
+(``runtime/jit.py`` ``JITFunction.run``, ``backends/nvidia/driver.py`` ``CudaLauncher.__call__``);
+other versions take the normal path (``SUPPORTED_TRITON``).
+
+The launch key is a superset of what Triton specializes on, so equal keys mean the same compiled
+kernel: the device, every keyword argument's value (the launchers pass only constexprs and options
+as keywords), and per positional argument: a tensor's dtype and 16-byte alignment; an int's
+``== 1``, 16-divisibility and 32/64-bit range; a descriptor's base dtype and alignment, block
+shape, and stride divisibility; for an autotuner, also the values of its ``key`` arguments. The
+stream is the current one (``driver.get_current_stream``), so a launch inside
+``torch.cuda.graph(...)`` is captured like a normal one.
+
+Self-check: the second call of each launch key still takes the normal path and must get back the
+very compiled kernel the fast path kept; a different one (the key missed a specialization), an
+unsupported wrapper (``triton.heuristics``), a keyword tensor, or any exception in the fast path
+turns the fast path off for that kernel for the rest of the process and records why
+(``disabled()``). Launch hooks (a profiler's ``launch_enter_hook``) take the normal path. Under
+``TRITON_INTERPRET=1`` there is no compiled kernel and every call takes the normal path.
+``ROOFLINE_FAST_LAUNCH=0`` (or ``set_enabled(False)``) turns the fast path off everywhere.
+
+Single-thread assumption: the launch tables are plain dicts without locks, meant for one Python
+thread issuing launches (on any stream: the stream is read per call).
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+
+#: Triton minor versions whose launcher signature was read and matches the call above
+SUPPORTED_TRITON = ("3.6", "3.9")
+#: launch keys kept per kernel; beyond it the oldest is dropped (a growing decode cache gets new keys)
+MAX_KEYS_PER_KERNEL = 256
+
+_enabled = os.environ.get("ROOFLINE_FAST_LAUNCH", "1") != "0"
+_DISABLED: dict[str, str] = {}
+_TABLES: dict[int, "_KernelTable"] = {}
+
+
+def triton_version_supported(version: str | None = None) -> bool:
+    v = (version or triton.__version__).split(".")
+    return ".".join(v[:2]) in SUPPORTED_TRITON
+
+
+def set_enabled(on: bool) -> None:
+    """Turn the fast path on or off for every kernel (the normal path is always correct)."""
+    global _enabled
+    _enabled = bool(on)
+
+
+def enabled() -> bool:
+    return _enabled and triton_version_supported() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+
+
+def disabled() -> dict[str, str]:
+    """Kernel name -> why its fast path was turned off."""
+    return dict(_DISABLED)
+
+
+def stats() -> dict:
+    """Per kernel: fast launches, normal launches, kept launch keys, and the reason when disabled."""
+    out = {}
+    for t in _TABLES.values():
+        out[t.name] = {"fast_calls": t.fast_calls, "normal_calls": t.normal_calls, "keys": len(t.entries),
+                       "disabled_reason": t.reason}
+    return out
+
+
+def reset() -> None:
+    """Forget every kept kernel and every recorded failure (tests)."""
+    _TABLES.clear()
+    _DISABLED.clear()
+
+
+def _jit_of(kernel):
+    """The JITFunction under ``kernel`` (itself or an autotuner's), else None."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(kernel, JITFunction):
+        return kernel
+    if isinstance(kernel, Autotuner) and isinstance(kernel.fn, JITFunction):
+        return kernel.fn
+    return None
+
+
+def _name_of(kernel) -> str:
+    fn = kernel
+    while hasattr(fn, "fn"):
+        fn = fn.fn
+    return getattr(fn, "__name__", repr(fn))
+
+
+# ----------------------------------------------------------------------------------------------
+# launch keys
+# ----------------------------------------------------------------------------------------------
+
+
+def _int_key(v: int):
+    return (v == 1, not v & 15, -(1 << 31) <= v < (1 << 31), v >= (1 << 63))
+
+
+def _desc_key(d):
+    base = d.base
+    return ("desc", base.dtype, not base.data_ptr() & 15, tuple(d.block_shape), len(d.shape),
+            tuple(not (s * base.element_size()) & 15 for s in d.strides), getattr(d, "padding", None))
+
+
+def _tensor_key(t):
+    return (t.dtype, not t.data_ptr() & 15)
+
+
+def _keyers() -> dict:
+    import torch
+
+    keyers = {torch.Tensor: _tensor_key, int: _int_key, bool: lambda v: ("b", v), float: lambda v: "f",
+              type(None): lambda v: None}
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        keyers[TensorDescriptor] = _desc_key
+    except ImportError:  # older Triton: no host descriptors
+        pass
+    return keyers
+
+
+_KEYERS: dict | None = None
+
+
+#: keyword values a launch key may hold (constexprs and options); anything else: normal path
+_PLAIN_KWARG = frozenset((int, float, bool, str, type(None)))
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def arg_key(a):
+    """The part of the launch key one positional argument contributes (see the module docstring)."""
+    global _KEYERS
+    if _KEYERS is None:
+        _KEYERS = _keyers()
+    f = _KEYERS.get(type(a))
+    if f is None:
+        import torch
+
+        if isinstance(a, torch.Tensor):
+            return _tensor_key(a)
+        raise _Unsupported(f"argument of type {type(a).__name__}")
+    return f(a)
+
+
+# ----------------------------------------------------------------------------------------------
+# per-kernel tables
+# ----------------------------------------------------------------------------------------------
+
+
+class _Entry:
+    __slots__ = ("compiled", "run", "function", "packed", "tail", "pre_hook", "config_kwargs", "verified")
+
+
+class _KernelTable:
+    def __init__(self, kernel):
+        from triton.runtime.autotuner import Autotuner
+
+        self.name = _name_of(kernel)
+        self.kernel = kernel
+        self.jit = _jit_of(kernel)
+        self.entries: dict = {}
+        self.fast_calls = 0
+        self.normal_calls = 0
+        self.reason: str | None = None
+        self.tuner = kernel if isinstance(kernel, Autotuner) else None
+        self.tuner_key_idx: tuple = ()
+        if self.jit is None:
+            self.disable(f"unsupported kernel wrapper {type(kernel).__name__} (only jit and autotune)")
+        elif self.tuner is not None:
+            names = list(self.jit.arg_names)
+            self.tuner_key_idx = tuple(names.index(k) for k in self.tuner.keys if k in names)
+
+    def disable(self, reason: str) -> None:
+        self.reason = reason
+        self.entries.clear()
+        _DISABLED[self.name] = reason
+
+    def key(self, args, kwargs, device):
+        for v in kwargs.values():
+            if type(v) not in _PLAIN_KWARG:
+                raise _Unsupported(f"keyword argument of type {type(v).__name__} (only constants)")
+        parts = [device, tuple(kwargs.items())]
+        parts.extend(arg_key(a) for a in args)
+        if self.tuner_key_idx:
+            n = len(args)
+            parts.append(tuple(args[i] for i in self.tuner_key_idx if i < n))
+        return tuple(parts)
+
+    def make_entry(self, compiled, args, kwargs) -> _Entry:
+        """What a fast launch needs, from the first (normal) launch's compiled kernel."""
+        import inspect
+
+        names = list(self.jit.arg_names)
+        config_kwargs, pre_hook = {}, None
+        if self.tuner is not None:
+            best = self.tuner.best_config
+            config_kwargs, pre_hook = dict(best.kwargs), best.pre_hook
+        tail = []
+        for p, name in zip(self.jit.params[len(args):], names[len(args):]):
+            if name in kwargs:
+                tail.append(kwargs[name])
+            elif name in config_kwargs:
+                tail.append(config_kwargs[name])
+            elif p.default is not inspect.Parameter.empty:
+                tail.append(p.default)
+            else:
+                raise _Unsupported(f"no value for argument {name}")
+        src_names = getattr(getattr(compiled, "src", None), "fn", None)
+        if src_names is not None and list(src_names.arg_names) != names:
+            raise _Unsupported("compiled kernel's argument names differ from the JIT function's")
+        e = _Entry()
+        e.compiled = compiled
+        e.run = compiled.run  # the CudaLauncher (loads the module on first access)
+        e.function = compiled.function
+        e.packed = compiled.packed_metadata
+        e.tail = tuple(tail)
+        e.pre_hook = pre_hook
+        e.config_kwargs = config_kwargs
+        e.verified = False
+        return e
+
+
+def _table(kernel) -> _KernelTable:
+    t = _TABLES.get(id(kernel))
+    if t is None or t.kernel is not kernel:
+        t = _TABLES[id(kernel)] = _KernelTable(kernel)
+    return t
+
+
+def _normal(kernel, grid, args, kwargs):
+    ret = kernel[grid](*args, **kwargs)
+    if hasattr(ret, "result"):  # Triton 3.6 async compile future
+        ret = ret.result()
+    return ret
+
+
+def _hooks_set() -> bool:
+    from triton import knobs
+
+    rt = knobs.runtime
+    return _hook_active(rt.launch_enter_hook) or _hook_active(rt.launch_exit_hook)
+
+
+def _hook_active(hook) -> bool:
+    """Triton 3.6+ keeps hooks in a ``HookChain`` (never None); an empty chain calls nothing, so
+    the fast path passes None instead (and skips the launch metadata only hooks read)."""
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else hook is not None
+
+
+def _grid3(grid):
+    n = len(grid)
+    return grid[0], (grid[1] if n > 1 else 1), (grid[2] if n > 2 else 1)
+
+
+_driver = None
+
+
+def _device_and_stream():
+    global _driver
+    if _driver is None:
+        _driver = triton.runtime.driver.active
+    dev = _driver.get_current_device()
+    return dev, _driver.get_current_stream(dev)
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)``, launched directly from the kept compiled kernel when this
+    kernel has been launched before with the same launch key. Returns nothing."""
+    if not _enabled or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        _normal(kernel, grid, args, kwargs)
+        return
+    t = _table(kernel)
+    if t.reason is not None or "run" in kernel.__dict__:  # disabled, or a tuning Recorder is watching
+        t.normal_calls += 1
+        _normal(kernel, grid, args, kwargs)
+        return
+    try:
+        if not triton_version_supported():
+            raise _Unsupported(f"Triton {triton.__version__} not in {SUPPORTED_TRITON}")
+        if _hooks_set():  # a profiler wants launch metadata: Triton's path builds it
+            t.normal_calls += 1
+            _normal(kernel, grid, args, kwargs)
+            return
+        dev, stream = _device_and_stream()
+        key = t.key(args, kwargs, dev)
+        e = t.entries.get(key)
+    except (_Unsupported, TypeError) as exc:
+        t.disable(str(exc))
+        t.normal_calls += 1
+        _normal(kernel, grid, args, kwargs)
+        return
+    if e is None:  # first launch of this key: Triton's path, then keep what it compiled
+        t.normal_calls += 1
+        compiled = _normal(kernel, grid, args, kwargs)
+        try:
+            e = t.make_entry(compiled, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - any surprise means: normal path from now on
+            t.disable(f"cannot keep the compiled kernel: {type(exc).__name__}: {exc}")
+            return
+        if len(t.entries) >= MAX_KEYS_PER_KERNEL:
+            t.entries.pop(next(iter(t.entries)))
+        t.entries[key] = e
+        return
+    if not e.verified:  # self-check: Triton's own lookup must return the kept kernel
+        t.normal_calls += 1
+        compiled = _normal(kernel, grid, args, kwargs)
+        if compiled is not e.compiled:
+            t.disable("self-check: Triton chose a different compiled kernel for an equal launch key")
+        e.verified = True
+        return
+    try:
+        meta = None
+        if callable(grid) or e.pre_hook is not None:
+            meta = {**dict(zip(t.jit.arg_names, args)), **kwargs, **e.config_kwargs}
+        gx, gy, gz = _grid3(grid(meta) if callable(grid) else grid)
+        if e.pre_hook is not None:
+            e.pre_hook(meta)
+        e.run(gx, gy, gz, stream, e.function, e.packed, None, None, None, *args, *e.tail)
+        t.fast_calls += 1
+    except Exception as exc:  # noqa: BLE001
+        t.disable(f"fast launch raised {type(exc).__name__}: {exc}")
+        t.normal_calls += 1
+        _normal(kernel, grid, args, kwargs)
