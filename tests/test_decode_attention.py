@@ -182,6 +182,14 @@ def test_split_plan_and_choice():
     assert da.choose_splits(1024, 4096, 132) == 1
     assert da.choose_splits(512, 4096, 132) == 2
     assert da.choose_splits(8, 300, 132) == 2  # chunks of at least 256 tokens
+    # decode attention's own choice: one program per SM at most (B1 H_kv 8: 16 chunks, B8: 2,
+    # B16 and beyond: 1), never fewer than one split, chunks of at least 256 tokens
+    assert da.one_wave_splits(8, 131072, 132) == 16 and da.one_wave_splits(64, 32768, 132) == 2
+    assert da.one_wave_splits(128, 131072, 132) == da.one_wave_splits(256, 4096, 132) == 1
+    assert da.one_wave_splits(1, 131072, 132) == da.MAX_SPLITS
+    assert da.one_wave_splits(8, 1000, 132) == 4
+    for groups in (1, 2, 8, 64, 100, 132):
+        assert groups * da.one_wave_splits(groups, 1 << 20, 132) <= max(132, groups)
 
 
 def test_cost_by_hand():

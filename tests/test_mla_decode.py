@@ -44,6 +44,23 @@ def test_both_reduce_paths(fused, monkeypatch):
         assert c.ok, f"{tag}: {c.message}"
 
 
+def test_many_splits_take_the_reduce_launch(monkeypatch):
+    """Above FUSED_REDUCE_MAX_SPLITS splits the plan launches reduce_splits even where the fused
+    reduce compiles (one program per head block combining every partial was B1's tail); at or
+    below it the reduce stays fused. Both match the reference."""
+    monkeypatch.setattr(mla, "FUSED_REDUCE", True)
+    for splits, fused in ((mla.FUSED_REDUCE_MAX_SPLITS + 2, False), (3, True)):
+        monkeypatch.setattr(mla, "_PLANS", {})
+        case = mla._case(1, 20, 16 * (mla.FUSED_REDUCE_MAX_SPLITS + 2), 64, 32, "fp16", splits=splits)
+        inputs = OP.make_inputs(case, DEVICE, gen(f"splits-{splits}"))
+        out = poisoned(inputs["q_latent"].shape, inputs["q_latent"].dtype, DEVICE)
+        mla.mla_decode(**inputs, out=out)
+        (plan,) = mla._PLANS.values()
+        assert plan[5]["FUSED_REDUCE"] is fused and plan[1][1] == splits, (splits, plan[1])
+        c = compare(out, OP.reference(**inputs), OP.tolerance["fp16"])
+        assert c.ok, f"{splits} splits: {c.message}"
+
+
 @pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
 def test_baseline_matches_reference(paged):
     case = next(c for c in OP.cases["test"] if c.params.get("varlen") and bool(c.params.get("page_size")) == paged)

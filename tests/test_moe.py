@@ -44,8 +44,9 @@ def test_moe_matches_reference(case, gen):
     [
         dict(BLOCK_M=16, BLOCK_N_UP=16, BLOCK_N_DOWN=64, BLOCK_K=16, num_warps=4, num_stages=2),
         dict(BLOCK_M=32, BLOCK_N_UP=64, BLOCK_N_DOWN=32, BLOCK_K=64, num_warps=4, num_stages=2),
+        MOE.NARROW_DECODE_CONFIG,
     ],
-    ids=["bm16", "bm32"],
+    ids=["bm16", "bm32", "narrow-decode"],
 )
 def test_tile_configs(cfg, gen):
     # 19 tokens, 5 experts, top-3: uneven runs per expert, several blocks and a partial last tile
@@ -209,6 +210,12 @@ def test_moe_config_table():
     assert MOE.moe_config(64 * 2, 8)["BLOCK_M"] == 16  # 16 slots per expert
     assert MOE.moe_config(500, 8)["BLOCK_M"] == 64
     assert MOE.moe_config(4096 * 2, 8)["BLOCK_M"] == 128
+    # with I: a decode grid under one w13 program per H200 SM takes 32-row bands (Qwen3 T = 1: 8
+    # experts x 12 bands = 96 programs -> 192); Qwen3 T = 4 (up to 32 experts) and Mixtral keep 64
+    assert MOE.moe_config(1 * 8, 128, 768) is MOE.NARROW_DECODE_CONFIG
+    assert MOE.moe_config(4 * 8, 128, 768)["BLOCK_N_UP"] == 64
+    assert MOE.moe_config(1 * 2, 8, 14336)["BLOCK_N_UP"] == 64
+    assert MOE.moe_config(4096 * 8, 128, 768)["BLOCK_M"] == 128  # prefill rows never narrow
     limits = [limit for limit, _ in MOE.MOE_CONFIGS]
     assert limits == sorted(limits) and limits[-1] == float("inf")
 
@@ -229,8 +236,9 @@ from kernels.testing import compile_for_gpu
 from kernels.cubin_report import cubin_report
 rows = []
 bf, i32 = torch.bfloat16, torch.int32
-for (num_slots, E, d, I) in ((2, 8, 4096, 14336), (128, 128, 2048, 768), (500, 8, 4096, 14336), (8192, 8, 4096, 14336)):
-    cfg = MOE.moe_config(num_slots, E)
+for (num_slots, E, d, I) in ((2, 8, 4096, 14336), (8, 128, 2048, 768), (128, 128, 2048, 768), (500, 8, 4096, 14336),
+                             (8192, 8, 4096, 14336)):
+    cfg = MOE.moe_config(num_slots, E, I)
     k = 2 if E == 8 else 8
     T = num_slots // k
     hidden, w1, w2 = torch.empty((T, d), dtype=bf), torch.empty((E, 2 * I, d), dtype=bf), torch.empty((E, d, I), dtype=bf)
@@ -254,20 +262,23 @@ print(json.dumps(rows))
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile the kernels for real")
 def test_kernels_compile_for_h200():
-    # both GEMMs: warpgroup MMA (HGMMA) on TMA-loaded weight tiles (UTMALDG); every kernel without
-    # register spills and within the 227 KB of shared memory one block may use
+    # both GEMMs: warpgroup MMA (HGMMA) on TMA-loaded weight tiles (UTMALDG), but the narrow decode
+    # w13 (32-row bands: below the warpgroup MMA's 64 rows); every kernel without register spills and
+    # within the 227 KB of shared memory one block may use
     import json
 
     from kernels.testing import run_without_interpreter
     from rooflinecli.hardware import get_spec
 
     rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
-    assert len(rows) == 12
+    assert len(rows) == 15
     limit = get_spec("h200").smem_per_sm_bytes - 1024
+    narrow = f"gate_up E128 slots8 {MOE.NARROW_DECODE_CONFIG}"
+    assert narrow in {row["name"] for row in rows}
     for row in rows:
         assert row["shared_bytes"] <= limit and row["stack_bytes"] == 0 and row["LDL"] == row["STL"] == 0, row
         if not row["name"].startswith("align"):
-            assert row["HGMMA"] > 0 and row["UTMALDG"] > 0, row
+            assert row["UTMALDG"] > 0 and (row["HGMMA"] > 0 or row["name"] == narrow), row
 
 
 def test_repeated_calls_reuse_the_plan_with_new_tensors(gen):
