@@ -103,10 +103,15 @@ def test_the_whole_tiny_grid_through_the_cuda_path(fake_cuda):
     grid = build_grid(tiny=True)
     res = run_grid(grid, "cuda", 60 * 2**20, budget_s=120, tensor_device="cpu")
     assert res.failed == [] and len(res.rows) == sum(len(v) for v in grid.values())
+    mixed = [r for r in res.rows if "t_blocked" in r]  # the mixed-kernel rows: k kernels, two graphs
+    assert {r["op"] for r in mixed} == {"launch_floor_mixed", "launch_floor_mixed_gemm"} and len(mixed) == 4
     for r in res.rows:
         assert r["t_graph"] > 0 and r["t_eager"] > 0 and 1 <= r["n"] <= MAX_LAUNCHES and r["n"] >= r["sets"]
+        if r in mixed:
+            assert r["t_blocked"] > 0 and r["sets"] == r["shape"]["k"] and r["n"] % r["sets"] == 0
+            continue
         assert r["sets"] == sets_for(next(c.set_bytes for v in grid.values() for c in v if c.op == r["op"] and c.shape == r["shape"]), 60 * 2**20)
-    assert len(fake_cuda["graphs"]) == len(res.rows)  # one graph per row: no backend probe captured
+    assert len(fake_cuda["graphs"]) == len(res.rows) + len(mixed)  # one graph per row (two per mixed row): no backend probe captured
     assert all(r["backend"] for r in res.rows if r["op"].startswith("sdpa"))
 
 

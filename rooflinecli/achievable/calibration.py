@@ -17,6 +17,8 @@ Two layouts are read:
 
 ``t_graph`` is seconds per launch inside a CUDA graph on cold data (input sets that together
 exceed the L2); ``t_eager`` the CUDA-event median of single eager launches (host time included).
+The mixed-kernel rows (``launch_floor_mixed``, ``launch_floor_mixed_gemm``) add ``t_blocked``: the
+same kernels' per-kernel time when each is repeated instead of interleaved.
 Every problem is one ``RooflineError`` line naming the file and the row; rows of an op the model
 does not know are kept out and counted in ``notes``.
 """
@@ -51,6 +53,9 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "sdpa_decode": ("B", "H", "KVH", "S", "D"),
     "matmul_decode_attention": ("B", "H", "KVH", "S", "D"),
     "launch_floor": (),
+    # k distinct tiny kernels interleaved in one graph (``t_graph``) and grouped (``t_blocked``)
+    "launch_floor_mixed": ("k",),
+    "launch_floor_mixed_gemm": ("k", "M", "N", "K"),
     "gemm_sustained": ("M", "N", "K"),
     "copy_sustained": ("bytes",),
 }
@@ -79,6 +84,8 @@ class Row:
     t_eager_s: float | None = None
     name: str = ""
     backend: str = ""
+    #: mixed-kernel rows: per-kernel seconds of the same kernels grouped (each repeated), or None
+    t_blocked_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -142,10 +149,12 @@ def _row(raw, where: str) -> Row | str:
     if "t_graph" not in raw:
         raise RooflineError(f"{where}: t_graph: missing")
     t_graph = _number(raw["t_graph"], f"{where}: t_graph", positive=True)
-    t_eager = raw.get("t_eager")
+    t_eager, t_blocked = raw.get("t_eager"), raw.get("t_blocked")
     if t_eager is not None:
         t_eager = _number(t_eager, f"{where}: t_eager", positive=True)
-    return Row(op, dict(shape), flops, byts, t_graph, t_eager, str(raw.get("name", "")), str(raw.get("backend", "")))
+    if t_blocked is not None:
+        t_blocked = _number(t_blocked, f"{where}: t_blocked", positive=True)
+    return Row(op, dict(shape), flops, byts, t_graph, t_eager, str(raw.get("name", "")), str(raw.get("backend", "")), t_blocked)
 
 
 def parse_calibration(doc, path: str) -> Calibration:

@@ -15,6 +15,10 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   decode attention by heads and head dim: ``FAMILY_FIELDS``) interpolated in log bytes (the
   bandwidth reached at that size and shape).
 - **Graph floor**: the time of one tiny kernel inside a CUDA graph (``launch_floor``).
+- **Graph switch**: what a kernel costs in a graph on top of its calibrated time when the kernel
+  before it is a different one (``graph_switch_costs_s``): every other row times one op repeated,
+  so its ``t_graph`` already holds that op's repeat floor, and only the difference between the
+  interleaved and the grouped times of the mixed-kernel rows is added (0 without those rows).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
 
 Everything evaluates on numpy arrays (a million-point sweep is one pass per model).
@@ -32,6 +36,10 @@ from .calibration import Calibration, Row
 BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention",
              "rope_qkv_strided", "silu_mul_strided", "kv_write")
 PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
+#: rows that time launches of distinct tiny kernels (interleaved and grouped), not an op
+MIXED_OPS = ("launch_floor_mixed", "launch_floor_mixed_gemm")
+#: rows kept out of the host-cost medians: the floor rows are not ops an engine calls
+FLOOR_OPS = ("launch_floor", *MIXED_OPS)
 
 
 def _interp_log(x, xs: np.ndarray, ys: np.ndarray):
@@ -257,6 +265,10 @@ class FittedModels:
     sustained_gemm_flops_per_s: float | None
     #: op -> host seconds of one eager call of it (``eager_call_costs_s``)
     eager_call_s: dict = field(default_factory=dict)
+    #: seconds a kernel in a graph pays beyond its calibrated (repeated) time when it follows a
+    #: different kernel: elementwise / attention kernels, and cuBLAS GEMMs (``graph_switch_costs_s``)
+    graph_switch_s: float = 0.0
+    graph_switch_gemm_s: float = 0.0
 
     def host_call_s(self, op: str | None, calls: float, kernels: float) -> float:
         """Host seconds of ``calls`` eager calls of ``op`` (its calibrated cost per call); an op
@@ -272,6 +284,8 @@ class FittedModels:
             t, _ = self.gemm.time_s(s["M"], s["N"], s["K"], 2.0 * s["M"] * s["N"] * s["K"], row.bytes)
         elif row.op == "launch_floor":
             return self.graph_floor_s
+        elif row.op in MIXED_OPS:  # the repeat floor of the same kernels plus one switch each
+            return (row.t_blocked_s or self.graph_floor_s) + (self.graph_switch_gemm_s if row.op == "launch_floor_mixed_gemm" else self.graph_switch_s)
         else:
             t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])], family_key(row.op, row.shape))
         return float(np.maximum(t, self.graph_floor_s))
@@ -286,6 +300,8 @@ class FittedModels:
             "graph_floor_s": float(self.graph_floor_s),
             "eager_launch_s": float(self.eager_launch_s),
             "eager_call_s": {op: float(v) for op, v in sorted(self.eager_call_s.items())},
+            "graph_switch_s": float(self.graph_switch_s),
+            "graph_switch_gemm_s": float(self.graph_switch_gemm_s),
             "sustained_gemm_tflops": None if self.sustained_gemm_flops_per_s is None else self.sustained_gemm_flops_per_s / 1e12,
         }
 
@@ -293,7 +309,7 @@ class FittedModels:
 def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:
     """Median eager time of the launches that take under 2 graph floors on the GPU: host-bound
     launches, so their eager time is the host's per-launch cost."""
-    tiny = sorted(r.t_eager_s for r in rows if r.t_eager_s and r.t_graph_s < 2.0 * floor_s and r.op != "launch_floor")
+    tiny = sorted(r.t_eager_s for r in rows if r.t_eager_s and r.t_graph_s < 2.0 * floor_s and r.op not in FLOOR_OPS)
     if not tiny:
         return 0.0
     return float(tiny[len(tiny) // 2])
@@ -305,9 +321,30 @@ def eager_call_costs_s(rows: list[Row]) -> dict:
     CUDA events see it). A RoPE call launches five kernels, so costs about five times an add."""
     by_op: dict[str, list[float]] = {}
     for r in rows:
-        if r.t_eager_s and r.t_graph_s < 0.5 * r.t_eager_s and r.op != "launch_floor":
+        if r.t_eager_s and r.t_graph_s < 0.5 * r.t_eager_s and r.op not in FLOOR_OPS:
             by_op.setdefault(r.op, []).append(r.t_eager_s)
     return {op: float(np.median(v)) for op, v in by_op.items()}
+
+
+def graph_switch_costs_s(rows: list[Row], floor_s: float) -> tuple[float, float]:
+    """(elementwise, GEMM) seconds a graph kernel pays beyond its calibrated time when the kernel
+    before it differs. A mixed row's switch cost is ``t_graph`` (its k kernels interleaved) minus
+    ``t_blocked`` (the same kernels, each repeated: their repeat floor, which every op row's own
+    ``t_graph`` already holds); a row without ``t_blocked`` subtracts the ``launch_floor`` instead.
+    Elementwise: the median over the ``launch_floor_mixed`` rows of the largest k (the most distinct
+    kernels, nearest a decode layer's ~15); GEMM: the median over ``launch_floor_mixed_gemm`` rows
+    (a tiny cuBLAS GEMM alternating with an add), else the elementwise figure. Negative differences
+    (noise) count as 0; no mixed rows: (0, 0), today's model."""
+    def switch(r: Row) -> float:
+        return max(0.0, r.t_graph_s - (r.t_blocked_s or floor_s))
+
+    mixed = [r for r in rows if r.op == "launch_floor_mixed"]
+    elem = 0.0
+    if mixed:
+        k = max(r.shape["k"] for r in mixed)
+        elem = float(np.median([switch(r) for r in mixed if r.shape["k"] == k]))
+    gemm_rows = [switch(r) for r in rows if r.op == "launch_floor_mixed_gemm"]
+    return elem, float(np.median(gemm_rows)) if gemm_rows else elem
 
 
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
@@ -319,6 +356,7 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
     floor = min(r.t_graph_s for r in by_op.get("launch_floor", [])) if by_op.get("launch_floor") else min(r.t_graph_s for r in rows)
     linear = {op: fit_linear(op, by_op[op]) for op in (*BYTES_OPS, *PREFILL_OPS) if len(by_op.get(op, ())) >= 2}
     sustained = cal.sustained.get("gemm_bf16_tflops")
+    switch_s, switch_gemm_s = graph_switch_costs_s(rows, floor)
     return FittedModels(
         gemm=fit_gemm(by_op["gemm"]),
         linear=linear,
@@ -326,6 +364,8 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
         eager_launch_s=eager_launch_cost_s(rows, floor),
         sustained_gemm_flops_per_s=sustained * 1e12 if sustained else None,
         eager_call_s=eager_call_costs_s(rows),
+        graph_switch_s=switch_s,
+        graph_switch_gemm_s=switch_gemm_s,
     )
 
 

@@ -81,16 +81,33 @@ class _Builder:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
         return t, t0
 
-    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False, host=(None, 0)):
+    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False, host=(None, 0), switches=None):
         """One row of GPU time. In a graph each kernel costs at least the graph floor
         (``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels together, which
-        holds their floors already); eager launches are accounted for by ``host_wait``, from
-        ``host`` = (calibrated op, calls per layer): the host's cost of those torch calls."""
+        holds their floors already), plus the graph's switch cost (``graph_switch_s``; GEMM rows
+        ``graph_switch_gemm_s``) for each of the row's ``switches`` per layer: the kernels that follow
+        a different kernel in the step but followed the same kernel in their calibration (default:
+        every kernel, each timed as one op repeated; see ``_switch_cost``). Eager launches are
+        accounted for by ``host_wait``, from ``host`` = (calibrated op, calls per layer): the host's
+        cost of those torch calls."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
+            extra = self._switch_cost(kind, kernels if switches is None else switches)
+            t, fixed = t + extra, np.asarray(fixed, dtype=float) + extra
         host_s = self.m.host_call_s(host[0], host[1], kernels)
         self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note, host_s))
+
+    def _switch_cost(self, kind: str, switches: float) -> float:
+        """Seconds of ``switches`` kernel switches in a graph. Every op row of the calibration times
+        one op repeated, so its time holds the repeat floor of its kernels but no switch into
+        them; the mixed-kernel rows give what a switch adds beyond that floor (``fit.graph_switch_costs_s``:
+        interleaved minus grouped time of the same kernels). An op whose calibrated call ends on
+        a different kernel than it starts with (RoPE: neg ... add; silu then mul) switched at every
+        kernel in its calibration already: 0 switches; a call of one kernel, or of the same kernel
+        twice (the KV write's two copies): 1 switch per call that its calibration lacked."""
+        per = self.m.graph_switch_gemm_s if kind == "gemm" else self.m.graph_switch_s
+        return switches * per
 
     # ---- ops ------------------------------------------------------------------------------------
     def linear(self, name: str, parts: tuple[str, ...]):
@@ -106,6 +123,7 @@ class _Builder:
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
         n = self.tokens if name != "final_norm" else self.seqs
+        switches = None
         if self.p.norm == "torch" and "rmsnorm" in self.m.linear:  # F.rms_norm timed alone
             t, f = self.m.linear["rmsnorm"].time_s([1.0, 2.0 * n * width * self.b + 2.0 * width], (int(width),))
             t, f = count * t, count * f
@@ -114,10 +132,11 @@ class _Builder:
             t_rc, f_rc = rc.time_s([1.0, 4.0 * n * width * self.b], (int(width),))
             t_cp, f_cp = cp.time_s([1.0, 2.0 * n * width * self.b])
             t, f = count * (t_rc - t_cp), count * (f_rc - f_cp)
+            switches = 0  # rmsnorm_copy alternated norm and copy: the difference holds the switches
         else:
             t, f = self.copy_like(count * (4.0 if with_add else 2.0) * n * width * self.b, count)
         self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch",
-                 host=("rmsnorm" if self.p.norm == "torch" else None, count))
+                 host=("rmsnorm" if self.p.norm == "torch" else None, count), switches=switches)
 
     def attention_core(self, name: str):
         op = self.ops[name]
@@ -252,20 +271,20 @@ class _Builder:
             if rope and "rope_qkv_strided" in lin:  # e2e_full's RoPE timed on the strided q and k views of the qkv output
                 t, f = lin["rope_qkv_strided"].time_s([1.0, 2.0 * (q + k) + 2.0 * T * D * b], heads)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE on the q and k views of the qkv output, timed as run (fused away in the roofline)",
-                         timed_as_a_whole=True, host=("rope_qkv_strided", 1))
+                         timed_as_a_whole=True, host=("rope_qkv_strided", 1), switches=0)
             elif rope and "rope" in self.m.linear:  # the torch RoPE timed as such (contiguous), on q and on k
                 cs = 2.0 * T * D * b  # cos and sin rows
                 tq, fq = self.m.linear["rope"].time_s([1.0, 2.0 * q + cs], (int(h), int(D)))
                 tk, fk = self.m.linear["rope"].time_s([1.0, 2.0 * k + cs], (int(hkv), int(D)))
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, tq + tk, fq + fk, (), "RoPE as separate torch ops (fused away in the roofline)",
-                         timed_as_a_whole=True, host=("rope", 2))
+                         timed_as_a_whole=True, host=("rope", 2), switches=0)
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
             if self.phase == "decode" and "kv_write" in lin and self.wl.kv_bytes_per_element == b:  # e2e_full's write_kv, timed as run
                 t, f = lin["kv_write"].time_s([1.0, 2.0 * (k + kv)], heads)
                 self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V of the new token written into the cache, timed as run",
-                         timed_as_a_whole=True, host=("kv_write", 1))
+                         timed_as_a_whole=True, host=("kv_write", 1), switches=1)
             else:  # prefill (a [S, KVH, D] block, transposed), or older calibrations: the copy model
                 t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
                 self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache",
@@ -295,7 +314,8 @@ class _Builder:
         else:
             t, f = self.copy_like(op.activation_bytes, 1)
         self.add(op.name, "elementwise", op.layers, self.p.act_kernels, t, f, (op.name,), op.note, timed_as_a_whole=self.p.act == "torch",
-                 host=("silu_mul_strided" if strided else "silu_mul" if self.p.act == "torch" else None, 1))
+                 host=("silu_mul_strided" if strided else "silu_mul" if self.p.act == "torch" else None, 1),
+                 switches=0 if self.p.act == "torch" else None)
 
 
 def step_rows(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile) -> list[StepRow]:

@@ -23,6 +23,16 @@ output [T, 2F]; bytes: 3 passes of T x F), ``kv_write`` {B, H, KVH, N, D} (``wri
 one new token into caches [B, KVH, N + 1, D] at N, V a view of the qkv output; bytes: K and V read
 once, written once).
 
+The per-kernel cost of a CUDA graph when consecutive kernels differ (a real decode step: ~23
+different kernels per layer, where every other row repeats one op): ``launch_floor_mixed`` {k}
+cycles through the first k of ``MIXED_KERNELS`` (tiny torch kernels, k in ``MIXED_K``), and
+``launch_floor_mixed_gemm`` {k, M, N, K} alternates a tiny cuBLAS GEMM (M 1, N = K = 256) with
+``x.add_(1)``. Each such row holds two times per kernel of the same kernels on the same inputs:
+``t_graph`` interleaved (A B C A B C ...) and ``t_blocked`` grouped (A A ... B B ... C C ...,
+each kernel repeated as every other row repeats its op); ``t_graph - t_blocked`` is the cost of a
+switch between different kernels, which no other row holds (``sets`` = k, two graphs per row;
+``flops`` and ``bytes``: of the k kernels together, one launch of each).
+
 Robust by construction: each shape runs under ``try``; a failure is recorded in ``failed`` and the
 grid goes on. Under a time budget (GPU seconds): the categories are visited round-robin, small
 shapes first, and no new shape starts once the budget is spent (``skipped`` counts the rest).
@@ -67,6 +77,15 @@ KV_WRITE_B = (1, 8, 32, 64)
 #: cache positions of the KV-write cases (the write's cost does not depend on it; the smallest e2e context)
 KV_WRITE_N = 512
 DECODE_S = (512, 1024, 2048, 4096, 8192, 16384)
+#: distinct tiny kernels of ``launch_floor_mixed`` (each one kernel on one float or one row of
+#: 4096, the decode step's hidden size), in the order the first k are taken
+MIXED_KERNELS = ("add_1", "rms_norm_4096", "mul_4096", "copy_4096", "silu_4096", "index_copy_kv", "neg_4096", "add_4096")
+#: (flops, bytes) of each: inputs read once, outputs written once (bf16 rows, fp32 scalar, int64 index)
+MIXED_WORK = {"add_1": (1, 8), "rms_norm_4096": (4 * 4096, 3 * 8192), "mul_4096": (4096, 3 * 8192), "copy_4096": (0, 2 * 8192),
+              "silu_4096": (4 * 4096, 2 * 8192), "index_copy_kv": (0, 2 * 2048 + 8), "neg_4096": (4096, 2 * 8192), "add_4096": (4096, 3 * 8192)}
+MIXED_K = (2, 4, 8)
+#: the tiny GEMM of ``launch_floor_mixed_gemm`` (M, N, K)
+MIXED_GEMM = (1, 256, 256)
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
 
@@ -90,6 +109,8 @@ class Case:
     set_bytes: float
     make: Callable[[Any, Any], Callable[[], Any]]  # (device, generator) -> fn on fresh inputs
     name: str | None = None
+    #: mixed-kernel cases: (device, generator) -> the k distinct kernels (``measure_mixed``)
+    make_kernels: Callable[[Any, Any], list[Callable[[], Any]]] | None = None
     note: str | None = None
     cost_s: float = 0.0  # a rough size for ordering (bytes / 3 TB/s + flops / 500 TFLOP/s)
     backends: tuple[str, ...] = ()  # SDPA: candidate backends; make gets the chosen one via Case.backend
@@ -270,6 +291,68 @@ def launch_floor_case() -> Case:
     return Case("launch_floor", {}, 1.0, 8.0, 4.0, make, note="x.add_(1) on one float")
 
 
+def _mixed_kernel(name: str, device, gen) -> Callable[[], Any]:
+    """One tiny kernel of ``MIXED_KERNELS`` on its own inputs (idempotent or harmless when repeated)."""
+    import torch
+    import torch.nn.functional as F
+
+    if name == "add_1":
+        x = torch.ones(1, dtype=torch.float32, device=device)
+        return lambda: x.add_(1)
+    if name == "index_copy_kv":  # one token's K into a [1, 8, 16, 128] cache at position 5
+        cache, new = _randn((1, 8, 16, 128), device, gen), _randn((1, 8, 1, 128), device, gen)
+        pos = torch.tensor([5], dtype=torch.long, device=device)
+        return lambda: cache.index_copy_(2, pos, new)
+    x, y = _randn((1, 4096), device, gen), _randn((1, 4096), device, gen)
+    if name == "rms_norm_4096":
+        w = 1 + 0.1 * _randn((4096,), device, gen)
+        return lambda: F.rms_norm(x, (4096,), w, 1e-6)
+    if name == "mul_4096":
+        return lambda: torch.mul(x, y)
+    if name == "copy_4096":
+        return lambda: y.copy_(x)
+    if name == "silu_4096":
+        return lambda: F.silu(x)
+    if name == "neg_4096":
+        return lambda: torch.neg(x)
+    if name == "add_4096":
+        return lambda: torch.add(x, y)
+    raise ValueError(f"unknown mixed kernel {name!r}")
+
+
+def launch_floor_mixed_case(k: int) -> Case:
+    """k distinct tiny kernels cycled in one graph (``measure_mixed``)."""
+    names = MIXED_KERNELS[:k]
+
+    def kernels(device, gen):
+        return [_mixed_kernel(n, device, gen) for n in names]
+
+    flops, nbytes = (float(sum(MIXED_WORK[n][i] for n in names)) for i in (0, 1))
+    return Case("launch_floor_mixed", {"k": k}, flops, nbytes, nbytes, lambda device, gen: kernels(device, gen)[0],
+                make_kernels=kernels, note="kernels: " + ", ".join(names) + "; t_graph interleaved, t_blocked each kernel repeated")
+
+
+def launch_floor_mixed_gemm_case() -> Case:
+    """A tiny cuBLAS GEMM alternating with ``x.add_(1)`` (``measure_mixed``)."""
+    M, N, K = MIXED_GEMM
+
+    def kernels(device, gen):
+        import torch.nn.functional as F
+
+        a, w = _randn((M, K), device, gen), _randn((N, K), device, gen)
+        return [lambda: F.linear(a, w), _mixed_kernel("add_1", device, gen)]
+
+    flops, nbytes = 2.0 * M * N * K + MIXED_WORK["add_1"][0], 2.0 * (M * K + N * K + M * N) + MIXED_WORK["add_1"][1]
+    return Case("launch_floor_mixed_gemm", {"k": 2, "M": M, "N": N, "K": K}, flops, nbytes, nbytes, lambda device, gen: kernels(device, gen)[0],
+                make_kernels=kernels, note="F.linear bf16 (cuBLAS) alternating with x.add_(1); t_graph interleaved, t_blocked each kernel repeated")
+
+
+def mixed_grid() -> dict[str, list[Case]]:
+    """The graph's per-kernel cost when consecutive kernels differ: one small category placed right
+    after the launch floor (4 cases, two graphs of 128 tiny launches each)."""
+    return {"floor_mixed": [launch_floor_mixed_case(k) for k in MIXED_K] + [launch_floor_mixed_gemm_case()]}
+
+
 def _sdpa_fn(q, k, v, causal: bool, backend: str):
     """The SDPA call on ``backend`` (K/V already at H heads when the backend lacks GQA)."""
     import torch.nn.functional as F
@@ -325,6 +408,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
     if tiny:
         return {
             "floor": [launch_floor_case()],
+            **mixed_grid(),
             **strided_grid((1, 4), ((4, 2, 64),), (96,), (1, 2), 16),
             "gemm": [gemm_case(M, 96, 64, "tiny.qkv") for M in (1, 8, 32)] + [gemm_case(64, 64, 64, "square")],
             "elementwise": [c for T in (1, 16) for c in elementwise_cases(T, 64, 96)] + [rope_case(4, 3, 64)],
@@ -347,7 +431,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for S in PREFILL_S:
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
-    grid = {"floor": [launch_floor_case()], **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
+    grid = {"floor": [launch_floor_case()], **mixed_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 
@@ -490,9 +574,33 @@ def _time_sets(case: Case, timer: Timer, gen, **kw) -> tuple[float, float, int, 
     return timer.graph(fns, n), t_eager, n, sets
 
 
+def measure_mixed(case: Case, timer: Timer, gen) -> dict[str, Any]:
+    """A mixed-kernel row: per-kernel seconds of the case's k distinct kernels in one graph of
+    ``MAX_LAUNCHES`` (rounded down to a multiple of k) launches, interleaved (``t_graph``: each
+    kernel follows a different one) and grouped (``t_blocked``: each kernel repeated, as in every
+    other row); ``t_eager``: single launches cycling over them."""
+    fns = case.make_kernels(timer.tensor_device, gen)
+    for f in fns:
+        f()
+    timer.sync()
+    k = len(fns)
+    reps = MAX_LAUNCHES // k if timer.device == "cuda" else 2
+    n = k * reps
+    t_eager = timer.eager(fns, timer.eager_samples)
+    t_mixed = timer.graph(fns, n)
+    t_blocked = timer.graph([f for f in fns for _ in range(reps)], n)  # i % n: A..A B..B ...
+    row: dict[str, Any] = {"op": case.op, "shape": dict(case.shape), "flops": case.flops, "bytes": case.bytes,
+                           "t_graph": t_mixed, "t_blocked": t_blocked, "t_eager": t_eager, "n": n, "sets": k}
+    if case.note:
+        row["note"] = case.note
+    return row
+
+
 def measure_case(case: Case, timer: Timer, gen) -> dict[str, Any]:
     """One calibration row (raises on failure; ``run_grid`` records it). SDPA: the fastest backend
     whose graph capture works (a backend that fails capture gives way to the next)."""
+    if case.make_kernels is not None:
+        return measure_mixed(case, timer, gen)
     notes = [case.note] if case.note else []
     if case.backends:
         ranked, how = _rank_backends(case, timer, gen)
