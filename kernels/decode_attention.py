@@ -283,16 +283,6 @@ def one_wave_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> 
     return max(1, min(MAX_SPLITS, sms // max(1, groups), triton.cdiv(n_ctx, min_chunk)))
 
 
-def one_wave_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> int:
-    """Context chunks per (batch, KV head) for decode attention: as many as keep the grid within one
-    program per SM (B * H_kv * splits <= SMs, at least one split), chunks of at least ``min_chunk``
-    tokens, at most MAX_SPLITS. One wave whatever the config's occupancy: the second H200 run's
-    ``choose_splits`` grids were fractional waves (B8 32k: 576 programs of the one-per-SM 128-token
-    TMA tile, 4.4 waves run as 5) and B1's 64 splits made the fused reduce's last program read 64
-    partials; the B16-B64 shapes with 5 waves or more were at parity with SDPA either way."""
-    return max(1, min(MAX_SPLITS, sms // max(1, groups), triton.cdiv(n_ctx, min_chunk)))
-
-
 def split_plan(n_ctx: int, splits: int, align: int) -> tuple[int, int]:
     """(chunk, splits): ``splits`` chunks of the context, each a multiple of ``align`` tokens
     (so every BLOCK_N tiles it); rounding up may leave fewer chunks than asked."""

@@ -233,12 +233,6 @@ FUSED_REDUCE = _TRITON == "3.6"
 #: other SMs idle (second H200 run: B1 128k 310.8 us, 117 TFLOP/s, against 240-282 TFLOP/s at
 #: B16-B128, whose 3-17 splits are 0.4-2.2 MB per head block)
 FUSED_REDUCE_MAX_SPLITS = 8
-#: most splits the fused reduce takes: above it the reduce is a launch of its own (reduce_splits,
-#: B * H * R/128 programs). The fused one is a single program per (sequence, head block) reading
-#: SPLITS x 64 heads x R fp32 partials: 8 MB at B1's 64 splits, two programs doing it while the
-#: other SMs idle (second H200 run: B1 128k 310.8 us, 117 TFLOP/s, against 240-282 TFLOP/s at
-#: B16-B128, whose 3-17 splits are 0.4-2.2 MB per head block)
-FUSED_REDUCE_MAX_SPLITS = 8
 _GPU_CONFIGS = [_config(*t) for t in _ALL_TILES]
 
 
