@@ -38,10 +38,14 @@ def test_the_mixed_cases_are_in_the_grid_and_early_in_the_round_robin():
         assert list(grid)[:2] == ["floor", "floor_mixed"]
         mixed = grid["floor_mixed"]
         assert sorted(c.shape["k"] for c in mixed if c.op == "launch_floor_mixed") == list(MIXED_K) == [2, 4, 8]
-        assert [c.shape for c in mixed if c.op == "launch_floor_mixed_gemm"] == [{"k": 2, "M": 1, "N": 256, "K": 256}]
+        assert sorted((c.shape["N"], c.shape) for c in mixed if c.op == "launch_floor_mixed_gemm") == [
+            (256, {"k": 2, "M": 1, "N": 256, "K": 256}), (4096, {"k": 2, "M": 1, "N": 4096, "K": 4096})]
         order = list(round_robin(grid))
-        # one mixed case per round of the categories: all four within the first four rounds
-        assert max(i for i, c in enumerate(order) if c.op in MIXED_OPS) < 4 * len(grid)
+        # one mixed case per round of the categories: all five within the first five rounds
+        assert max(i for i, c in enumerate(order) if c.op in MIXED_OPS) < 5 * len(grid)
+        # cheap: 2 graphs x 128 launches of at most the 14 us GEMM + an add, all five cases
+        gemm = next(c for c in mixed if c.shape.get("N") == 4096)
+        assert gemm.bytes == 2 * (4096 + 4096 * 4096 + 4096) + 8 and 2 * 128 * (gemm.bytes / 3e12 + 2e-6) < 0.01
 
 
 def _inputs(fn) -> dict:
@@ -134,8 +138,8 @@ def _mixed(k, t_graph, t_blocked=None):
     return r
 
 
-def _mixed_gemm(t_graph, t_blocked=None):
-    r = {"op": "launch_floor_mixed_gemm", "shape": {"k": 2, "M": 1, "N": 256, "K": 256}, "flops": 0, "bytes": 0, "t_graph": t_graph, "t_eager": 3e-5, "n": 128, "sets": 2}
+def _mixed_gemm(t_graph, t_blocked=None, nk=256):
+    r = {"op": "launch_floor_mixed_gemm", "shape": {"k": 2, "M": 1, "N": nk, "K": nk}, "flops": 0, "bytes": 0, "t_graph": t_graph, "t_eager": 3e-5, "n": 128, "sets": 2}
     if t_blocked is not None:
         r["t_blocked"] = t_blocked
     return r
@@ -143,7 +147,8 @@ def _mixed_gemm(t_graph, t_blocked=None):
 
 #: synthetic: 8 distinct kernels cost 1.3 us more each interleaved; a GEMM next to an add 0.8 us
 SWITCH_S, SWITCH_GEMM_S = 1.3e-6, 0.8e-6
-ROWS = [_mixed(2, 1.5e-6, 1.2e-6), _mixed(4, 2.0e-6, 1.25e-6), _mixed(8, 1.2e-6 + SWITCH_S, 1.2e-6), _mixed_gemm(3.2e-6 + SWITCH_GEMM_S, 3.2e-6)]
+ROWS = [_mixed(2, 1.5e-6, 1.2e-6), _mixed(4, 2.0e-6, 1.25e-6), _mixed(8, 1.2e-6 + SWITCH_S, 1.2e-6), _mixed_gemm(3.2e-6 + SWITCH_GEMM_S, 3.2e-6),
+        _mixed_gemm(8.0e-6, 7.9e-6, nk=4096)]  # the decode-sized GEMM: a diagnostic the fit leaves out
 
 
 def test_a_bad_t_blocked_is_one_line_naming_the_row():

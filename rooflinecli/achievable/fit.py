@@ -332,8 +332,9 @@ def graph_switch_costs_s(rows: list[Row], floor_s: float) -> tuple[float, float]
     ``t_blocked`` (the same kernels, each repeated: their repeat floor, which every op row's own
     ``t_graph`` already holds); a row without ``t_blocked`` subtracts the ``launch_floor`` instead.
     Elementwise: the median over the ``launch_floor_mixed`` rows of the largest k (the most distinct
-    kernels, nearest a decode layer's ~15); GEMM: the median over ``launch_floor_mixed_gemm`` rows
-    (a tiny cuBLAS GEMM alternating with an add), else the elementwise figure. Negative differences
+    kernels, nearest a decode layer's ~15); GEMM: the median over the ``launch_floor_mixed_gemm``
+    rows of the smallest GEMM (a tiny cuBLAS GEMM alternating with an add; the decode-sized GEMM
+    row is a diagnostic, not used), else the elementwise figure. Negative differences
     (noise) count as 0; no mixed rows: (0, 0), today's model."""
     def switch(r: Row) -> float:
         return max(0.0, r.t_graph_s - (r.t_blocked_s or floor_s))
@@ -343,8 +344,11 @@ def graph_switch_costs_s(rows: list[Row], floor_s: float) -> tuple[float, float]
     if mixed:
         k = max(r.shape["k"] for r in mixed)
         elem = float(np.median([switch(r) for r in mixed if r.shape["k"] == k]))
-    gemm_rows = [switch(r) for r in rows if r.op == "launch_floor_mixed_gemm"]
-    return elem, float(np.median(gemm_rows)) if gemm_rows else elem
+    gemm_rows = [r for r in rows if r.op == "launch_floor_mixed_gemm"]
+    if not gemm_rows:
+        return elem, elem
+    small = min(r.shape["N"] * r.shape["K"] for r in gemm_rows)  # the tiny GEMM: nothing hides the switch
+    return elem, float(np.median([switch(r) for r in gemm_rows if r.shape["N"] * r.shape["K"] == small]))
 
 
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:

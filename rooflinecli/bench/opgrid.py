@@ -26,8 +26,8 @@ once, written once).
 The per-kernel cost of a CUDA graph when consecutive kernels differ (a real decode step: ~23
 different kernels per layer, where every other row repeats one op): ``launch_floor_mixed`` {k}
 cycles through the first k of ``MIXED_KERNELS`` (tiny torch kernels, k in ``MIXED_K``), and
-``launch_floor_mixed_gemm`` {k, M, N, K} alternates a tiny cuBLAS GEMM (M 1, N = K = 256) with
-``x.add_(1)``. Each such row holds two times per kernel of the same kernels on the same inputs:
+``launch_floor_mixed_gemm`` {k, M, N, K} alternates a cuBLAS GEMM (M 1, N = K = 256; and
+N = K = 4096 as a diagnostic: does a switch show behind a 14 us kernel?) with ``x.add_(1)``. Each such row holds two times per kernel of the same kernels on the same inputs:
 ``t_graph`` interleaved (A B C A B C ...) and ``t_blocked`` grouped (A A ... B B ... C C ...,
 each kernel repeated as every other row repeats its op); ``t_graph - t_blocked`` is the cost of a
 switch between different kernels, which no other row holds (``sets`` = k, two graphs per row;
@@ -84,8 +84,10 @@ MIXED_KERNELS = ("add_1", "rms_norm_4096", "mul_4096", "copy_4096", "silu_4096",
 MIXED_WORK = {"add_1": (1, 8), "rms_norm_4096": (4 * 4096, 3 * 8192), "mul_4096": (4096, 3 * 8192), "copy_4096": (0, 2 * 8192),
               "silu_4096": (4 * 4096, 2 * 8192), "index_copy_kv": (0, 2 * 2048 + 8), "neg_4096": (4096, 2 * 8192), "add_4096": (4096, 3 * 8192)}
 MIXED_K = (2, 4, 8)
-#: the tiny GEMM of ``launch_floor_mixed_gemm`` (M, N, K)
-MIXED_GEMM = (1, 256, 256)
+#: the GEMMs of ``launch_floor_mixed_gemm`` (M, N, K): a tiny one (what the fit uses) and, as a
+#: diagnostic, a decode-sized one (Llama-3-8B's o projection at batch 1: ~14 us), whether a
+#: switch still shows behind a long kernel
+MIXED_GEMMS = ((1, 256, 256), (1, 4096, 4096))
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
 
@@ -332,9 +334,8 @@ def launch_floor_mixed_case(k: int) -> Case:
                 make_kernels=kernels, note="kernels: " + ", ".join(names) + "; t_graph interleaved, t_blocked each kernel repeated")
 
 
-def launch_floor_mixed_gemm_case() -> Case:
-    """A tiny cuBLAS GEMM alternating with ``x.add_(1)`` (``measure_mixed``)."""
-    M, N, K = MIXED_GEMM
+def launch_floor_mixed_gemm_case(M: int, N: int, K: int) -> Case:
+    """A cuBLAS GEMM alternating with ``x.add_(1)`` (``measure_mixed``)."""
 
     def kernels(device, gen):
         import torch.nn.functional as F
@@ -349,8 +350,8 @@ def launch_floor_mixed_gemm_case() -> Case:
 
 def mixed_grid() -> dict[str, list[Case]]:
     """The graph's per-kernel cost when consecutive kernels differ: one small category placed right
-    after the launch floor (4 cases, two graphs of 128 tiny launches each)."""
-    return {"floor_mixed": [launch_floor_mixed_case(k) for k in MIXED_K] + [launch_floor_mixed_gemm_case()]}
+    after the launch floor (5 cases, two graphs of 128 launches each: ~4 ms of GPU time in all)."""
+    return {"floor_mixed": [launch_floor_mixed_case(k) for k in MIXED_K] + [launch_floor_mixed_gemm_case(*mnk) for mnk in MIXED_GEMMS]}
 
 
 def _sdpa_fn(q, k, v, causal: bool, backend: str):
