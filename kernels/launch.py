@@ -60,6 +60,9 @@ def triton_version_supported(version: str | None = None) -> bool:
     return ".".join(v[:2]) in SUPPORTED_TRITON
 
 
+_VERSION_OK = triton_version_supported()
+
+
 def set_enabled(on: bool) -> None:
     """Turn the fast path on or off for every kernel (the normal path is always correct)."""
     global _enabled
@@ -67,7 +70,7 @@ def set_enabled(on: bool) -> None:
 
 
 def enabled() -> bool:
-    return _enabled and triton_version_supported() and os.environ.get("TRITON_INTERPRET", "0") != "1"
+    return _enabled and _VERSION_OK and os.environ.get("TRITON_INTERPRET", "0") != "1"
 
 
 def disabled() -> dict[str, str]:
@@ -260,10 +263,16 @@ def _normal(kernel, grid, args, kwargs):
     return ret
 
 
-def _hooks_set() -> bool:
-    from triton import knobs
+_runtime_knobs = None
 
-    rt = knobs.runtime
+
+def _hooks_set() -> bool:
+    global _runtime_knobs
+    if _runtime_knobs is None:
+        from triton import knobs
+
+        _runtime_knobs = knobs.runtime
+    rt = _runtime_knobs
     return _hook_active(rt.launch_enter_hook) or _hook_active(rt.launch_exit_hook)
 
 
@@ -302,7 +311,7 @@ def launch(kernel, grid, *args, **kwargs):
         _normal(kernel, grid, args, kwargs)
         return
     try:
-        if not triton_version_supported():
+        if not _VERSION_OK:
             raise _Unsupported(f"Triton {triton.__version__} not in {SUPPORTED_TRITON}")
         if _hooks_set():  # a profiler wants launch metadata: Triton's path builds it
             t.normal_calls += 1

@@ -247,10 +247,12 @@ def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int) -> tuple[torch
     return _align(topk_ids, E, block_m, padded_slots(n, E, block_m), triton.next_power_of_2(E + 1))
 
 
-def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int):
-    """``align_by_expert`` with its sizes precomputed (a plan's repeated calls)."""
+def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int, buf: torch.Tensor | None = None):
+    """``align_by_expert`` with its sizes precomputed (a plan's repeated calls); ``buf``: a kept
+    int32 buffer of P + P / block_m elements (the plan's), else one is allocated."""
     nb = P // block_m
-    buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
+    if buf is None:
+        buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
     sorted_slots, block_expert = buf[:P], buf[P:]
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
     launch(
@@ -372,6 +374,10 @@ def _out(out, hidden, T, d):
 _PLANS: dict = {}
 
 
+#: largest per-plan activation scratch kept between calls (decode shapes: a few MB)
+KEEP_SCRATCH_MAX_BYTES = 64 << 20
+
+
 class _MoEPlan:
     """One shape's four launches: config, worst-case buffer sizes, the weights' TMA descriptors
     (their ``base`` swapped per call) and every kernel argument that does not change."""
@@ -398,14 +404,26 @@ class _MoEPlan:
         self.down_consts = {n: down[n] for n in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "UPCAST")} | opts
         self.grid_up = (self.nb, triton.cdiv(self.I, cfg["BLOCK_N_UP"]))
         self.grid_down = (self.nb, triton.cdiv(d, cfg["BLOCK_N_DOWN"]))
+        self.bufs = None  # (device, alignment buffer, scratch), allocated on the first launch
 
     def launch(self, hidden, w1, w2, topk_ids, topk_weights, out):
         T, d, I, P, k = self.T, self.d, self.I, self.P, self.k
-        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad)
+        # The alignment and activation buffers are kept by the plan, not allocated per call: safe
+        # because every use is ordered on one stream (a call's kernels and the next call's, or one
+        # CUDA graph's replays). Two streams (or graphs replayed concurrently) running the same
+        # shape at once would share them: not supported.
+        # Kept only up to KEEP_SCRATCH_MAX_BYTES: a prefill-sized scratch is GPU-bound, not host-bound.
+        bufs = self.bufs
+        if bufs is None or bufs[0] != hidden.device:
+            bufs = (hidden.device, torch.empty(P + self.nb, dtype=torch.int32, device=hidden.device),
+                    torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device))
+            if bufs[2].numel() * bufs[2].element_size() <= KEEP_SCRATCH_MAX_BYTES:
+                self.bufs = bufs
+        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad, bufs[1])
         weights_flat = topk_weights.reshape(-1)
         if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
             weights_flat = weights_flat.to(torch.float32).contiguous()
-        scratch = torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device)  # one allocation
+        scratch = bufs[2]
         act = scratch[: P * I].view(P, I)  # P * I * 2 bytes: 16-byte aligned (I % 8 == 0)
         y = scratch[P * I:].view(T * k, d)
         self.w1_desc.base = w1

@@ -56,7 +56,7 @@ def fake(monkeypatch):
 
     monkeypatch.setattr(L, "_normal", normal)
     monkeypatch.setattr(L, "_device_and_stream", lambda: (0, 1234))
-    monkeypatch.setattr(L, "triton_version_supported", lambda version=None: True)
+    monkeypatch.setattr(L, "_VERSION_OK", True)
     yield jit, state
     L.reset()
 
@@ -138,7 +138,7 @@ def test_self_check_mismatch_disables(fake):
 
 def test_unknown_triton_version_falls_back(fake, monkeypatch):
     jit, state = fake
-    monkeypatch.setattr(L, "triton_version_supported", lambda version=None: False)
+    monkeypatch.setattr(L, "_VERSION_OK", False)
     for _ in range(3):
         L.launch(jit, (1,), *_args(), BLOCK=128)
     assert state["normal"] == 3
@@ -234,3 +234,22 @@ def test_descriptor_keys_refine_tritons_specialization():
                 spec = repr(binder(*args, BLOCK=16)[1])
                 assert seen.setdefault(key, spec) == spec
     assert len(seen) == 3 * 2  # dtype and tile split the key
+
+
+def test_moe_plan_keeps_its_buffers_and_stays_correct():
+    """The MoE plan's alignment and activation buffers are allocated once and reused (one stream):
+    two calls on different inputs of one shape use the same memory and both match the reference."""
+    import kernels.moe as MOE
+    from kernels.testing import compare
+
+    case = MOE.OP.cases["test"][0]
+    gen = torch.Generator().manual_seed(11)
+    ptrs = []
+    for _ in range(2):
+        inputs = MOE.OP.make_inputs(case, "cpu", gen)
+        out = MOE.moe(**inputs)
+        c = compare(out, MOE.reference(**inputs), MOE.OP.tolerance[case.dtype])
+        assert c.ok, c.message
+        plan = next(p for p in MOE._PLANS.values() if p.T == inputs["hidden"].shape[0] and p.bufs is not None)
+        ptrs.append((plan.bufs[1].data_ptr(), plan.bufs[2].data_ptr()))
+    assert ptrs[0] == ptrs[1]
