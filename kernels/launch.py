@@ -288,15 +288,18 @@ def _grid3(grid):
     return grid[0], (grid[1] if n > 1 else 1), (grid[2] if n > 2 else 1)
 
 
-_driver = None
+_get_device = _get_stream = None
 
 
 def _device_and_stream():
-    global _driver
-    if _driver is None:
-        _driver = triton.runtime.driver.active
-    dev = _driver.get_current_device()
-    return dev, _driver.get_current_stream(dev)
+    """The current device and its current stream (torch's raw stream: a capture stream inside
+    ``torch.cuda.graph``), as Triton's own launch reads them."""
+    global _get_device, _get_stream
+    if _get_stream is None:
+        active = triton.runtime.driver.active
+        _get_device, _get_stream = active.get_current_device, active.get_current_stream
+    dev = _get_device()
+    return dev, _get_stream(dev)
 
 
 def launch(kernel, grid, *args, **kwargs):
