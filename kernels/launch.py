@@ -223,7 +223,7 @@ class _KernelTable:
         config_kwargs, pre_hook = {}, None
         if self.tuner is not None:
             best = self.tuner.best_config
-            config_kwargs, pre_hook = dict(best.kwargs), best.pre_hook
+            config_kwargs, pre_hook = dict(best.all_kwargs()), best.pre_hook  # as Autotuner.run passes them
         tail = []
         for p, name in zip(self.jit.params[len(args):], names[len(args):]):
             if name in kwargs:

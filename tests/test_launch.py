@@ -253,3 +253,30 @@ def test_moe_plan_keeps_its_buffers_and_stays_correct():
         plan = next(p for p in MOE._PLANS.values() if p.T == inputs["hidden"].shape[0] and p.bufs is not None)
         ptrs.append((plan.bufs[1].data_ptr(), plan.bufs[2].data_ptr()))
     assert ptrs[0] == ptrs[1]
+
+
+def test_autotuner_config_and_pre_hook(fake):
+    """An autotuned kernel: the chosen config's constexprs fill the argument tail, its pre-hook runs
+    before each fast launch (with the arguments by name), and the autotuner's key arguments split
+    the launch key (another n: another config may win, so Triton's path again)."""
+    jit, state = fake
+    hooked = []
+    cfg = triton.Config({"BLOCK": 64}, num_warps=4, pre_hook=lambda nargs: hooked.append(dict(nargs)))
+    tuner = triton.autotune(configs=[cfg, triton.Config({"BLOCK": 128}, num_warps=8)], key=["n"])(jit)
+
+    def normal(kernel, grid, args, kwargs):
+        state["normal"] += 1
+        kernel.best_config = cfg  # what Autotuner.run leaves after choosing
+        return state["compiled"]
+
+    L._normal = normal  # the fixture's monkeypatch restores it
+    x, y, n, s = _args()
+    for _ in range(3):
+        L.launch(tuner, lambda meta: (meta["n"] // meta["BLOCK"],), x, y, n, s)
+    assert state["normal"] == 2
+    (call,) = state["compiled"].calls
+    assert call[0] == 1  # the grid callable saw BLOCK = 64 from the config
+    assert call[9] is x and call[10] is y and call[11:] == (64, 0.5, 64, True)  # BLOCK from the config
+    assert hooked and hooked[-1]["n"] == 64 and hooked[-1]["BLOCK"] == 64 and hooked[-1]["x_ptr"] is x
+    L.launch(tuner, (1,), x, y, 128, s)  # same specialization, another autotuner key
+    assert state["normal"] == 3
