@@ -193,7 +193,8 @@ def main(argv=None) -> int:
 
     start = time.perf_counter()
     tuned = _apply_tuned() if device == "cuda" else None
-    doc = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter dry run)", "torch": torch.__version__, "triton": triton.__version__,
+    doc = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter dry run)",
+           "torch": torch.__version__, "triton": triton.__version__,
            "python": sys.version.split()[0], "fast_path_supported": launch.triton_version_supported(),
            "tuned": tuned[1].message if tuned else "none (CPU)", "eager_calls": EAGER_CALLS if device == "cuda" else 3,
            "back_to_back_calls": BACK_TO_BACK_CALLS if device == "cuda" else 3,
