@@ -79,11 +79,15 @@ def disabled() -> dict[str, str]:
 
 
 def stats() -> dict:
-    """Per kernel: fast launches, normal launches, kept launch keys, and the reason when disabled."""
-    out = {}
+    """Per kernel name: fast launches, normal launches, kept launch keys, and the reason when
+    disabled (summed over the wrappers of one function: gemm's autotuners share a JIT function)."""
+    out: dict = {}
     for t in _TABLES.values():
-        out[t.name] = {"fast_calls": t.fast_calls, "normal_calls": t.normal_calls, "keys": len(t.entries),
-                       "disabled_reason": t.reason}
+        row = out.setdefault(t.name, {"fast_calls": 0, "normal_calls": 0, "keys": 0, "disabled_reason": None})
+        row["fast_calls"] += t.fast_calls
+        row["normal_calls"] += t.normal_calls
+        row["keys"] += len(t.entries)
+        row["disabled_reason"] = row["disabled_reason"] or t.reason
     return out
 
 
