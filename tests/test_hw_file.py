@@ -141,7 +141,7 @@ def test_sweep_rows_name_the_spec_file_gpu(slow_gpu, tmp_path):
 
 
 def test_validate_predicts_from_a_spec_file(slow_gpu):
-    results = next((Path(__file__).resolve().parents[1] / "reports" / "sample").glob("*.json"))
+    results = next((Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "cpu-interpreter").glob("*.json"))
     d = _json("validate", str(results), "--hw-file", str(slow_gpu), "--json")
     assert d["datasheet_spec"] == "my-gpu"
 

@@ -274,6 +274,7 @@ def browser():
 
 
 def _report(tmp: Path, *args: str) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)  # --out creates no folders unless asked
     out = tmp / "report.html"
     r = CliRunner().invoke(app, ["report", *args, "--out", str(out)])
     assert r.exit_code == 0, r.output
