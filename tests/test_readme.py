@@ -52,16 +52,17 @@ def test_the_test_command_installs_chromium_when_missing_and_the_readme_says_so(
 
 
 def test_no_code_or_doc_points_outside_the_repository():
-    """A user's clone has no ../shared folder: what the code relies on lives in docs/reference.md."""
+    """A user's clone has no shared folder beside it: what the code relies on lives in
+    docs/reference.md. (The names are built here, so this file does not match itself.)"""
+    outside = ("../" + "shared", "/work/" + "shared")
     offenders = []
     for folder in ("rooflinecli", "kernels", "benchmarks", "scripts", "docs", "tests"):
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in (".py", ".md", ".sh", ".toml") and path.is_file() and "fixtures" not in path.parts:
                 text = path.read_text(encoding="utf-8", errors="replace")
-                if "../shared" in text.replace("'../shared'", "") or "/work/shared" in text:
+                if any(o in text for o in outside):
                     offenders.append(str(path.relative_to(ROOT)))
-    offenders = [o for o in offenders if o != "tests/test_readme.py"]
-    assert not offenders, f"these files point at ../shared, which a clone does not have: {offenders}"
+    assert not offenders, f"these files point at the shared folder beside the checkout, which a clone does not have: {offenders}"
 
 
 def test_ci_runs_the_readme_commands_verbatim():
