@@ -99,6 +99,11 @@ def e2e_lines(out: Path) -> list[str]:
     d = _load(out / "validation-e2e.json")
     if not isinstance(d, dict):
         return ["  no validation-e2e.json"]
+    return full_model_lines(d)
+
+
+def full_model_lines(d: dict[str, Any]) -> list[str]:
+    """Every whole-model point with the three predictions' errors, then their median / p90."""
     lines = []
     for p in d.get("end_to_end_full", []):
         lines.append(
