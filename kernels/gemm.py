@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from kernels.baselines import blas_candidates
 from kernels.launch import launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
@@ -570,12 +571,23 @@ def _scaled_mm(fast_accum: bool):
     return factory
 
 
+_CUBLASLT = blas_candidates(baseline)["cublaslt"]
+
+
+def _cublaslt_matmul(a, w, a_scale=None, w_scale=None):
+    """The same matmul with torch's preferred BLAS library set to cuBLASLt around the call (its own
+    heuristics and kernels); fp8 already goes through cuBLASLt in ``_scaled_mm``."""
+    return None if a.dtype == _FP8 else _CUBLASLT(a=a, w=w)
+
+
 #: torch paths timed beside ours, the fastest kept: cuBLAS through matmul and through linear (they
-#: may pick different cuBLASLt algorithms); fp8: _scaled_mm with and without fast accumulation (Triton's
-#: fp8 dot on Hopper accumulates the fast way by default, so the fast-accumulate one is the fair peer)
+#: may pick different cuBLAS algorithms), the same under cuBLASLt; fp8: _scaled_mm with and without
+#: fast accumulation (Triton's fp8 dot on Hopper accumulates the fast way by default, so the
+#: fast-accumulate one is the fair peer)
 BASELINES = {
     "cublas": _cublas_matmul,
     "cublas:linear": _cublas_linear,
+    "cublaslt": _cublaslt_matmul,
     "scaled_mm": _scaled_mm(False),
     "scaled_mm:fast_accum": _scaled_mm(True),
 }
