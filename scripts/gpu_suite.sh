@@ -50,6 +50,7 @@ else
     CAL_ARGS=(--budget-s "${CAL_GRID_S:-75}")
     BENCH_ARGS=(--suite "${GPU_SUITE_BENCH_SUITE:-full}" --target-ms 100 --crosscheck)
     [ -n "${GPU_SUITE_KERNELS:-}" ] && BENCH_ARGS+=(--kernel "$GPU_SUITE_KERNELS")
+    [ -n "${GPU_SUITE_SHAPES:-}" ] && BENCH_ARGS+=(--shape "$GPU_SUITE_SHAPES")  # e.g. 'M128-*,T*-E128-*'
     GATE_ARGS=(--suite quick --kernel "${GPU_SUITE_GATE_KERNELS:-copy,rmsnorm,gemm,decode_attention}" --target-ms 60 --quiet)
     E2E_ARGS=()
 fi

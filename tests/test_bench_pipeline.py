@@ -153,12 +153,29 @@ def test_bench_without_gpu_is_one_line_exit_2(tmp_path):
         (["--kernel", "gemmm"], "unknown kernel 'gemmm'"),
         (["--samples", "10"], "--samples must be >= 20"),
         (["--hw", "h10"], "unknown GPU 'h10'"),
+        (["--kernel", "gemm", "--shape", "M7-*"], "no cases in suite 'test' matching --shape M7-* for kernels gemm"),
+        (["--shape", "M1\x01"], "--shape: pattern"),
     ],
 )
 def test_bench_bad_options_are_one_line_errors(tmp_path, args, needle):
     r = runner.invoke(app, ["bench", "--device", "cpu", "--suite", "test", "--out", str(tmp_path / "r.json"), *args])
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and needle in r.output
+
+
+def test_shape_patterns_pick_cases_by_id(tmp_path):
+    from rooflinecli.bench.runner import parse_shapes, select_cases
+
+    gemm = load_op("gemm")
+    assert parse_shapes(None) == () and parse_shapes(" , ") == ()
+    assert [c.id for c in select_cases(gemm, "full", parse_shapes("M128-*, M8192-*-fp8"))] == [
+        "M8192-N8192-K8192-fp8", "M128-N8192-K8192-bf16"]
+    assert len(select_cases(gemm, "full", ())) == len(gemm.cases["full"])
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["bench", "--device", "cpu", "--allow-cpu", "--suite", "test", "--kernel", "gemm,copy",
+                            "--shape", "M1-*,M5-*", "--out", str(out), "-q"])
+    assert r.exit_code == 0, r.output
+    assert sorted({(row.op, row.shape) for row in load_results(out).rows}) == [("gemm", "M1-N123-K496"), ("gemm", "M5-N64-K256")]
 
 
 def test_large_outputs_compare_on_device_like_the_cpu_report():

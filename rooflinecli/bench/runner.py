@@ -57,6 +57,9 @@ class BenchOptions:
     tuned_file: str | None = None
     #: on the CPU, the GPU name a tuned file is checked against (on a GPU: torch's device name)
     gpu_name: str = ""
+    #: only the cases whose id (``M128-N8192-K8192-bf16``) matches one of these shell patterns
+    #: (``fnmatch``); empty: every case of the suite
+    shapes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,17 @@ def parse_kernels(spec: str | None) -> tuple[str, ...]:
         if n not in KERNEL_NAMES:
             raise unknown_name_error("kernel", n, KERNEL_NAMES)
     return tuple(n for n in KERNEL_NAMES if n in names)
+
+
+def parse_shapes(spec: str | None) -> tuple[str, ...]:
+    """``"M128-*, T1-E128-*"`` -> ("M128-*", "T1-E128-*"); None or blank -> () (every case)."""
+    if spec is None:
+        return ()
+    pats = tuple(p.strip() for p in spec.split(",") if p.strip())
+    for p in pats:
+        if len(p) > 200 or any(ord(ch) < 32 for ch in p):
+            raise RooflineError(f"--shape: pattern {p[:40]!r} is not a case id pattern")
+    return pats
 
 
 def available_kernels() -> tuple[str, ...]:
@@ -524,18 +538,33 @@ def _jsonable(params) -> dict[str, Any]:
     return out
 
 
-def select_cases(op, suite: str) -> tuple:
+def select_cases(op, suite: str, shapes: Sequence[str] = ()) -> tuple:
+    """The suite's cases of ``op``; with ``shapes``, those whose id matches one of the patterns."""
     if suite not in SUITES:
         raise unknown_name_error("suite", suite, SUITES)
-    return tuple(op.cases.get(suite, ()))
+    cases = tuple(op.cases.get(suite, ()))
+    if shapes:
+        from fnmatch import fnmatchcase
+
+        cases = tuple(c for c in cases if any(fnmatchcase(c.id, p) for p in shapes))
+    return cases
 
 
-def plan_cases(ops, suite: str, interleave: bool = False) -> list[tuple[Any, Any]]:
+def check_cases(opts: BenchOptions) -> None:
+    """Raise the one-line error when the options select no case at all."""
+    from kernels.registry import load_op
+
+    if not plan_cases([load_op(name) for name in opts.kernels], opts.suite, shapes=opts.shapes):
+        which = f" matching --shape {','.join(opts.shapes)}" if opts.shapes else ""
+        raise RooflineError(f"no cases in suite '{opts.suite}'{which} for kernels {', '.join(opts.kernels)}")
+
+
+def plan_cases(ops, suite: str, interleave: bool = False, shapes: Sequence[str] = ()) -> list[tuple[Any, Any]]:
     """(op, case) pairs in suite order: every case of the first op, then the next op. With
     ``interleave`` (a time budget), round-robin over the ops instead (first case of each op, then
     the second, ...), so that a budget that runs out leaves every kernel measured on some shapes
     rather than the last kernels on none."""
-    per_op = [[(op, case) for case in select_cases(op, suite)] for op in ops]
+    per_op = [[(op, case) for case in select_cases(op, suite, shapes)] for op in ops]
     if not interleave:
         return [pc for cases in per_op for pc in cases]
     out = []
@@ -561,9 +590,9 @@ def run_bench(
 
     state = state or BenchState()
     ops = [load_op(n) for n in opts.kernels]
-    plan = plan_cases(ops, opts.suite, interleave=opts.time_budget_s is not None)
+    plan = plan_cases(ops, opts.suite, interleave=opts.time_budget_s is not None, shapes=opts.shapes)
     if not plan:
-        raise RooflineError(f"no cases in suite '{opts.suite}' for kernels {', '.join(opts.kernels)}")
+        check_cases(opts)
     bencher = Bencher(opts)
     state.tuned = bencher.tuned_info
     if on_tuned is not None:
@@ -590,7 +619,7 @@ def run_bench(
             on_checkpoint(state)
         if bencher.cuda and any(not r.correct and "CUDA" in r.note for r in rows) and not bencher.context_alive():
             lost = f"skipped: the CUDA context was lost at {op.name} {case.id} (a sticky CUDA error)"
-    order = {(op.name, case.id): k for k, (op, case) in enumerate(plan_cases(ops, opts.suite))}
+    order = {(op.name, case.id): k for k, (op, case) in enumerate(plan_cases(ops, opts.suite, shapes=opts.shapes))}
     state.rows.sort(key=lambda r: order.get((r.op, f"{r.shape}-{r.dtype}"), len(order)))  # stable: ours, then torch
     state.skipped.sort(key=lambda s: order.get((s["op"], s["case"]), len(order)))
     if on_checkpoint is not None:

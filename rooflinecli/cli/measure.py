@@ -94,6 +94,7 @@ def bench(
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Never use CUDA graphs: CUDA events with the host kept ahead of the GPU instead.")] = False,
     crosscheck: Annotated[bool, typer.Option("--crosscheck", help="Also time each timed case with triton.testing.do_bench_cudagraph (median) and store the ratio (row note, extra.bench.crosscheck).")] = False,
     tuned: Annotated[Path | None, typer.Option("--tuned", help="Committed tuned-config file, or a folder holding <gpu>-triton<version>.json (default: kernels/tuned/). A file of another GPU or Triton version, or a bad one: one warning line, then run-time autotuning.")] = None,
+    shape: Annotated[str | None, typer.Option("--shape", help="Only the cases whose id matches one of these comma-separated shell patterns, e.g. 'M128-*,T1-E128-*' (ids as in the results' shape and dtype: M128-N8192-K8192-bf16).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or table.")] = False,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
     allow_cpu: Annotated[bool, typer.Option("--allow-cpu", hidden=True)] = False,
@@ -105,7 +106,7 @@ def bench(
     if target_ms <= 0:
         raise RooflineError(f"--target-ms must be > 0, got {target_ms:g}")
     from rooflinecli.bench.environment import collect_environment, utc_now
-    from rooflinecli.bench.runner import BenchOptions, make_results, parse_kernels, run_bench, summary_rows
+    from rooflinecli.bench.runner import BenchOptions, check_cases, make_results, parse_kernels, parse_shapes, run_bench, summary_rows
 
     kernels = parse_kernels(kernel)
     env = collect_environment("cpu" if cpu else "cuda")
@@ -131,7 +132,9 @@ def bench(
         crosscheck=crosscheck,
         tuned_file=str(tuned) if tuned is not None else None,
         gpu_name=str(env.get("gpu_name", "")),
+        shapes=parse_shapes(shape),
     )
+    check_cases(opts)  # nothing to run: the one error line before any progress bar is drawn
     created = utc_now()
     t0 = time.monotonic()
 
