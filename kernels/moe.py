@@ -8,10 +8,16 @@ renormalized, Mixtral/Qwen3 style).
 
 Four launches (``moe``), none reading anything back to the host, so the op can be captured in a
 CUDA graph:
-1. ``_align_kernel`` (Triton, one program): counts the T*k (token, choice) slots per expert, pads
-   each expert's run to a multiple of ``BLOCK_M`` and writes the slots sorted by expert (stable: in
-   slot order within an expert) plus the expert of each block of ``BLOCK_M`` sorted slots, into
-   buffers sized for the worst case (``padded_slots``), unused blocks marked -1.
+1. Alignment (Triton): counts the T*k (token, choice) slots per expert, pads each expert's run to
+   a multiple of ``BLOCK_M`` and writes the slots sorted by expert (stable: in slot order within an
+   expert) plus the expert of each block of ``BLOCK_M`` sorted slots, into buffers sized for the
+   worst case (``padded_slots``), unused blocks marked -1. Up to ``ALIGN_MULTI_MIN_CHUNKS`` chunks
+   of 64 slots (decode): one program, ``_align_kernel``, looping over the chunks. More (prefill):
+   three launches of many programs, ``_align_count_kernel`` (per chunk: a histogram and each slot's
+   rank within its chunk's slots of its expert), ``_align_scan_kernel`` (per expert: prefix sums of
+   the chunk counts, and the totals) and ``_align_scatter_kernel`` (per chunk: each slot to expert
+   start + chunk prefix + rank; the padding sentinel and block experts), same result. (So the
+   layer is four to six launches.)
 2. ``_moe_gate_up_kernel`` (Triton): per block and band of ``BLOCK_N`` intermediate columns, gathers
    its tokens' rows of ``hidden`` and multiplies by the expert's gate and up rows of ``w1`` (one w13
    GEMM, two fp32 accumulators), writing silu(gate) * up.
@@ -57,6 +63,17 @@ DIM_MULTIPLE = 8
 #: a CHUNK x E_PAD one-hot: 64 x 256 at 128 experts; 8 warps: 197 registers, no spills, Triton 3.6)
 ALIGN_CHUNK = 64
 ALIGN_WARPS = 8
+#: more slots than this many chunks take the three-launch multi-program alignment (``_align_multi``):
+#: the one-program kernel costs about 2-2.5 us per 64-slot chunk on an H200 at 128 experts (run 2
+#: SASS: 40 barriers per chunk), the three launches about 10 us together in a CUDA graph, so they
+#: break even near 4 chunks; one launch stays cheaper below (less host time too)
+ALIGN_MULTI_MIN_CHUNKS = 4
+#: warps of each multi-program alignment kernel (64 slots or one [ALIGN_SCAN_CHUNKS,
+#: ALIGN_SCAN_EXPERTS] tile per program)
+ALIGN_MULTI_WARPS = 4
+#: experts per program of the chunk scan (``_align_scan_kernel``) and its largest tile of chunks
+ALIGN_SCAN_EXPERTS = 8
+ALIGN_SCAN_CHUNKS = 256
 
 
 @triton.jit
@@ -101,6 +118,79 @@ def _align_kernel(
         base = tl.sum(tl.where(onehot, seen[None, :], 0), axis=1)
         tl.store(sorted_slots_ptr + base + rank, offs, mask=valid)
         seen += tl.histogram(ids, E_PAD)
+
+
+@triton.jit
+def _align_count_kernel(ids_ptr, counts_ptr, rank_ptr, num_slots, E, E_PAD: tl.constexpr, CHUNK: tl.constexpr):
+    """Multi-program alignment, step A (one program per chunk c of CHUNK slots): counts[c, e] (the
+    chunk's slots of expert e, rows of E) and rank[s] (earlier slots of s's expert in its chunk)."""
+    c = tl.program_id(0)
+    lanes = tl.arange(0, CHUNK)
+    offs = c * CHUNK + lanes
+    valid = offs < num_slots
+    ids = tl.load(ids_ptr + offs, mask=valid, other=E_PAD - 1).to(tl.int32)  # masked lanes: bin >= E
+    bins = tl.arange(0, E_PAD)
+    tl.store(counts_ptr + c * E + bins, tl.histogram(ids, E_PAD), mask=bins < E)
+    same = (ids[:, None] == ids[None, :]) & (lanes[None, :] < lanes[:, None])
+    tl.store(rank_ptr + offs, tl.sum(same.to(tl.int32), axis=1), mask=valid)
+
+
+@triton.jit
+def _align_scan_kernel(counts_ptr, totals_ptr, num_chunks, E, EB: tl.constexpr, CB: tl.constexpr):
+    """Step B (one program per EB experts): counts[c, e] becomes the exclusive prefix over chunks
+    (slots of expert e in chunks before c), in place, and totals[e] the expert's slot count; CB
+    chunks per step, a running carry between steps."""
+    cols = tl.program_id(0) * EB + tl.arange(0, EB)
+    in_e = cols < E
+    rows = tl.arange(0, CB)
+    carry = tl.zeros((EB,), dtype=tl.int32)
+    for c0 in range(0, num_chunks, CB):
+        r = c0 + rows
+        ptrs = counts_ptr + r[:, None] * E + cols[None, :]
+        mask = (r < num_chunks)[:, None] & in_e[None, :]
+        x = tl.load(ptrs, mask=mask, other=0)
+        tl.store(ptrs, tl.cumsum(x, axis=0) - x + carry[None, :], mask=mask)
+        carry += tl.sum(x, axis=0)
+    tl.store(totals_ptr + cols, carry, mask=in_e)
+
+
+@triton.jit
+def _align_scatter_kernel(
+    ids_ptr, counts_ptr, rank_ptr, totals_ptr, sorted_slots_ptr, block_expert_ptr, num_slots, E, NB,
+    BLOCK_M: tl.constexpr, E_PAD: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """Step C (one program per chunk): each slot to start of its expert + its chunk's prefix + its
+    rank; then the padding sentinel and block_expert for blocks pid, pid + grid, ... Each position
+    is written by one program only: a slot, or padding [start + count, start + padded) / [end, P)."""
+    c = tl.program_id(0)
+    bins = tl.arange(0, E_PAD)
+    in_e = bins < E
+    counts = tl.load(totals_ptr + bins, mask=in_e, other=0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    ends = tl.cumsum(padded, 0)
+    starts = ends - padded
+    # this chunk's first position per expert, stored over its own row of prefixes (no other
+    # program reads it), then gathered by id after a barrier (read from L2: .cg)
+    row = counts_ptr + c * E + bins
+    tl.store(row, tl.load(row, mask=in_e, other=0) + starts, mask=in_e)
+    tl.debug_barrier()
+    lanes = tl.arange(0, CHUNK)
+    offs = c * CHUNK + lanes
+    valid = offs < num_slots
+    ids = tl.load(ids_ptr + offs, mask=valid, other=0).to(tl.int32)
+    base = tl.load(counts_ptr + c * E + ids, mask=valid, other=0, cache_modifier=".cg")
+    rank = tl.load(rank_ptr + offs, mask=valid, other=0)
+    tl.store(sorted_slots_ptr + base + rank, offs, mask=valid)
+    # padding and block experts: block b's expert is the first e with ends[e] > b * BLOCK_M
+    fill_ends = starts + counts
+    sentinel = tl.zeros((BLOCK_M,), dtype=tl.int32) + num_slots
+    for b in range(c, NB, tl.num_programs(0)):
+        first = b * BLOCK_M
+        e = tl.sum((ends <= first).to(tl.int32), axis=0)
+        tl.store(block_expert_ptr + b, tl.where(e < E, e, -1))
+        fill_from = tl.where(e < E, tl.sum(tl.where(bins == e, fill_ends, 0), axis=0), first)
+        pos = first + tl.arange(0, BLOCK_M)
+        tl.store(sorted_slots_ptr + pos, sentinel, mask=pos >= fill_from)
 
 
 @triton.jit
@@ -235,30 +325,61 @@ def padded_slots(num_slots: int, E: int, block_m: int) -> int:
     return -(-(num_slots + min(E, num_slots) * (block_m - 1)) // block_m) * block_m
 
 
-def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sort the T*k slots by expert and pad each expert's run to a multiple of ``block_m``: one
-    Triton launch (``_align_kernel``), no host sync.
+def align_multi(num_slots: int) -> bool:
+    """Whether ``num_slots`` routed slots take the multi-program alignment (more than
+    ``ALIGN_MULTI_MIN_CHUNKS`` chunks of ``ALIGN_CHUNK``)."""
+    return num_slots > ALIGN_MULTI_MIN_CHUNKS * ALIGN_CHUNK
+
+
+def align_scratch_elems(num_slots: int, E: int, multi: bool) -> int:
+    """int32 scratch of the multi-program alignment after its P + P / block_m outputs: per-chunk
+    counts [chunks, E], a rank per slot and a count per expert (none for the one-program kernel)."""
+    return triton.cdiv(num_slots, ALIGN_CHUNK) * E + num_slots + E if multi else 0
+
+
+def align_by_expert(topk_ids: torch.Tensor, E: int, block_m: int, multi: bool | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sort the T*k slots by expert and pad each expert's run to a multiple of ``block_m``, no host
+    sync: one Triton launch (``_align_kernel``) up to ``ALIGN_MULTI_MIN_CHUNKS`` chunks of slots,
+    else three (``_align_count_kernel``, ``_align_scan_kernel``, ``_align_scatter_kernel``);
+    ``multi`` forces one or the other. Both give exactly the same result.
 
     Returns ``sorted_slots`` [P] int32 (slot index t*k + j, or T*k for padding) and
     ``block_expert`` [P / block_m] int32 (the expert of each block, -1 past the last run), with
     P = ``padded_slots(T*k, E, block_m)``, the worst case, so that no step needs the actual counts
     on the host."""
     n = topk_ids.numel()
-    return _align(topk_ids, E, block_m, padded_slots(n, E, block_m), triton.next_power_of_2(E + 1))
+    multi = align_multi(n) if multi is None else multi
+    return _align(topk_ids, E, block_m, padded_slots(n, E, block_m), triton.next_power_of_2(E + 1), multi=multi)
 
 
-def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int, buf: torch.Tensor | None = None):
+def _align(topk_ids, E: int, block_m: int, P: int, e_pad: int, buf: torch.Tensor | None = None,
+           multi: bool = False):
     """``align_by_expert`` with its sizes precomputed (a plan's repeated calls); ``buf``: a kept
-    int32 buffer of P + P / block_m elements (the plan's), else one is allocated."""
+    int32 buffer of P + P / block_m + ``align_scratch_elems`` elements (the plan's), else one is
+    allocated."""
     nb = P // block_m
-    if buf is None:
-        buf = torch.empty(P + nb, dtype=torch.int32, device=topk_ids.device)  # one allocation
-    sorted_slots, block_expert = buf[:P], buf[P:]
+    n = topk_ids.numel()
+    if buf is None:  # one allocation
+        buf = torch.empty(P + nb + align_scratch_elems(n, E, multi), dtype=torch.int32, device=topk_ids.device)
+    sorted_slots, block_expert = buf[:P], buf[P:P + nb]
     ids = topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()
-    launch(
-        _align_kernel, (1,), ids, sorted_slots, block_expert, ids.numel(), E, P, nb,
-        BLOCK_M=block_m, E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_WARPS,
-    )
+    if not multi:
+        launch(
+            _align_kernel, (1,), ids, sorted_slots, block_expert, n, E, P, nb,
+            BLOCK_M=block_m, E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_WARPS,
+        )
+        return sorted_slots, block_expert
+    chunks = triton.cdiv(n, ALIGN_CHUNK)
+    o = P + nb  # scratch: counts [chunks, E], then rank [n], then totals [E]
+    counts, rank, totals = buf[o:o + chunks * E], buf[o + chunks * E:o + chunks * E + n], buf[o + chunks * E + n:]
+    launch(_align_count_kernel, (chunks,), ids, counts, rank, n, E,
+           E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_MULTI_WARPS)
+    launch(_align_scan_kernel, (triton.cdiv(E, ALIGN_SCAN_EXPERTS),), counts, totals, chunks, E,
+           EB=ALIGN_SCAN_EXPERTS, CB=min(triton.next_power_of_2(chunks), ALIGN_SCAN_CHUNKS),
+           num_warps=ALIGN_MULTI_WARPS)
+    launch(_align_scatter_kernel, (chunks,), ids, counts, rank, totals, sorted_slots, block_expert, n, E, nb,
+           BLOCK_M=block_m, E_PAD=e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_MULTI_WARPS)
     return sorted_slots, block_expert
 
 
@@ -389,6 +510,7 @@ class _MoEPlan:
         self.P = padded_slots(T * k, E, cfg["BLOCK_M"])
         self.e_pad = triton.next_power_of_2(E + 1)
         self.nb = self.P // cfg["BLOCK_M"]
+        self.align_multi = align_multi(T * k)
         # shape-only stand-ins (no memory) for the per-call buffers, replaced at every launch
         empty = torch.empty(0, dtype=torch.int32, device="meta")
         act = torch.empty((self.P, self.I), dtype=hidden.dtype, device="meta")
@@ -415,11 +537,13 @@ class _MoEPlan:
         # Kept only up to KEEP_SCRATCH_MAX_BYTES: a prefill-sized scratch is GPU-bound, not host-bound.
         bufs = self.bufs
         if bufs is None or bufs[0] != hidden.device:
-            bufs = (hidden.device, torch.empty(P + self.nb, dtype=torch.int32, device=hidden.device),
+            align_elems = P + self.nb + align_scratch_elems(T * k, self.E, self.align_multi)
+            bufs = (hidden.device, torch.empty(align_elems, dtype=torch.int32, device=hidden.device),
                     torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device))
             if bufs[2].numel() * bufs[2].element_size() <= KEEP_SCRATCH_MAX_BYTES:
                 self.bufs = bufs
-        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad, bufs[1])
+        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad, bufs[1],
+                                            self.align_multi)
         weights_flat = topk_weights.reshape(-1)
         if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
             weights_flat = weights_flat.to(torch.float32).contiguous()

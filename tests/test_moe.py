@@ -131,6 +131,76 @@ def test_align_kernel_matches_torch_permutation(T, E, k, block_m, dtype):
     assert torch.equal(got_blocks.cpu(), want_blocks)
 
 
+def _routing(kind: str, n: int, E: int, seed: int) -> torch.Tensor:
+    """n expert ids: uniform over E, over a random third of the experts (the rest get no slot), or
+    all to one random expert."""
+    g = torch.Generator().manual_seed(seed)
+    if kind == "one":
+        return torch.full((n,), int(torch.randint(0, E, (1,), generator=g)), dtype=torch.int32)
+    pool = torch.randperm(E, generator=g)[: max(1, E // 3)] if kind == "sparse" else torch.arange(E)
+    return pool[torch.randint(0, pool.numel(), (n,), generator=g)].to(torch.int32)
+
+
+@pytest.mark.parametrize(
+    ("n", "E", "block_m", "kind"),
+    [
+        (MOE.ALIGN_MULTI_MIN_CHUNKS * MOE.ALIGN_CHUNK - 1, 8, 16, "uniform"),  # just below the threshold
+        (MOE.ALIGN_MULTI_MIN_CHUNKS * MOE.ALIGN_CHUNK, 128, 64, "uniform"),  # at it: still one program
+        (MOE.ALIGN_MULTI_MIN_CHUNKS * MOE.ALIGN_CHUNK + 1, 8, 128, "uniform"),  # just above: three launches
+        (200, 128, 64, "sparse"),  # most experts without a slot
+        (130, 128, 128, "one"),  # every slot to one expert, a 2-slot last chunk
+        (300, 256, 16, "uniform"),  # E_PAD 512
+        (320, 256, 128, "sparse"),  # whole chunks only
+        (64, 8, 64, "uniform"),  # one chunk
+        (77, 20, 16, "one"),
+    ],
+    ids=["below", "at", "above", "sparse-E128", "one-expert", "E256", "whole-chunks", "one-chunk", "E20-one"],
+)
+def test_multi_program_align_matches_one_program_and_torch(n, E, block_m, kind, monkeypatch):
+    # the three-launch alignment writes every position of a poisoned buffer, exactly as the
+    # one-program kernel and the stable torch permutation do, also over a kept buffer's stale
+    # scratch and with the chunk scan in steps of 2 chunks (its carry)
+    assert MOE.align_multi(n) == (n > MOE.ALIGN_MULTI_MIN_CHUNKS * MOE.ALIGN_CHUNK)
+    P, e_pad = MOE.padded_slots(n, E, block_m), MOE.triton.next_power_of_2(E + 1)
+    nb = P // block_m
+    buf = torch.empty((P + nb + MOE.align_scratch_elems(n, E, True),), dtype=torch.int32, device=DEVICE)
+    for scan_chunks, ids in ((MOE.ALIGN_SCAN_CHUNKS, _routing(kind, n, E, seed=n * E + block_m)),
+                             (2, _routing("uniform", n, E, seed=n + 1))):
+        monkeypatch.setattr(MOE, "ALIGN_SCAN_CHUNKS", scan_chunks)
+        want_slots, want_blocks = _align_by_expert_torch(ids, E, block_m)
+        one_slots, one_blocks = align_by_expert(ids.to(DEVICE), E, block_m, multi=False)
+        assert torch.equal(one_slots.cpu(), want_slots) and torch.equal(one_blocks.cpu(), want_blocks)
+        buf[:P + nb] = -7777  # poison the outputs; the scratch keeps the previous call's values
+        got_slots, got_blocks = MOE._align(ids.to(DEVICE), E, block_m, P, e_pad, buf, multi=True)
+        assert torch.equal(got_slots.cpu(), want_slots)
+        assert torch.equal(got_blocks.cpu(), want_blocks)
+
+
+def test_multi_program_align_int64_ids_and_default_path():
+    # [T, k] int64 ids above the threshold take the three launches by default
+    T, E, k = 40, 16, 8
+    ids = torch.from_numpy(case_routing(T, E, k, seed=9)[0]).to(torch.int64)
+    assert MOE.align_multi(T * k)
+    got = align_by_expert(ids.to(DEVICE), E, 32)
+    want = _align_by_expert_torch(ids, E, 32)
+    assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+
+
+def test_moe_through_multi_program_align(gen, monkeypatch):
+    # the whole layer with the three-launch alignment (forced on a small shape), twice: the second
+    # call reuses the plan's kept buffer with its stale scratch
+    monkeypatch.setattr(MOE, "ALIGN_MULTI_MIN_CHUNKS", 0)
+    monkeypatch.setattr(MOE, "_PLANS", {})
+    case = next(c for c in OP.cases["test"] if c.id == "T33-E16-k4-d128-I40-bf16")
+    for _ in range(2):
+        inputs = OP.make_inputs(case, DEVICE, gen)
+        out = poisoned((case.params["T"], case.params["d"]), inputs["hidden"].dtype, DEVICE)
+        moe(**inputs, out=out)
+        _check(out, inputs, case.dtype)
+    (plan,) = MOE._PLANS.values()
+    assert plan.align_multi
+
+
 def test_baseline_both_paths_match_reference(gen):
     for case in OP.cases["test"]:  # bf16 cases take torch._grouped_mm where present, fp16 the loop
         inputs = OP.make_inputs(case, DEVICE, gen)
@@ -256,6 +326,21 @@ for (num_slots, E, d, I) in ((2, 8, 4096, 14336), (8, 128, 2048, 768), (128, 128
                         BLOCK_M=cfg["BLOCK_M"], E_PAD=MOE.triton.next_power_of_2(E + 1), CHUNK=MOE.ALIGN_CHUNK),
                         num_warps=MOE.ALIGN_WARPS)
     rows.append({"name": f"align E{E} slots{num_slots}", **cubin_report(c)})
+# the three multi-program alignment kernels at Qwen3 and Mixtral T = 4096 and at 256 experts (E_PAD 512)
+t = torch.empty(1, dtype=i32)
+for (n, E, bm) in ((32768, 128, 128), (8192, 8, 128), (4096, 256, 64)):
+    P, e_pad, chunks = MOE.padded_slots(n, E, bm), MOE.triton.next_power_of_2(E + 1), -(-n // MOE.ALIGN_CHUNK)
+    for kernel, args in (
+        (MOE._align_count_kernel, dict(ids_ptr=t, counts_ptr=t, rank_ptr=t, num_slots=n, E=E, E_PAD=e_pad,
+                                       CHUNK=MOE.ALIGN_CHUNK)),
+        (MOE._align_scan_kernel, dict(counts_ptr=t, totals_ptr=t, num_chunks=chunks, E=E, EB=MOE.ALIGN_SCAN_EXPERTS,
+                                      CB=min(MOE.triton.next_power_of_2(chunks), MOE.ALIGN_SCAN_CHUNKS))),
+        (MOE._align_scatter_kernel, dict(ids_ptr=t, counts_ptr=t, rank_ptr=t, totals_ptr=t, sorted_slots_ptr=t,
+                                         block_expert_ptr=t, num_slots=n, E=E, NB=P // bm, BLOCK_M=bm, E_PAD=e_pad,
+                                         CHUNK=MOE.ALIGN_CHUNK)),
+    ):
+        c = compile_for_gpu(kernel, args, MOE.ALIGN_MULTI_WARPS)
+        rows.append({"name": f"align_multi {kernel.__name__} E{E} slots{n}", **cubin_report(c)})
 print(json.dumps(rows))
 """
 
@@ -271,7 +356,7 @@ def test_kernels_compile_for_h200():
     from rooflinecli.hardware import get_spec
 
     rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
-    assert len(rows) == 15
+    assert len(rows) == 15 + 9
     limit = get_spec("h200").smem_per_sm_bytes - 1024
     narrow = f"gate_up E128 slots8 {MOE.NARROW_DECODE_CONFIG}"
     assert narrow in {row["name"] for row in rows}
