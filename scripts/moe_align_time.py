@@ -1,9 +1,17 @@
-"""GPU check: how much of a MoE call the one-program alignment kernel takes (issue 11, H200 run 2).
+"""GPU check: the MoE alignment step by path, one-program kernel against the multi-program one (issue 11).
 
-Times ``align_by_expert`` alone and the whole ``moe`` call, CUDA-graph replayed, for the bench's
-Qwen3 and Mixtral shapes, and prints one JSON line per shape: align_us, moe_us, align_share.
-docs/kernels_a.md ("H200 run 2") predicts align_us of 1,000-1,400 at Qwen3 T = 4096 (512 chunks of
-64 slots, 40 barriers each) and a few us at T <= 16. Needs a CUDA GPU; about 10 s on an H200.
+Times ``align_by_expert`` alone through each path (``multi=False``: ``_align_kernel``, one program
+looping over 64-slot chunks; ``multi=True``: the count, chunk-scan and scatter launches) and the
+whole ``moe`` call, CUDA-graph replayed, for the bench's Qwen3 and Mixtral shapes, and prints one
+JSON line per shape: align_us_one_program, align_us_multi_program, the path ``moe`` takes there
+(``align_multi``), moe_us, and where that path is the multi-program one, moe_us_one_program (the
+layer with the one-program kernel forced, as before issue 11). It also checks that both paths give
+the same sorted slots and block experts (``paths_equal``); exit code 1 if any differs.
+
+Predictions (docs/kernels_a.md): one-program 1,000-1,400 us at Qwen3 T = 4096 (512 chunks of 64
+slots, 40 barriers each), a few us at T <= 16; multi-program 10-20 us at Qwen3 T = 4096 (three
+launches of 512, 16 and 512 programs), about 10 us at every shape (its floor: three launches).
+Needs a CUDA GPU; about 30 s on an H200, mostly compiling.
 
     PYTHONPATH=. python3 scripts/moe_align_time.py [--out FILE]
 """
@@ -13,6 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+
+#: (T, E, k, d, I): Qwen3-30B-A3B decode and prefill, Mixtral 8x7B prefill
+SHAPES = ((1, 128, 8, 2048, 768), (16, 128, 8, 2048, 768), (64, 128, 8, 2048, 768), (4096, 128, 8, 2048, 768),
+          (4096, 8, 2, 4096, 14336))
 
 
 def _graph_us(fn, replays: int = 20) -> float:
@@ -37,6 +49,21 @@ def _graph_us(fn, replays: int = 20) -> float:
     return statistics.median(times)
 
 
+def _moe_us(MOE, hidden, w1, w2, ids, weights, min_chunks: int) -> float:
+    """``moe`` graph-timed with ``ALIGN_MULTI_MIN_CHUNKS`` set to ``min_chunks`` (fresh plans)."""
+    import torch
+
+    saved = MOE.ALIGN_MULTI_MIN_CHUNKS
+    MOE.ALIGN_MULTI_MIN_CHUNKS = min_chunks
+    MOE._PLANS.clear()
+    try:
+        out = torch.empty_like(hidden)
+        return _graph_us(lambda: MOE.moe(hidden, w1, w2, ids, weights, out=out))
+    finally:
+        MOE.ALIGN_MULTI_MIN_CHUNKS = saved
+        MOE._PLANS.clear()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="also write the rows to this JSON file")
@@ -49,27 +76,36 @@ def main(argv: list[str] | None = None) -> int:
     from kernels import moe as MOE
 
     dev = torch.device("cuda")
-    rows = []
-    for T, E, k, d, I in ((1, 128, 8, 2048, 768), (16, 128, 8, 2048, 768), (4096, 128, 8, 2048, 768),
-                          (4096, 8, 2, 4096, 14336)):
+    rows, all_equal = [], True
+    for T, E, k, d, I in SHAPES:
         ids, weights = MOE.case_routing(T, E, k, seed=0)
         ids_t, w_t = torch.from_numpy(ids).to(dev), torch.from_numpy(weights).to(dev)
+        block_m = MOE.moe_config(T * k, E, I)["BLOCK_M"]
+        one = [t.clone() for t in MOE.align_by_expert(ids_t, E, block_m, multi=False)]
+        multi = MOE.align_by_expert(ids_t, E, block_m, multi=True)
+        equal = all(torch.equal(a, b) for a, b in zip(one, multi))
+        all_equal &= equal
+        row = dict(shape=f"T{T}-E{E}-k{k}-d{d}-I{I}", block_m=block_m, slots=T * k, paths_equal=equal,
+                   align_us_one_program=round(_graph_us(lambda: MOE.align_by_expert(ids_t, E, block_m, multi=False)), 1),
+                   align_us_multi_program=round(_graph_us(lambda: MOE.align_by_expert(ids_t, E, block_m, multi=True)), 1),
+                   align_multi=MOE.align_multi(T * k))
         hidden = torch.randn((T, d), dtype=torch.bfloat16, device=dev)
         w1 = torch.randn((E, 2 * I, d), dtype=torch.bfloat16, device=dev) * d**-0.5
         w2 = torch.randn((E, d, I), dtype=torch.bfloat16, device=dev) * I**-0.5
-        block_m = MOE.moe_config(T * k, E, I)["BLOCK_M"]
-        align_us = _graph_us(lambda: MOE.align_by_expert(ids_t, E, block_m))
-        out = torch.empty_like(hidden)
-        moe_us = _graph_us(lambda: MOE.moe(hidden, w1, w2, ids_t, w_t, out=out))
-        rows.append(dict(shape=f"T{T}-E{E}-k{k}-d{d}-I{I}", block_m=block_m, align_us=round(align_us, 1),
-                         moe_us=round(moe_us, 1), align_share=round(align_us / moe_us, 3)))
-        print(json.dumps(rows[-1]), flush=True)
+        row["moe_us"] = round(_moe_us(MOE, hidden, w1, w2, ids_t, w_t, MOE.ALIGN_MULTI_MIN_CHUNKS), 1)
+        if row["align_multi"]:
+            row["moe_us_one_program"] = round(_moe_us(MOE, hidden, w1, w2, ids_t, w_t, 1 << 30), 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
         del w1, w2
         torch.cuda.empty_cache()
     if args.out:
         from rooflinecli.atomic import write_text_atomic
 
         write_text_atomic(args.out, json.dumps(rows, indent=1) + "\n")
+    if not all_equal:
+        print("error: the one-program and multi-program alignments differ (paths_equal false above)", file=sys.stderr)
+        return 1
     return 0
 
 
