@@ -63,7 +63,7 @@ DIM_MULTIPLE = 8
 #: a CHUNK x E_PAD one-hot: 64 x 256 at 128 experts; 8 warps: 197 registers, no spills, Triton 3.6)
 ALIGN_CHUNK = 64
 ALIGN_WARPS = 8
-#: more slots than this many chunks take the three-launch multi-program alignment (``_align_multi``):
+#: more slots than this many chunks take the three-launch multi-program alignment (``align_multi``):
 #: the one-program kernel costs about 2-2.5 us per 64-slot chunk on an H200 at 128 experts (run 2
 #: SASS: 40 barriers per chunk), the three launches about 10 us together in a CUDA graph, so they
 #: break even near 4 chunks; one launch stays cheaper below (less host time too)
