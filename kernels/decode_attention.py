@@ -4,6 +4,8 @@ Split-KV: the partial kernel gives each (batch, KV head, chunk of context) to on
 runs an online softmax over its chunk for ALL the query heads of that KV head's group (GQA: each
 KV byte is read from HBM once) and writes a partial max, sum and unnormalized output; the reduce
 kernel combines the chunks. Splitting the context keeps the GPU full when B * H_kv is small.
+``schedule="balanced"`` (stream-KV) instead runs one program per SM, each over an equal share of
+all (batch, KV head, context) work, crossing group boundaries (``_decode_attention_balanced_kernel``).
 
 Caches: contiguous [B, H_kv, N_max, D] (SDPA's layout), or paged (compile-time flag): a cache of
 fixed-size pages [num_blocks, page_size, H_kv, D] and a block table [B, max_blocks] (int32) naming
@@ -49,33 +51,16 @@ MAX_SPLITS = 64  # the reduce kernel holds all splits of one head in registers: 
 
 
 @triton.jit
-def _decode_attention_kernel(
-    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
-    stride_qb, stride_qh,
-    stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
-    stride_vb, stride_vh, stride_vn,
-    stride_bt,
-    stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
-    stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, D]
-    stride_ob, stride_oh,  # O [B, H, D]
-    H_kv, GROUP, N_ctx, chunk, qk_scale,  # GROUP = H / H_kv query heads per KV head
-    B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
+def _attend(
+    Q, K, V, desc_k, desc_v, Block_table, b, h_kv, start, end,
+    stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_bt,
+    GROUP, qk_scale,
     BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
-    VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
-    TMA: tl.constexpr,  # K/V tiles by the TMA engine (desc_k, desc_v) instead of pointer loads (K, V)
+    VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
 ):
-    # desc_k, desc_v: TMA descriptors over the cache as [batch or page, token, H_kv, D]
-    pid_bh = tl.program_id(0)
-    pid_split = tl.program_id(1)
-    b = pid_bh // H_kv
-    h_kv = pid_bh % H_kv
-    if VARLEN:
-        seq_len = tl.load(Seq_lens + b)
-    else:
-        seq_len = N_ctx
-    start = pid_split * chunk
-    end = tl.minimum(start + chunk, seq_len)
-
+    """Online softmax of the GROUP query heads of KV head ``h_kv`` of sequence ``b`` over its tokens
+    [start, end) (``end`` is within the sequence) -> (m, l, acc): running max (base 2), sum of
+    exponentials, unnormalized output. An empty range leaves m = -inf, l = 0, acc = 0."""
     offs_g = tl.arange(0, BLOCK_G)  # query heads of this group, padded to the MMA's 16 rows
     offs_d = tl.arange(0, D)
     heads = h_kv * GROUP + offs_g
@@ -121,27 +106,137 @@ def _decode_attention_kernel(
             v = tl.load(V + v_off[:, None] + offs_d[None, :], mask=in_seq[:, None], other=0.0)
         acc = dot_acc(p.to(v.dtype), v, acc * alpha[:, None], UPCAST)
         m_i = m_new
+    return m_i, l_i, acc
 
-    # an empty chunk (past this sequence's length) leaves m = -inf, l = 0, acc = 0: weight 0 below
+
+@triton.jit
+def _store_and_reduce(
+    m_i, l_i, acc, M_part, L_part, Acc_part, O, Counter, b, h_kv, slot, n_slots,
+    stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, H_kv, GROUP,
+    BLOCK_G: tl.constexpr, D: tl.constexpr,
+):
+    """Write one partial (m, l, acc) of KV head ``h_kv`` of sequence ``b`` to partial slot ``slot``
+    of ``n_slots``; the last of the n_slots writers to arrive combines all of them into O, slot
+    0 first (the order never depends on who arrives last: deterministic).
+
+    The reduce, fused: Counter [B * H_kv] int32, zero between calls: each writer counts itself in
+    after its stores (acq_rel at GPU scope: the partials it wrote are visible to whoever counts in
+    last), and the last one resets it for the next call. One launch instead of two."""
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, D)
+    heads = h_kv * GROUP + offs_g
     g_mask = offs_g < GROUP
-    p_off = b * stride_pb + heads * stride_ph + pid_split
+    # an empty range (past this sequence's length) leaves m = -inf, l = 0, acc = 0: weight 0
+    p_off = b * stride_pb + heads * stride_ph + slot
     tl.store(M_part + p_off, m_i, mask=g_mask)
     tl.store(L_part + p_off, l_i, mask=g_mask)
-    a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + pid_split * stride_as + offs_d[None, :]
+    a_ptrs = Acc_part + b * stride_ab + heads[:, None] * stride_ah + slot * stride_as + offs_d[None, :]
     tl.store(a_ptrs, acc, mask=g_mask[:, None])
 
-    # The reduce, fused: the last program of this (sequence, KV head) to finish combines the splits.
-    # Counter [B * H_kv] int32, zero between calls: each program counts itself in after its stores
-    # (acq_rel at GPU scope: the partials it wrote are visible to whoever counts in last), and the
-    # last one resets it for the next call. One launch instead of two.
     tl.debug_barrier()  # every thread's partial stores before the (one-thread) releasing atomic
-    done = tl.atomic_add(Counter + pid_bh, 1)
-    if done == SPLITS - 1:
-        tl.store(Counter + pid_bh, 0)
+    count = Counter + b * H_kv + h_kv
+    done = tl.atomic_add(count, 1)
+    if done == n_slots - 1:
+        tl.store(count, 0)
         combine_splits(
             M_part + b * stride_pb + heads * stride_ph, L_part + b * stride_pb + heads * stride_ph, g_mask,
             Acc_part + b * stride_ab + heads[:, None] * stride_ah + offs_d[None, :], stride_as,
-            O + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :], SPLITS, BLOCK_G, D,
+            O + b * stride_ob + heads[:, None] * stride_oh + offs_d[None, :], n_slots, BLOCK_G, D,
+        )
+
+
+@triton.jit
+def _decode_attention_kernel(
+    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
+    stride_qb, stride_qh,
+    stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
+    stride_vb, stride_vh, stride_vn,
+    stride_bt,
+    stride_pb, stride_ph,  # M_part, L_part [B, H, SPLITS]
+    stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SPLITS, D]
+    stride_ob, stride_oh,  # O [B, H, D]
+    H_kv, GROUP, N_ctx, chunk, qk_scale,  # GROUP = H / H_kv query heads per KV head
+    B, SPLITS,  # the grid's batch and split extents: autotune key only (the grid changes with them)
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+    VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
+    TMA: tl.constexpr,  # K/V tiles by the TMA engine (desc_k, desc_v) instead of pointer loads (K, V)
+):
+    # schedule "splits": grid (B * H_kv, SPLITS), one chunk of one (sequence, KV head) per program.
+    # desc_k, desc_v: TMA descriptors over the cache as [batch or page, token, H_kv, D]
+    pid_bh = tl.program_id(0)
+    pid_split = tl.program_id(1)
+    b = pid_bh // H_kv
+    h_kv = pid_bh % H_kv
+    if VARLEN:
+        seq_len = tl.load(Seq_lens + b)
+    else:
+        seq_len = N_ctx
+    start = pid_split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+    m_i, l_i, acc = _attend(
+        Q, K, V, desc_k, desc_v, Block_table, b, h_kv, start, end,
+        stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_bt,
+        GROUP, qk_scale, BLOCK_G, D, BLOCK_N, VARLEN, PAGED, PAGE_SIZE, UPCAST, TMA,
+    )
+    _store_and_reduce(
+        m_i, l_i, acc, M_part, L_part, Acc_part, O, Counter, b, h_kv, pid_split, SPLITS,
+        stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, H_kv, GROUP, BLOCK_G, D,
+    )
+
+
+@triton.jit
+def _decode_attention_balanced_kernel(
+    Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
+    stride_qb, stride_qh,
+    stride_kb, stride_kh, stride_kn,  # contiguous: (batch, head, token); paged: (page, head, slot)
+    stride_vb, stride_vh, stride_vn,
+    stride_bt,
+    stride_pb, stride_ph,  # M_part, L_part [B, H, SLOTS]
+    stride_ab, stride_ah, stride_as,  # Acc_part [B, H, SLOTS, D]
+    stride_ob, stride_oh,  # O [B, H, D]
+    H_kv, GROUP, N_ctx,
+    units_per_group, n_units,  # UNIT-token pieces of one (sequence, KV head), of all of them
+    qk_scale,
+    B, P,  # the batch (autotune key only) and the number of programs (the grid: (P,))
+    UNIT: tl.constexpr,  # tokens per unit: a multiple of every BLOCK_N (and of a page's tiles)
+    BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+    VARLEN: tl.constexpr, PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr, UPCAST: tl.constexpr,
+    TMA: tl.constexpr,
+):
+    # schedule "balanced" (stream-KV): the context of every (sequence, KV head) = group g is cut in
+    # units_per_group units; the n_units units of all groups, group after group, are dealt out as
+    # P equal runs, program p taking [p * n_units // P, (p + 1) * n_units // P) (P <= n_units: no run
+    # is empty). A run is one segment per group it touches; each segment writes one partial. The
+    # programs covering group g are p_first(g) .. p_last(g), the ones holding its first and last
+    # unit, with p(u) = ((u + 1) * P - 1) // n_units the program holding unit u; program p's
+    # partial for g goes to slot p - p_first(g), so slot 0 always holds the group's token 0.
+    # The products of unit and program indices take int64; what a segment needs fits int32 (TMA
+    # coordinates must be int32).
+    pid = tl.program_id(0)
+    p = pid.to(tl.int64)
+    lo = p * n_units // P
+    hi = (p + 1) * n_units // P
+    for g in range(lo // units_per_group, (hi - 1) // units_per_group + 1):
+        first_unit = g * units_per_group
+        p_first = ((first_unit + 1) * P - 1) // n_units
+        p_last = ((first_unit + units_per_group) * P - 1) // n_units
+        b = (g // H_kv).to(tl.int32)
+        h_kv = (g % H_kv).to(tl.int32)
+        if VARLEN:
+            seq_len = tl.load(Seq_lens + b)
+        else:
+            seq_len = N_ctx
+        start = ((tl.maximum(lo, first_unit) - first_unit) * UNIT).to(tl.int32)
+        end = tl.minimum(((tl.minimum(hi, first_unit + units_per_group) - first_unit) * UNIT).to(tl.int32), seq_len)
+        m_i, l_i, acc = _attend(
+            Q, K, V, desc_k, desc_v, Block_table, b, h_kv, start, end,
+            stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_bt,
+            GROUP, qk_scale, BLOCK_G, D, BLOCK_N, VARLEN, PAGED, PAGE_SIZE, UPCAST, TMA,
+        )
+        _store_and_reduce(
+            m_i, l_i, acc, M_part, L_part, Acc_part, O, Counter, b, h_kv,
+            (p - p_first).to(tl.int32), (p_last - p_first + 1).to(tl.int32),
+            stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, H_kv, GROUP, BLOCK_G, D,
         )
 
 
@@ -252,6 +347,13 @@ _decode_attention_autotuned = triton.autotune(
     key=["B", "H_kv", "SPLITS", "GROUP", "D", "PAGED", "PAGE_SIZE", "VARLEN"],
     prune_configs_by={"early_config_prune": _keep_fitting_tiles},
 )(_decode_attention_kernel)
+# Balanced schedule: the grid is always (P,) = one program per SM, so P replaces SPLITS in the key;
+# B and H_kv still change how many groups each program walks (B64: ~4 per program, B1: 1).
+_decode_attention_balanced_autotuned = triton.autotune(
+    configs=_GPU_CONFIGS,
+    key=["B", "H_kv", "P", "GROUP", "D", "PAGED", "PAGE_SIZE", "VARLEN"],
+    prune_configs_by={"early_config_prune": _keep_fitting_tiles},
+)(_decode_attention_balanced_kernel)
 # Interpreter: fixed 16-token tiles (the smallest page), so odd contexts cross several tiles within
 # one chunk; TMA loads (the tests run the pointer loads too, by setting this False).
 _INTERPRET_BLOCK_N = 16
@@ -283,6 +385,25 @@ def one_wave_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> 
     return max(1, min(MAX_SPLITS, sms // max(1, groups), triton.cdiv(n_ctx, min_chunk)))
 
 
+#: decode_attention's work schedules: "splits" (grid (B * H_kv, splits), one_wave_splits) and
+#: "balanced" (grid (SMs,), every program the same number of context units: balanced_plan)
+SCHEDULES = ("splits", "balanced")
+DEFAULT_SCHEDULE = "splits"
+
+
+def balanced_plan(groups: int, units_per_group: int, programs: int) -> tuple[int, int]:
+    """(programs, slots) of the balanced schedule: ``groups`` (sequence, KV head) pairs of
+    ``units_per_group`` context units each, dealt out as equal runs to at most ``programs``
+    programs (never more than there are units, so no run is empty); ``slots``: the most programs
+    any one group's units are spread over, so the most partials a group writes (the partial
+    buffers' size). Runs are n_units // P or one more units long; a group's first unit lies in one
+    run and every further run starting inside it begins at least n_units // P units later."""
+    n_units = groups * units_per_group
+    programs = max(1, min(programs, n_units))
+    slots = 1 + triton.cdiv(units_per_group - 1, n_units // programs)
+    return programs, min(programs, slots)
+
+
 def split_plan(n_ctx: int, splits: int, align: int) -> tuple[int, int]:
     """(chunk, splits): ``splits`` chunks of the context, each a multiple of ``align`` tokens
     (so every BLOCK_N tiles it); rounding up may leave fewer chunks than asked."""
@@ -295,7 +416,7 @@ def split_plan(n_ctx: int, splits: int, align: int) -> tuple[int, int]:
 _PLANS: dict = {}
 
 
-def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out):
+def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, schedule, num_programs, out):
     """Check the inputs once per shape and build the launch."""
     if q.dim() != 3:
         raise ValueError(f"q must be [B, H, D], got {tuple(q.shape)}")
@@ -339,13 +460,32 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         raise ValueError("decode attention needs B, H and the cache length >= 1")
 
     group = H // H_kv
-    splits = one_wave_splits(B * H_kv, N_max, sm_count(q.device)) if num_splits is None else num_splits
-    if not 1 <= splits <= MAX_SPLITS:
-        raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
-    chunk, splits = split_plan(N_max, splits, _INTERPRET_BLOCK_N if interpreting() else CHUNK_ALIGN)
-    m_part = torch.empty((B, H, splits), dtype=torch.float32, device=q.device)
+    schedule = DEFAULT_SCHEDULE if schedule is None else schedule
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule = {schedule!r} is not one of {', '.join(map(repr, SCHEDULES))}")
+    align = _INTERPRET_BLOCK_N if interpreting() else CHUNK_ALIGN
+    qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
+    if schedule == "balanced":
+        if num_splits is not None:
+            raise ValueError("num_splits applies to schedule='splits' only (the balanced schedule takes num_programs)")
+        if num_programs is not None and num_programs < 1:
+            raise ValueError(f"num_programs = {num_programs} must be >= 1")
+        units = triton.cdiv(N_max, align)
+        programs, slots = balanced_plan(B * H_kv, units, num_programs or sm_count(q.device))
+        grid = (programs,)
+        tail = (units, B * H_kv * units, qk_scale, B, programs)
+    else:
+        if num_programs is not None:
+            raise ValueError("num_programs applies to schedule='balanced' only (the splits schedule takes num_splits)")
+        splits = one_wave_splits(B * H_kv, N_max, sm_count(q.device)) if num_splits is None else num_splits
+        if not 1 <= splits <= MAX_SPLITS:
+            raise ValueError(f"num_splits = {splits} must be in [1, {MAX_SPLITS}]")
+        chunk, slots = split_plan(N_max, splits, align)
+        grid = (B * H_kv, slots)
+        tail = (chunk, qk_scale, B, slots)
+    m_part = torch.empty((B, H, slots), dtype=torch.float32, device=q.device)
     l_part = torch.empty_like(m_part)
-    acc_part = torch.empty((B, H, splits, D), dtype=torch.float32, device=q.device)
+    acc_part = torch.empty((B, H, slots, D), dtype=torch.float32, device=q.device)
     counter = torch.zeros((B * H_kv,), dtype=torch.int32, device=q.device)  # the fused reduce's
     if paged:
         kb, kh, kn = k_cache.stride(0), k_cache.stride(2), k_cache.stride(1)
@@ -361,26 +501,28 @@ def _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out)
         TensorDescriptor(c, [c.shape[0], rows, H_kv, D], [sb, sn, sh, 1], [1, bn, 1, D])
         for c, sb, sh, sn in ((k_cache, kb, kh, kn), (v_cache, vb, vh, vn))
     )
-    qk_scale = (1.0 / math.sqrt(D) if sm_scale is None else sm_scale) * LOG2E
     strides = (
         q.stride(0), q.stride(1), kb, kh, kn, vb, vh, vn,
         block_table.stride(0) if paged else 0,
         m_part.stride(0), m_part.stride(1),
         acc_part.stride(0), acc_part.stride(1), acc_part.stride(2),
         out.stride(0), out.stride(1),
-        H_kv, group, N_max, chunk, qk_scale, B, splits,
+        H_kv, group, N_max, *tail,
     )
     consts = dict(
         BLOCK_G=max(16, triton.next_power_of_2(group)), D=D,
         VARLEN=seq_lens is not None, PAGED=paged, PAGE_SIZE=page_size,
     )
+    balanced = schedule == "balanced"
+    if balanced:
+        consts["UNIT"] = align
     if interpreting():
         consts.update(BLOCK_N=_INTERPRET_BLOCK_N, UPCAST=upcast_dots(q.dtype), TMA=_INTERPRET_TMA)
-        kernel = _decode_attention_kernel
+        kernel = _decode_attention_balanced_kernel if balanced else _decode_attention_kernel
     else:
         consts["UPCAST"] = False
-        kernel = _decode_attention_autotuned
-    return kernel, (B * H_kv, splits), descs, (m_part, l_part, acc_part, counter), strides, consts
+        kernel = _decode_attention_balanced_autotuned if balanced else _decode_attention_autotuned
+    return kernel, grid, descs, (m_part, l_part, acc_part, counter), strides, consts
 
 
 def decode_attention(
@@ -392,6 +534,8 @@ def decode_attention(
     sm_scale: float | None = None,
     num_splits: int | None = None,
     out: torch.Tensor | None = None,
+    schedule: str | None = None,
+    num_programs: int | None = None,
 ) -> torch.Tensor:
     """One decode step of attention.
 
@@ -399,14 +543,18 @@ def decode_attention(
     Paged cache (``block_table`` given): k_cache, v_cache [num_blocks, page_size, H_kv, D] and
     block_table [B, max_blocks] int32, N_max = max_blocks * page_size. H_kv divides H.
     seq_lens [B] int32, each in [1, N_max] (not checked: that would need a device sync); None: all
-    N_max. ``num_splits``: context chunks per (batch, KV head); None picks from the SM count.
+    N_max. ``schedule`` (``SCHEDULES``; None: ``DEFAULT_SCHEDULE``): "splits" gives each (batch, KV
+    head) ``num_splits`` context chunks, one program each (None picks from the SM count: at most
+    one program per SM); "balanced" runs ``num_programs`` programs (None: one per SM) that each
+    take an equal share of all (batch, KV head, context) work, across group boundaries.
     Returns o [B, H, D] in q's dtype (into ``out`` when given)."""
     if out is None:
         out = torch.empty_like(q)
-    key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits)
+    key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits, schedule, num_programs)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = remember(_PLANS, key, _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, out))
+        plan = remember(_PLANS, key, _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, schedule,
+                                           num_programs, out))
     elif (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
         raise ValueError("the caches must be 16-byte aligned (the TMA engine's rule)")
     kernel, grid, (desc_k, desc_v), buffers, strides, consts = plan
@@ -533,7 +681,7 @@ def random_block_table(B: int, N: int, page_size: int, device, generator) -> tor
 
 def decode_options(p, device, generator) -> dict:
     """Inputs a decode case's flags ask for: ``varlen`` -> random ``seq_lens`` in [1, N] with the
-    first sequence full; ``splits`` -> ``num_splits``."""
+    first sequence full; ``splits`` -> ``num_splits``; ``schedule`` -> ``schedule``."""
     B, N = p["B"], p["N"]
     out = {}
     if p.get("varlen"):
@@ -542,6 +690,8 @@ def decode_options(p, device, generator) -> dict:
         out["seq_lens"] = lens.to(device)
     if p.get("splits"):
         out["num_splits"] = p["splits"]
+    if p.get("schedule"):
+        out["schedule"] = p["schedule"]
     return out
 
 
@@ -555,11 +705,16 @@ def cost(case: Case) -> tuple[float, float]:
     return float(flops), float(bytes_)
 
 
-def _case(B, H, H_kv, N, D, dtype, page_size=None, varlen=False, splits=None) -> Case:
-    return decode_case({"B": B, "H": H, "H_kv": H_kv, "N": N, "D": D}, f"B{B}-H{H}-Hkv{H_kv}-N{N}-D{D}", dtype, page_size, varlen, splits)
+def _case(B, H, H_kv, N, D, dtype, page_size=None, varlen=False, splits=None, schedule=None) -> Case:
+    shape = f"B{B}-H{H}-Hkv{H_kv}-N{N}-D{D}"
+    return decode_case({"B": B, "H": H, "H_kv": H_kv, "N": N, "D": D}, shape, dtype, page_size, varlen, splits, schedule)
 
 
-def decode_case(params: dict, shape: str, dtype: str, page_size=None, varlen=False, splits=None) -> Case:
+#: case id suffix of a schedule other than the default
+SCHEDULE_SUFFIX = {"balanced": "-bal", "splits": "-splits"}
+
+
+def decode_case(params: dict, shape: str, dtype: str, page_size=None, varlen=False, splits=None, schedule=None) -> Case:
     """A decode Case with the optional flags added to its params and its readable id."""
     params = dict(params)
     if page_size:
@@ -571,6 +726,9 @@ def decode_case(params: dict, shape: str, dtype: str, page_size=None, varlen=Fal
     if splits:
         params["splits"] = splits
         shape += f"-split{splits}"
+    if schedule:
+        params["schedule"] = schedule
+        shape += SCHEDULE_SUFFIX[schedule]
     return Case(shape, params, dtype)
 
 
@@ -583,6 +741,10 @@ _TEST = tuple(
         _case(3, 4, 4, 63, 128, dt, varlen=True, splits=2),
         _case(2, 8, 1, 500, 64, dt, varlen=True, splits=4),
         _case(2, 4, 2, 100, 64, dt, page_size=16, varlen=True, splits=2),
+        # balanced (8 programs when interpreting): runs crossing group boundaries, several groups a run
+        _case(2, 8, 2, 123, 64, dt, schedule="balanced"),
+        _case(3, 4, 4, 63, 128, dt, varlen=True, schedule="balanced"),
+        _case(2, 4, 2, 100, 64, dt, page_size=16, varlen=True, schedule="balanced"),
     )
 )
 # GPU: H = 32, H_kv = 8, D = 128 (Llama-3-8B's attention), one layer's cache of 0.5 to 8.6 GB.
@@ -594,6 +756,12 @@ _FULL = (
     _case(32, 32, 8, 4096, 128, "bf16"),
     _case(64, 32, 8, 16384, 128, "bf16"),
     _case(16, 32, 8, 32768, 128, "bf16", page_size=16),
+    # the balanced schedule beside the splits one where the splits grid leaves SMs idle or runs a
+    # fractional last wave on an H200's 132 SMs: 128 programs (B1, B8), 1.94 and 3.88 waves (B32, B64)
+    _case(1, 32, 8, 131072, 128, "bf16", schedule="balanced"),
+    _case(8, 32, 8, 32768, 128, "bf16", schedule="balanced"),
+    _case(32, 32, 8, 4096, 128, "bf16", schedule="balanced"),
+    _case(64, 32, 8, 16384, 128, "bf16", schedule="balanced"),
 )
 
 OP = KernelOp(

@@ -47,19 +47,21 @@ def test_pointer_loads_match_reference(case, monkeypatch):
     assert c.ok, f"{case.id}: {c.message}"
 
 
+@pytest.mark.parametrize("schedule", ["splits", "balanced"])
 @pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
-def test_unwritten_slots_past_a_length_are_never_used(tma, monkeypatch):
+def test_unwritten_slots_past_a_length_are_never_used(tma, schedule, monkeypatch):
     """Cache slots past a sequence's length may hold NaN (never written): the output ignores them."""
     monkeypatch.setattr(da, "_INTERPRET_TMA", tma)
     monkeypatch.setattr(da, "_PLANS", {})
-    case = da._case(2, 8, 2, 100, 64, "fp16", varlen=True, splits=2)
+    case = da._case(2, 8, 2, 100, 64, "fp16", varlen=True)
     inputs = OP.make_inputs(case, DEVICE, gen("nan-slots"))
     lens = inputs["seq_lens"]
     ref = OP.reference(**inputs)
     for name in ("k_cache", "v_cache"):
         inputs[name] = inputs[name].clone()
         inputs[name][1, :, int(lens[1]) :] = float("nan")
-    c = compare(da.decode_attention(**inputs), ref, OP.tolerance["fp16"])
+    how = dict(num_splits=2) if schedule == "splits" else dict(schedule="balanced", num_programs=3)
+    c = compare(da.decode_attention(**inputs, **how), ref, OP.tolerance["fp16"])
     assert c.ok, c.message
 
 
@@ -78,11 +80,125 @@ def test_fair_baseline_candidates(varlen):
     assert sorted(ran) == ["sdpa:gather", "torch:matmul"]
 
 
+# Balanced schedule on tiny shapes with the program count forced (P), so the interesting cases
+# happen: (B, H, H_kv, N, D, dtype, page_size, P, seq_lens) with G = B * H_kv groups of
+# ceil(N / 16) units (16-token units when interpreting), U = G * units.
+_BALANCED = {
+    # G 2 < P 5, U 14: runs of 2-3 units, the third crosses from group 0 into group 1; GQA 4
+    "groups<P-crossing": (1, 8, 2, 100, 64, "fp16", None, 5, None),
+    # G 16 > P 5, U 48 not divisible by 5: each run spans 3-5 groups; lengths 40, 1, 17, 33
+    "groups>P-varlen": (4, 16, 4, 40, 128, "bf16", None, 5, [40, 1, 17, 33]),
+    # G 16 == P 16: one group per program; GQA 1
+    "groups=P": (2, 8, 8, 64, 64, "bf16", None, 16, None),
+    # U 3 < P 8: three one-unit programs (no empty program is launched); GQA 8
+    "P>U": (1, 8, 1, 40, 128, "fp16", None, 8, None),
+    # paged, 32-token pages, 16-token tiles; G 3 < P 7, lengths 96, 50, 1; GQA 8
+    "paged32-varlen": (3, 8, 1, 96, 64, "fp16", 32, 7, [96, 50, 1]),
+    # paged, 16-token pages; G 8 > P 3, runs of 13-14 units across 3-4 groups; GQA 1
+    "paged16-groups>P": (2, 4, 4, 80, 128, "bf16", 16, 3, [23, 80]),
+}
+
+
+def _balanced_inputs(name, tag):
+    B, H, H_kv, N, D, dtype, page, P, lens = _BALANCED[name]
+    inputs = OP.make_inputs(da._case(B, H, H_kv, N, D, dtype, page_size=page), DEVICE, gen(name + tag))
+    if lens is not None:
+        inputs["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
+    return inputs, P, dtype
+
+
+def _check_per_sequence(out, inputs, dtype, label):
+    ref = OP.reference(**inputs)
+    for b in range(out.shape[0]):  # per sequence: a wrong short sequence is not lost in the norm
+        c = compare(out[b], ref[b], OP.tolerance[dtype])
+        assert c.ok, f"{label}, sequence {b}: {c.message}"
+
+
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
+@pytest.mark.parametrize("name", list(_BALANCED))
+def test_balanced_matches_reference(name, tma, monkeypatch):
+    monkeypatch.setattr(da, "_INTERPRET_TMA", tma)
+    monkeypatch.setattr(da, "_PLANS", {})
+    inputs, P, dtype = _balanced_inputs(name, "")
+    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
+    assert da.decode_attention(**inputs, out=out, schedule="balanced", num_programs=P) is out
+    _check_per_sequence(out, inputs, dtype, name)
+
+
+def test_balanced_repeated_calls_reset_the_counters_and_are_deterministic(monkeypatch):
+    """Second call, new inputs: right (the last arrivers reset every counter); identical inputs
+    give bit-identical outputs (partials combined in slot order, not in order of arrival)."""
+    monkeypatch.setattr(da, "_PLANS", {})
+    first, P, dtype = _balanced_inputs("groups>P-varlen", "1")
+    second, _, _ = _balanced_inputs("groups>P-varlen", "2")
+    run = dict(schedule="balanced", num_programs=P)
+    out1 = da.decode_attention(**first, **run)
+    out2 = poisoned(second["q"].shape, second["q"].dtype, DEVICE)
+    da.decode_attention(**second, out=out2, **run)
+    assert len(da._PLANS) == 1
+    counter = next(iter(da._PLANS.values()))[3][3]
+    assert counter.shape == (4 * 4,) and not counter.any()
+    _check_per_sequence(out1, first, dtype, "first call")
+    _check_per_sequence(out2, second, dtype, "second call")
+    again = poisoned(first["q"].shape, first["q"].dtype, DEVICE)
+    da.decode_attention(**first, out=again, **run)
+    assert torch.equal(again, out1)
+
+
+def test_balanced_agrees_with_splits_and_defaults_to_one_program_per_sm():
+    case = da._case(3, 8, 2, 300, 64, "fp16", varlen=True)
+    inputs = OP.make_inputs(case, DEVICE, gen("schedules"))
+    splits = da.decode_attention(**inputs)
+    balanced = da.decode_attention(**inputs, schedule="balanced")
+    assert compare(balanced, splits.float(), 1e-3).ok
+    plan = next(p for k, p in da._PLANS.items() if "balanced" in k)
+    assert plan[1] == (da.sm_count(torch.device(DEVICE)),)  # 6 groups x 19 units > 8 SMs: P = SMs
+
+
+def test_balanced_plan_covers_every_unit_once():
+    """Against a brute force: no program is empty, every unit is in exactly one run, and no group
+    is spread over more programs than the partial slots the plan sizes the buffers for; the
+    kernel's closed form for a group's first and last program names exactly those programs."""
+    for groups in (1, 2, 3, 7, 16, 33):
+        for upg in (1, 2, 5, 16, 40):
+            for sms in (1, 3, 8, 13, 132):
+                P, slots = da.balanced_plan(groups, upg, sms)
+                U = groups * upg
+                assert P == min(sms, U)
+                lo = [p * U // P for p in range(P + 1)]
+                assert lo[0] == 0 and lo[-1] == U and all(a < b for a, b in zip(lo, lo[1:]))
+                for g in range(groups):
+                    x, y = g * upg, (g + 1) * upg - 1
+                    covering = [p for p in range(P) if lo[p] <= y and lo[p + 1] > x]
+                    p_first, p_last = ((x + 1) * P - 1) // U, ((y + 1) * P - 1) // U
+                    assert covering == list(range(p_first, p_last + 1)), (groups, upg, sms, g)
+                    assert len(covering) <= slots, (groups, upg, sms, g)
+    # H200 (132 SMs), 128-token units: B1 Hkv8 128k spreads a group over 17 programs (18 slots)
+    assert da.balanced_plan(8, 1024, 132) == (132, 18)
+    assert da.balanced_plan(512, 128, 132) == (132, 2)  # B64 Hkv8 16k: ~3.9 groups per program
+
+
+def test_schedule_checks():
+    q, k = _t(2, 8, 64), _t(2, 2, 50, 64)
+    with pytest.raises(ValueError, match="schedule = 'fast' is not one of 'splits', 'balanced'"):
+        da.decode_attention(q, k, k, schedule="fast")
+    with pytest.raises(ValueError, match="num_splits applies to schedule='splits' only"):
+        da.decode_attention(q, k, k, schedule="balanced", num_splits=2)
+    with pytest.raises(ValueError, match="num_programs applies to schedule='balanced' only"):
+        da.decode_attention(q, k, k, num_programs=4)
+    with pytest.raises(ValueError, match="num_programs = 0 must be >= 1"):
+        da.decode_attention(q, k, k, schedule="balanced", num_programs=0)
+
+
 def test_autotune_key_covers_the_grid():
     """B1 and B64 (and different split counts) never share a tuned config: the grid differs."""
     key = da._decode_attention_autotuned.keys
     assert {"B", "H_kv", "SPLITS"} <= set(key)
     assert "chunk" not in key  # a growing context would retune every CHUNK_ALIGN tokens
+    # balanced: grid (P,); B and H_kv set how many groups a program walks; not the unit counts
+    key = da._decode_attention_balanced_autotuned.keys
+    assert {"B", "H_kv", "P"} <= set(key)
+    assert not {"units_per_group", "n_units"} & set(key)
 
 
 def test_repeated_calls_reuse_the_plan():
@@ -201,8 +317,16 @@ def test_cost_by_hand():
 
 def test_cases():
     assert load_op("decode_attention") is OP
-    assert 3 <= len(OP.cases["full"]) <= 8
+    assert 3 <= len(OP.cases["full"]) <= 10
     full = OP.cases["full"]
+    # every balanced variant is timed beside the same shape on the default schedule
+    balanced = [c for c in full if c.params.get("schedule") == "balanced"]
+    assert len(balanced) == 4 and all(c.id.endswith("-bal-bf16") for c in balanced)
+    for c in balanced:
+        twin = {k: v for k, v in c.params.items() if k != "schedule"}
+        assert any(dict(o.params) == twin for o in full), c.id
+    inputs = OP.make_inputs(next(c for c in OP.cases["test"] if c.params.get("schedule")), DEVICE, gen("cases"))
+    assert inputs["schedule"] == "balanced"  # the case's schedule reaches the launcher
     assert {c.params["H"] for c in full} == {32} and {c.params["H_kv"] for c in full} == {8}
     assert min(c.params["B"] for c in full) == 1 and max(c.params["B"] for c in full) == 64
     assert min(c.params["N"] for c in full) == 4096 and max(c.params["N"] for c in full) == 131072
@@ -213,8 +337,8 @@ def test_cases():
         assert 2e8 < bytes_ < 9e9, c.id
 
 
-# Lower every GPU autotune config the autotuner may run (contiguous; paged with 16-token pages)
-# and the reduce kernel for sm_90 without a GPU and read the cubin: shared memory within 227 KB, no
+# Lower every GPU autotune config the autotuner may run (contiguous; paged with 16-token pages),
+# for both schedules' kernels, and the reduce kernel for sm_90 without a GPU and read the cubin: shared memory within 227 KB, no
 # register spills, and TMA loads in the TMA configs.
 _COMPILE = """
 import json, torch
@@ -238,10 +362,16 @@ for paged in (False, True):
                     L_part=f32, Acc_part=f32, O=bf, Counter=i32, stride_ob=4096, stride_oh=128, stride_qb=4096, stride_qh=128, stride_kb=st[0], stride_kh=st[2],
                     stride_kn=st[1], stride_vb=st[0], stride_vh=st[2], stride_vn=st[1], stride_bt=2048,
                     stride_pb=32 * 8, stride_ph=8, stride_ab=32 * 8 * 128, stride_ah=8 * 128, stride_as=128,
-                    H_kv=8, GROUP=4, N_ctx=32768, chunk=4096, qk_scale=0.1, B=16, SPLITS=8,
+                    H_kv=8, GROUP=4, N_ctx=32768, qk_scale=0.1, B=16,
                     BLOCK_G=16, D=128, VARLEN=paged, PAGED=paged, PAGE_SIZE=page, UPCAST=False, **cfg.kwargs)
-        k = compile_for_gpu(da._decode_attention_kernel, args, cfg.num_warps, cfg.num_stages)
-        rows.append({"name": f"paged={paged} {cfg.kwargs} w{cfg.num_warps} s{cfg.num_stages}", "tma": cfg.kwargs["TMA"], **cubin_report(k)})
+        for schedule, kernel, extra in (
+            ("splits", da._decode_attention_kernel, dict(chunk=4096, SPLITS=8)),
+            ("balanced", da._decode_attention_balanced_kernel,
+             dict(units_per_group=256, n_units=16 * 8 * 256, P=132, UNIT=da.CHUNK_ALIGN)),
+        ):
+            k = compile_for_gpu(kernel, args | extra, cfg.num_warps, cfg.num_stages)
+            rows.append({"name": f"{schedule} paged={paged} {cfg.kwargs} w{cfg.num_warps} s{cfg.num_stages}",
+                         "tma": cfg.kwargs["TMA"], **cubin_report(k)})
 k = compile_for_gpu(da._decode_attention_reduce_kernel, dict(M_part=f32, L_part=f32, Acc_part=f32, O=bf,
     stride_pb=256, stride_ph=8, stride_ab=32768, stride_ah=1024, stride_as=128, stride_ob=4096, stride_oh=128,
     H=32, n_splits=8, BLOCK_D=128, BLOCK_S=64))
@@ -257,7 +387,8 @@ def test_gpu_configs_compile_for_h100_h200():
     from kernels.testing import run_without_interpreter
 
     rows = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
-    assert len(rows) >= len(da._GPU_CONFIGS) + 2
+    assert len(rows) >= 2 * len(da._GPU_CONFIGS) + 3
+    assert sum(r["name"].startswith("balanced") for r in rows) >= len(da._GPU_CONFIGS) + 1
     for row in rows:
         assert row["shared_bytes"] <= 227 * 1024, row
         assert row["stack_bytes"] == 0 and row["LDL"] == 0 and row["STL"] == 0, f"register spill: {row}"
