@@ -1,0 +1,183 @@
+"""Can Triton overlap flash attention's softmax with its matrix multiplies on sm_90? A compile-only
+probe (no GPU): three versions of the inner loop are compiled for sm_90 and their TritonGPU IR is
+read for where each async warpgroup MMA (``ttng.warp_group_dot``, SASS HGMMA) is waited for
+(``ttng.warp_group_dot_wait {pendings = N}``).
+
+* ``plain``: this project's loop (QK(j), softmax(j), PV(j));
+* ``qk_ahead``: QK(j+1) issued before softmax(j);
+* ``fa3_order``: FlashAttention-3's intra-warpgroup order, QK(j+1) and PV(j) issued before
+  softmax(j+1), so that the exponentials run while PV(j) is in flight.
+
+The overlap needs a wait with ``pendings >= 1`` (or a wait after the exponentials). Triton 3.6.0 and
+3.9.0 (2026-11-30): every wait in every variant is ``pendings = 0`` placed straight after its dot,
+before any ``math.exp2``, i.e. no overlap; the extra registers of the reordered loops buy nothing.
+This is why ``kernels/flash_attention.py`` keeps the plain loop (docs/kernels_b.md).
+
+    python scripts/flash_overlap_probe.py        # prints one line per variant and config
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":
+    os.environ.pop("TRITON_INTERPRET", None)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import re  # noqa: E402
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
+
+from kernels.flash_attention import dot, dot_acc  # noqa: E402
+
+@triton.jit
+def _tiles_pipelined(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
+                     D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+    # unmasked stretch, hi - lo >= BLOCK_N; QK of tile j+1 issued before the softmax of tile j
+    k = desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)
+    qk = dot(q, tl.trans(k), UPCAST)
+    for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k_next = desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)
+        qk_next = dot(q, tl.trans(k_next), UPCAST)
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
+        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+        m_i = m_new
+        qk = qk_next
+    last = hi - BLOCK_N
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    v = desc_v.load([b, h_kv, last, 0]).reshape(BLOCK_N, D)
+    acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+    return acc, l_i, m_new
+
+@triton.jit
+def _tiles_plain(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
+                 D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
+        qk = dot(q, tl.trans(k), UPCAST)
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
+        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+        m_i = m_new
+    return acc, l_i, m_i
+
+@triton.jit
+def kern_plain_or_qk_ahead(desc_q, desc_k, desc_v, desc_o, H, S, GROUP, qk_scale,
+         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PIPE: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    start_m = pid_m * BLOCK_M
+    q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    if PIPE:
+        acc, l_i, m_i = _tiles_pipelined(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
+    else:
+        acc, l_i, m_i = _tiles_plain(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
+    o = acc / l_i[:, None]
+    desc_o.store([b, h, start_m, 0], o.to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))
+
+@triton.jit
+def _tiles_fa3(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
+               D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
+    # FA3 order: QK(j+1) issued before PV(j); softmax(j+1) runs while PV(j) is in flight
+    k = desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)
+    qk = dot(q, tl.trans(k), UPCAST)
+    m_i = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_i[:, None])
+    l_i = tl.sum(p, 1)
+    for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k_next = desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)
+        qk_next = dot(q, tl.trans(k_next), UPCAST)
+        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
+        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+        m_new = tl.maximum(m_i, tl.max(qk_next, 1) * qk_scale)
+        p = tl.math.exp2(qk_next * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    v = desc_v.load([b, h_kv, hi - BLOCK_N, 0]).reshape(BLOCK_N, D)
+    acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
+    return acc, l_i, m_i
+
+@triton.jit
+def kern_fa3_order(desc_q, desc_k, desc_v, desc_o, H, S, GROUP, qk_scale,
+         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PIPE: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H
+    h = pid_bh % H
+    h_kv = h // GROUP
+    start_m = pid_m * BLOCK_M
+    q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    acc, l_i, m_i = _tiles_fa3(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
+    o = acc / l_i[:, None]
+    desc_o.store([b, h, start_m, 0], o.to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))
+
+
+def probe(kernel, pipe: bool, block_m: int, block_n: int, warps: int, stages: int) -> dict:
+    """Compile for sm_90 and read the IR: async dots, their waits' pendings, and whether an
+    exponential lies between an async dot and its wait."""
+    from kernels.testing import compile_for_gpu
+
+    B, H, S, D = 4, 32, 4096, 128
+    x = torch.empty(B, H, S, D, dtype=torch.bfloat16)
+    dq = TensorDescriptor(x, [B, H, S, D], list(x.stride()), [1, 1, block_m, D])
+    dk = TensorDescriptor(x, [B, H, S, D], list(x.stride()), [1, 1, block_n, D])
+    args = dict(desc_q=dq, desc_k=dk, desc_v=dk, desc_o=dq, H=H, S=S, GROUP=4, qk_scale=0.1, D=D,
+                BLOCK_M=block_m, BLOCK_N=block_n, PIPE=pipe)
+    ir = compile_for_gpu(kernel, args, warps, stages).asm["ttgir"]
+    loop = ir[ir.index("scf.for"):ir.index("scf.yield")]  # the main loop's body
+    lines = loop.splitlines()
+    overlap = False
+    for i, line in enumerate(lines):
+        if "warp_group_dot " in line and "isAsync = true" in line:
+            for later in lines[i + 1:]:
+                if "warp_group_dot_wait" in later:
+                    break
+                if "math.exp2" in later:
+                    overlap = True
+    pendings = [int(p) for p in re.findall(r"warp_group_dot_wait .*pendings = (\d+)", loop)]
+    return {"async_dots": loop.count("isAsync = true"), "wait_pendings": pendings, "exp2_in_flight": overlap}
+
+
+def main() -> int:
+    print(f"Triton {triton.__version__}, sm_90, B4 H32 S4096 D128 bf16")
+    for bm, bn, warps, stages in ((64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)):
+        for name, kernel, pipe in (("plain", kern_plain_or_qk_ahead, False), ("qk_ahead", kern_plain_or_qk_ahead, True),
+                                   ("fa3_order", kern_fa3_order, False)):
+            r = probe(kernel, pipe, bm, bn, warps, stages)
+            print(f"{bm}x{bn} {warps} warps {stages} stages {name:9s}: async dots in the loop {r['async_dots']}, "
+                  f"wait pendings {r['wait_pendings']}, softmax overlaps an MMA: {'yes' if r['exp2_in_flight'] else 'no'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
