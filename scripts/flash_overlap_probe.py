@@ -11,7 +11,9 @@ read for where each async warpgroup MMA (``ttng.warp_group_dot``, SASS HGMMA) is
 The overlap needs a wait with ``pendings >= 1`` (or a wait after the exponentials). Triton 3.6.0 and
 3.9.0 (2026-11-30): every wait in every variant is ``pendings = 0`` placed straight after its dot,
 before any ``math.exp2``, i.e. no overlap; the extra registers of the reordered loops buy nothing.
-This is why ``kernels/flash_attention.py`` keeps the plain loop (docs/kernels_b.md).
+This is why ``kernels/flash_attention.py`` keeps the plain loop (docs/kernels_b.md). The last
+line reads this project's MLA decode kernel the same way: its three chained QK dots (two 256-wide
+latent halves and the RoPE part, one accumulator) are each waited for before the next is issued.
 
     python scripts/flash_overlap_probe.py        # prints one line per variant and config
 """
@@ -168,6 +170,36 @@ def probe(kernel, pipe: bool, block_m: int, block_n: int, warps: int, stages: in
     return {"async_dots": loop.count("isAsync = true"), "wait_pendings": pendings, "exp2_in_flight": overlap}
 
 
+def loop_waits(ir: str) -> dict:
+    """The main loop's async dots and wait pendings, in order, from TritonGPU IR."""
+    start = ir.index("scf.for")
+    body = ir[start:ir.index("scf.yield", start)]
+    return {"async_dots": body.count("isAsync = true"),
+            "wait_pendings": [int(p) for p in re.findall(r"warp_group_dot_wait .*pendings = (\d+)", body)]}
+
+
+def probe_mla() -> dict:
+    """The same reading for this project's MLA decode kernel (first tile config, contiguous cache):
+    its three chained QK dots (latent halves and RoPE part) and two PV dots per tile."""
+    from kernels import mla_decode as ml
+    from kernels.flash_attention import make_descriptor
+    from kernels.testing import compile_for_gpu
+
+    f32, i32 = (torch.empty(0, dtype=d) for d in (torch.float32, torch.int32))
+    ql, qr = torch.empty((16, 128, 512), dtype=torch.bfloat16), torch.empty((16, 128, 64), dtype=torch.bfloat16)
+    cache = torch.empty((16, 1024, 576), dtype=torch.bfloat16)
+    cfg = ml._config(*ml.TILES[(False, False)][0])
+    n = cfg.kwargs["BLOCK_N"]
+    args = dict(desc_ql=make_descriptor(ql, [1, 64, 256]), desc_qr=make_descriptor(qr, [1, 64, 64]),
+                desc_ckv=make_descriptor(cache, [1, n, 256]), desc_kpe=make_descriptor(cache, [1, n, 64]),
+                Seq_lens=i32, Block_table=i32, M_part=f32, L_part=f32, Acc_part=f32, O=ql, Counter=i32,
+                stride_ob=128 * 512, stride_oh=512, stride_bt=512, stride_pb=128 * 8, stride_ph=8,
+                stride_ab=128 * 8 * 512, stride_ah=8 * 512, stride_as=512, H=128, N_ctx=32768, chunk=4096,
+                qk_scale=0.1, B=16, SPLITS=8, R=512, P=64, VARLEN=False, PAGED=False, PAGE_SIZE=1, UPCAST=False,
+                FUSED_REDUCE=ml.FUSED_REDUCE, **cfg.kwargs)
+    return {"config": str(cfg), **loop_waits(compile_for_gpu(ml._mla_decode_kernel, args, cfg.num_warps, cfg.num_stages).asm["ttgir"])}
+
+
 def main() -> int:
     print(f"Triton {triton.__version__}, sm_90, B4 H32 S4096 D128 bf16")
     for bm, bn, warps, stages in ((64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)):
@@ -176,6 +208,8 @@ def main() -> int:
             r = probe(kernel, pipe, bm, bn, warps, stages)
             print(f"{bm}x{bn} {warps} warps {stages} stages {name:9s}: async dots in the loop {r['async_dots']}, "
                   f"wait pendings {r['wait_pendings']}, softmax overlaps an MMA: {'yes' if r['exp2_in_flight'] else 'no'}")
+    r = probe_mla()
+    print(f"mla_decode ({r['config']}): async dots in the loop {r['async_dots']}, wait pendings {r['wait_pendings']}")
     return 0
 
 
