@@ -12,6 +12,7 @@
 #               graph-timed GPU time + host us per call, fastest torch baseline, do_bench_cudagraph
 #               cross-check, with the tuned configs; it takes what the deadline leaves
 #   validate    predicted vs measured: kernels, and whole-model roof / measured roof / achievable
+#   moe_align   the MoE alignment kernels alone, one-program and multi-program, per shape
 #   tests       the kernels' reference-pair tests on the GPU (coverage, not a gate: bench has
 #               already checked every case it timed)
 #
@@ -25,7 +26,8 @@
 # Exit 0 when every stage passed, 1 when any failed, timed out or was skipped, 2 without a GPU.
 # Writes under OUT_DIR: measured_spec.toml + measured_spec.calibration.json, results.json,
 # e2e.json, tuned/<gpu>-triton<version>.json, gate-run{1,2}.json + gate-regress.{json,md},
-# validation.{json,md}, validation-e2e.{json,md}, environment.txt, summary.txt, stages.tsv, logs/.
+# validation.{json,md}, validation-e2e.{json,md}, moe_align_time.json, environment.txt, summary.txt,
+# stages.tsv, logs/.
 set -u
 
 OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
@@ -170,7 +172,15 @@ if [ -f "$RESULTS" ]; then
     run_stage validate "${T_VALIDATE:-25}" $R validate "$RESULTS" "${MEASURED[@]}" --out "$OUT_DIR/validation.json" --markdown "$OUT_DIR/validation.md"
 fi
 
-# 7. the kernels' reference-pair tests on the GPU, last (coverage; bench already checked each case)
+# 7. the MoE alignment alone, both paths (one program, multi-program) at decode and prefill sizes:
+# where the prefill layer's time goes (diagnostic, about 30 s, mostly compiling)
+if [ "$DRY" = 1 ]; then
+    printf 'moe_align\tskipped(cpu)\t0\n' >>"$STAGES"
+else
+    run_stage moe_align "${T_MOE_ALIGN:-40}" "$PY" scripts/moe_align_time.py --out "$OUT_DIR/moe_align_time.json"
+fi
+
+# 8. the kernels' reference-pair tests on the GPU, last (coverage; bench already checked each case)
 tests=()
 for k in copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
     [ -f "tests/test_$k.py" ] && tests+=("tests/test_$k.py")

@@ -65,7 +65,8 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     stages = [line.split("\t") for line in (out / "stages.tsv").read_text().splitlines()[1:]]
     assert [s[0] for s in stages] == ["calibrate", "e2e_llama8b", "e2e_qwen7b", "e2e_llama70b", "tune",
-                                      "gate_run1", "gate_run2", "gate_regress", "bench", "validate_e2e", "validate", "tests"]
+                                      "gate_run1", "gate_run2", "gate_regress", "bench", "validate_e2e", "validate", "moe_align",
+                                      "tests"]
     assert all(s[1].startswith("ok") or s[1] == "skipped(cpu)" for s in stages), stages
     # the summary comes last, and the packed copy holds the whole folder
     tail = p.stdout.strip().splitlines()
