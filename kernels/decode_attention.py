@@ -210,32 +210,31 @@ def _decode_attention_balanced_kernel(
     # programs covering group g are p_first(g) .. p_last(g), the ones holding its first and last
     # unit, with p(u) = ((u + 1) * P - 1) // n_units the program holding unit u; program p's
     # partial for g goes to slot p - p_first(g), so slot 0 always holds the group's token 0.
-    # The products of unit and program indices take int64; what a segment needs fits int32 (TMA
-    # coordinates must be int32).
+    # Products of a unit and a program count can pass 2^31: they take int64; the rest (units,
+    # tokens, program indices) fits int32, which TMA coordinates need and which keeps no 64-bit
+    # value live across the loop over groups.
     pid = tl.program_id(0)
-    p = pid.to(tl.int64)
-    lo = p * n_units // P
-    hi = (p + 1) * n_units // P
+    lo = (pid.to(tl.int64) * n_units // P).to(tl.int32)
+    hi = ((pid + 1).to(tl.int64) * n_units // P).to(tl.int32)
     for g in range(lo // units_per_group, (hi - 1) // units_per_group + 1):
         first_unit = g * units_per_group
-        p_first = ((first_unit + 1) * P - 1) // n_units
-        p_last = ((first_unit + units_per_group) * P - 1) // n_units
-        b = (g // H_kv).to(tl.int32)
-        h_kv = (g % H_kv).to(tl.int32)
+        p_first = (((first_unit + 1).to(tl.int64) * P - 1) // n_units).to(tl.int32)
+        p_last = (((first_unit + units_per_group).to(tl.int64) * P - 1) // n_units).to(tl.int32)
+        b = g // H_kv
+        h_kv = g % H_kv
         if VARLEN:
             seq_len = tl.load(Seq_lens + b)
         else:
             seq_len = N_ctx
-        start = ((tl.maximum(lo, first_unit) - first_unit) * UNIT).to(tl.int32)
-        end = tl.minimum(((tl.minimum(hi, first_unit + units_per_group) - first_unit) * UNIT).to(tl.int32), seq_len)
+        start = (tl.maximum(lo, first_unit) - first_unit) * UNIT
+        end = tl.minimum((tl.minimum(hi, first_unit + units_per_group) - first_unit) * UNIT, seq_len)
         m_i, l_i, acc = _attend(
             Q, K, V, desc_k, desc_v, Block_table, b, h_kv, start, end,
             stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_bt,
             GROUP, qk_scale, BLOCK_G, D, BLOCK_N, VARLEN, PAGED, PAGE_SIZE, UPCAST, TMA,
         )
         _store_and_reduce(
-            m_i, l_i, acc, M_part, L_part, Acc_part, O, Counter, b, h_kv,
-            (p - p_first).to(tl.int32), (p_last - p_first + 1).to(tl.int32),
+            m_i, l_i, acc, M_part, L_part, Acc_part, O, Counter, b, h_kv, pid - p_first, p_last - p_first + 1,
             stride_pb, stride_ph, stride_ab, stride_ah, stride_as, stride_ob, stride_oh, H_kv, GROUP, BLOCK_G, D,
         )
 
