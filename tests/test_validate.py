@@ -305,3 +305,27 @@ def test_validate_whole_model_uses_the_achievable_predictor_when_there(tmp_path,
     assert "whole model (e2e --full)" in r.output and "achievable model" in r.output
     md = (tmp_path / "v.md").read_text()
     assert "## Whole model (e2e --full)" in md and "| achievable model | all | 4 |" in md
+
+
+def test_decode_target_counts_the_default_schedule_and_shows_the_balanced_one(measured_spec):
+    """bench's -bal twins (params schedule = balanced) do not pull the default schedule's target
+    down; they get their own line, so a GPU run says whether balanced should be the default."""
+    n_bytes = 5.4e8
+
+    def dec(impl, shape, t, params):
+        return row("decode_attention", impl, shape, "bf16", 1e9, n_bytes, t, "attention_decode", params)
+
+    p = {"B": 1, "H": 32, "H_kv": 8, "N": 131072, "D": 128}
+    rows = [
+        dec("triton", "B1-N131072", 127.2e-6, p), dec("torch", "B1-N131072", 124.2e-6, p),
+        dec("triton", "B1-N131072-bal", 123.0e-6, {**p, "schedule": "balanced"}),
+        dec("torch", "B1-N131072-bal", 124.2e-6, {**p, "schedule": "balanced"}),
+    ]
+    res = Results(rows=tuple(rows), environment={"gpu_name": "NVIDIA H200"}, created_utc="", tool_version="0.1.0", hardware_spec="h200")
+    t = {x.name: x for x in validate(res, measured=measured_spec.path).targets}
+    assert t["decode_vs_sdpa"].value == pytest.approx(124.2 / 127.2, rel=0.02) and t["decode_vs_sdpa"].status == "missed"
+    assert t["decode_balanced_vs_sdpa"].value == pytest.approx(124.2 / 123.0, rel=0.02)
+    assert t["decode_balanced_vs_sdpa"].status == "met"
+    # without balanced rows there is no balanced line
+    plain = Results(rows=tuple(rows[:2]), environment={"gpu_name": "NVIDIA H200"}, created_utc="", tool_version="0.1.0", hardware_spec="h200")
+    assert "decode_balanced_vs_sdpa" not in {x.name for x in validate(plain, measured=measured_spec.path).targets}
