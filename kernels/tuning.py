@@ -19,6 +19,9 @@ record which config each autotuned kernel ran with.
   A file of another GPU or Triton version, malformed JSON, an unknown field, an unknown autotuner
   name or a config that is not among the autotuner's configs: one warning line, nothing applied,
   run-time autotuning as before (rows say ``tuning = "autotuned"``).
+* ``use_graph_benchmarks``: keys that are not committed are tuned at run time with each config
+  timed as CUDA-graph replay (``graph_benchmarker``), not Triton's event timer (bench and tune on a
+  GPU set it).
 * ``Recorder``: while active, every autotuner call records (name, key, config, source); the runner
   turns that into ``ResultRow.config`` and ``ResultRow.tuning``.
 
@@ -270,6 +273,60 @@ def apply_committed(committed: Committed, autotuners: Mapping[str, Any]) -> None
     """Pre-fill each autotuner's cache with the committed configs (those keys are never tuned)."""
     for name, table in committed.entries.items():
         autotuners[name].cache.update(table)
+
+
+# ------------------------------------------------------------------------------------------------
+# run-time tuning, graph-timed
+# ------------------------------------------------------------------------------------------------
+
+#: ``graph_benchmarker``'s ``rep``: milliseconds of replays per config (Triton's own timer: 100)
+GRAPH_BENCH_REP_MS = 25.0
+
+
+def graph_benchmarker(rep_ms: float = GRAPH_BENCH_REP_MS):
+    """A ``do_bench`` for Triton's autotuners that times each config as CUDA-graph replay
+    (``triton.testing.do_bench_cudagraph``), i.e. GPU time. Triton's default timer puts CUDA events
+    around single eager launches: a kernel shorter than its launcher's host time (skinny GEMMs,
+    decode MoE: 30-40 us kernels behind 35-170 us launchers on the H200 host) is then timed as host
+    time and the configs' ranking is noise. The inputs stay as the autotuner gives them (a warm L2
+    for working sets under 50 MB; the bench's targets stream hundreds of MB). A config whose call
+    cannot be captured falls back to Triton's timer."""
+
+    def bench(kernel_call, quantiles=None, **_):
+        import torch
+        import triton.testing
+
+        try:
+            return triton.testing.do_bench_cudagraph(kernel_call, rep=rep_ms, quantiles=quantiles)
+        except Exception:  # noqa: BLE001 - a capture that fails: events, as Triton would
+            torch.cuda.synchronize()
+            return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+    return bench
+
+
+def use_graph_benchmarks(autotuners: Mapping[str, Any], bench=None) -> None:
+    """Make every autotuner time its configs with ``bench`` (default ``graph_benchmarker()``).
+    ``Autotuner.do_bench`` is a ``cached_property`` over the ``do_bench`` argument in Triton 3.6
+    and 3.9, so the instance attribute set here is what ``Autotuner._bench`` calls."""
+    bench = bench or graph_benchmarker()
+    for at in autotuners.values():
+        at.__dict__["do_bench"] = bench
+
+
+def prepare_gpu_tuning() -> Committed:
+    """On a CUDA GPU, for code that runs the kernels outside ``roofline bench`` (``e2e --full``'s
+    Triton engine, scripts): the committed configs for this GPU and Triton applied, every other key
+    tuned graph-timed. Returns what became of the committed file."""
+    import torch
+    import triton
+
+    autotuners = discover_autotuners()
+    gpu = torch.cuda.get_device_name()
+    committed = load_committed(tuned_path(gpu, triton.__version__), autotuners, gpu, triton.__version__)
+    apply_committed(committed, autotuners)
+    use_graph_benchmarks(autotuners)
+    return committed
 
 
 # ------------------------------------------------------------------------------------------------

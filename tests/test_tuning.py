@@ -447,3 +447,52 @@ def test_a_key_triton_tunes_under_another_name_is_still_autotuned(monkeypatch):
         _launch(at, x)
     (call,) = rec.calls
     assert bench_calls and call.source == "autotuned" and call.key == ours
+
+
+def test_graph_benchmarks_replace_the_autotuners_timer():
+    """use_graph_benchmarks: an autotuner tunes an uncommitted key with the given timer (one call
+    per config), whatever it was built with; the default is the CUDA-graph timer."""
+    built_with: list = []
+    at = _toy_autotuner(built_with)
+    timed: list = []
+
+    def graph_bench(fn, quantiles=None, **kw):
+        timed.append(fn)
+        return [2.0 if len(timed) == 1 else 1.0] * 3  # the second config (BLOCK 64) is faster
+
+    tuning.use_graph_benchmarks({"toy._at": at}, bench=graph_bench)
+    x = torch.randn(100, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(_launch(at, x), x * 2)
+    assert built_with == [] and len(timed) == len(_CONFIGS)
+    assert at.best_config.kwargs == {"BLOCK": 64}
+    other = _toy_autotuner()
+    tuning.use_graph_benchmarks({"other": other})
+    assert other.do_bench.__qualname__.startswith("graph_benchmarker")
+
+
+def test_graph_benchmarker_uses_do_bench_cudagraph_and_falls_back_to_events(monkeypatch):
+    import triton.testing
+
+    calls: list = []
+
+    def cudagraph(fn, rep=None, quantiles=None, **kw):
+        calls.append(("graph", rep, quantiles))
+        return [0.5, 0.4, 0.6]
+
+    def events(fn, quantiles=None, **kw):
+        calls.append(("events", quantiles))
+        return [0.7, 0.6, 0.8]
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", cudagraph)
+    monkeypatch.setattr(triton.testing, "do_bench", events)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    bench = tuning.graph_benchmarker(rep_ms=12.0)
+    assert bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [0.5, 0.4, 0.6]
+    assert calls == [("graph", 12.0, (0.5, 0.2, 0.8))]
+
+    def refuses(*a, **k):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", refuses)
+    assert bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [0.7, 0.6, 0.8]
+    assert calls[-1] == ("events", (0.5, 0.2, 0.8))

@@ -290,6 +290,8 @@ class Bencher:
             self.flusher = L2Flusher("cuda", self.l2_bytes)
         self.crosschecks: list[dict[str, Any]] = []  # with opts.crosscheck, one per timed row
         self.autotuners = tuning.discover_autotuners()
+        if self.cuda:  # keys not committed are tuned at run time on GPU time, not host time
+            tuning.use_graph_benchmarks(self.autotuners)
         self.committed = tuning.Committed()
         gpu = torch.cuda.get_device_name() if self.cuda else (opts.gpu_name or "cpu")  # as `roofline tune` writes it
         path = opts.tuned_file
