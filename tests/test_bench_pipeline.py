@@ -360,6 +360,46 @@ def test_the_chosen_baseline_is_timed_again_and_only_it_is_crosschecked():
     assert next(r for r in rows if r.impl == "torch").p50_s == pytest.approx(3e-3)
 
 
+def test_on_a_gpu_the_crosscheck_is_bracketed_by_our_own_samples():
+    """With --crosscheck on a GPU, do_bench_cudagraph runs inside the measurement (timing's
+    ``between``): its ratio is taken against our samples just before and after it, and the row's
+    median ratio is kept beside it. A single baseline candidate is measured once, bracketed."""
+    from rooflinecli.bench.timing import Bracket, Timing
+
+    brackets: list = []
+
+    class GpuLike(Bencher):
+        def sync(self):
+            pass
+
+        def time(self, fn, rotating, between=None):
+            assert between is not None  # every timed row is cross-checked this way
+            value = between()
+            brackets.append(getattr(fn, "backend", "ours"))
+            return Timing((1.0e-3,) * 20, "cuda_graph", bracket=Bracket(value, (1.10e-3,) * 10, (1.12e-3,) * 10))
+
+        def crosscheck(self, fn):
+            return 1.1e-3
+
+    def only(src):
+        def call():
+            return src.clone()
+
+        call.backend = "only"
+        return call
+
+    bencher = GpuLike(BenchOptions(kernels=("copy",), suite="test", device="cpu", crosscheck=True))
+    bencher.cuda = True
+    op = replace(load_op("copy"), baselines={"only": only})
+    rows = bencher.bench_case(op, Case("N1000", {"n": 1000}, "fp32"))
+    assert brackets == ["ours", "only"]  # one measurement each
+    assert len(bencher.crosschecks) == 2
+    for c, row in zip(bencher.crosschecks, rows):
+        assert c["ours_us"] == pytest.approx(1000) and c["ours_around_us"] == pytest.approx(1110)
+        assert c["ratio"] == pytest.approx(1.11 / 1.1) and c["ratio_row"] == pytest.approx(1.0 / 1.1)
+        assert "ours / it = 1.009 with our samples just before and after it, 1110 us; the row's median / it = 0.909" in row.note
+
+
 def _toy_op(bench_calls: list):
     """A copy-like op launched through a real triton.autotune kernel (its benchmark stubbed)."""
     import triton
@@ -477,7 +517,29 @@ def test_quality_lines_name_the_rows_off_target():
         {"op": "gemm", "impl": "triton", "shape": "tiny", "dtype": "bf16", "ours_us": 5.0, "ratio": 3.0},  # under 20 us: not held to it
         {"op": "gemm", "impl": "torch", "shape": "tight", "dtype": "bf16", "ours_us": 90.0, "ratio": None},
     ]
-    spread, agree = quality_lines(rows, cc)
+    spread, steady, agree = quality_lines(rows, cc)
     assert spread.startswith("spread: 1 of 2 timed rows >= 20 us have p80/p20 <= 1.1; widest: gemm[triton] wide bf16 1.50")
+    assert steady.startswith("drift: 0 of 2 timed rows >= 20 us moved more than 3%")
     assert agree.startswith("crosscheck: 1 of 2 rows >= 20 us within 5% of do_bench_cudagraph (1 could not run it); worst: gemm[triton] wide bf16 1.200")
-    assert len(quality_lines(rows)) == 1
+    assert len(quality_lines(rows)) == 2
+
+
+def test_drift_is_the_last_third_against_the_first_in_the_order_taken():
+    """H200 run 3's torch naive-attention row, time-ordered: 414 -> 424 -> 453 -> 472 us in steps
+    while its p80/p20 was 1.045: the drift line names it."""
+    import json
+    from pathlib import Path
+
+    from rooflinecli.bench.runner import drift, quality_lines
+    from rooflinecli.results import load_results
+
+    assert drift([1.0] * 9) == 0.0 and drift([1.0] * 5) is None
+    assert drift([1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 1.1, 1.1, 1.1]) == pytest.approx(0.1)
+    assert drift(sorted([3.0, 1.0, 2.0] * 3)) == pytest.approx(2.0)  # order matters, not the spread
+    run3 = Path(__file__).resolve().parents[1] / "reports" / "h200-2026-11-30-run3" / "results.json"
+    res = load_results(run3)
+    naive = next(r for r in res.rows if r.op == "naive_attention" and r.impl == "torch" and r.shape == "B4-H32-Hkv32-S1024-D128-full")
+    assert naive.p80_s / naive.p20_s < 1.10 and drift(naive.samples_s) > 0.10
+    line = quality_lines(res.rows)[1]
+    assert line.startswith("drift: ") and "naive_attention[torch] B4-H32-Hkv32-S1024-D128-full bf16 +1" in line
+    assert json.dumps(line)  # one plain line

@@ -75,7 +75,9 @@ class BenchState:
 
     rows: list[ResultRow] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
-    #: with --crosscheck: {op, impl, shape, dtype, ours_us, do_bench_cudagraph_us, ratio} per timed row
+    #: with --crosscheck, per timed row: {op, impl, shape, dtype, backend, ours_us (the row's median),
+    #: ours_around_us (our samples just before and after do_bench_cudagraph), do_bench_cudagraph_us,
+    #: ratio (ours_around / it: the two methods at one clock state), ratio_row (ours_us / it)}
     crosscheck: list[dict[str, Any]] = field(default_factory=list)
     #: what happened to the committed tuned configs (path, status, message)
     tuned: dict[str, str] = field(default_factory=dict)
@@ -264,6 +266,8 @@ class Measured:
     config: dict[str, Any] = field(default_factory=dict)
     tuning: str = ""
     crosscheck_s: float | None = None
+    #: our figure at the moment of the cross-check (median of our samples just before and after it)
+    bracket_s: float | None = None
     others: str = ""  # the other baseline candidates, for the note
 
 
@@ -322,7 +326,10 @@ class Bencher:
             return False
         return True
 
-    def time(self, fn: Callable[[], Any], rotating: Callable[[], list] | None) -> Timing:
+    def time(self, fn: Callable[[], Any], rotating: Callable[[], list] | None,
+             between: Callable[[], Any] | None = None) -> Timing:
+        """``fn`` timed (``timing.time_cuda`` on a GPU); ``between`` runs straight after the
+        samples, bracketed by more of them (``Timing.bracket``; GPU only)."""
         from rooflinecli.bench.timing import time_cuda, time_wall_clock
 
         if not self.cuda:
@@ -334,6 +341,7 @@ class Bencher:
             min_samples=self.opts.min_samples,
             target_total_s=self.opts.target_total_s,
             use_graphs=self.opts.use_graphs,
+            between=between,
         )
 
     def crosscheck(self, fn: Callable[[], Any]) -> float | None:
@@ -370,8 +378,13 @@ class Bencher:
         if not check.ok:
             return m
         try:
-            m.timing = self.time(fn, rotating)
-            m.crosscheck_s = self.crosscheck(fn) if crosscheck else None
+            if crosscheck and self.cuda and self.opts.crosscheck:  # bracketed by our samples
+                m.timing = self.time(fn, rotating, between=partial(self.crosscheck, fn))
+                if m.timing.bracket is not None:
+                    m.crosscheck_s, m.bracket_s = m.timing.bracket.value, m.timing.bracket.ours_s
+            else:
+                m.timing = self.time(fn, rotating)
+                m.crosscheck_s = self.crosscheck(fn) if crosscheck else None
         except Exception as e:  # noqa: BLE001 - an error while timing is recorded on the row
             m.timing = None
             m.check = Check(False, check.rel_error, f"timing raised {type(e).__name__}: {' '.join(str(e).split())[:300]}")
@@ -444,8 +457,9 @@ class Bencher:
         medians is biased low (the winner's curse; H200 run 3: two SDPA candidates that dispatch
         to the same cuDNN kernel measured 1,824 and 1,861 us, and the lower one was kept)."""
         measured = []
+        single = sum(1 for *_, call, check in candidates if call is not None and check.ok) == 1  # no choice to make
         for backend, factory, call, check in candidates:
-            m = self._measure(call, check, rotating_calls(sets, factory), crosscheck=False) if call is not None else Measured(check)
+            m = self._measure(call, check, rotating_calls(sets, factory), crosscheck=single) if call is not None else Measured(check)
             m.backend = backend
             measured.append((m, factory, call))
         timed = [(m, f, c) for m, f, c in measured if m.timing is not None and m.check.ok]
@@ -462,8 +476,8 @@ class Bencher:
         if len(timed) > 1:
             notes.insert(0, f"{best.backend} {best.timing.p50_s * 1e6:.4g} us when chosen, then re-timed")
             again = self._measure(call, best.check, rotating_calls(sets, factory))
-            best.check, best.timing, best.crosscheck_s = again.check, again.timing, again.crosscheck_s
-        else:
+            best.check, best.timing, best.crosscheck_s, best.bracket_s = again.check, again.timing, again.crosscheck_s, again.bracket_s
+        elif not single:  # the others failed while timing: the survivor is cross-checked on its own
             best.crosscheck_s = self.crosscheck(call)
         if notes:
             best.others = "other baselines: " + ", ".join(notes)
@@ -500,11 +514,17 @@ class Bencher:
         best = roof_ms or roof_ds
         extra = []
         if m.crosscheck_s is not None:
+            around = m.bracket_s if m.bracket_s is not None else p50
             self.crosschecks.append(
                 {"op": op.name, "impl": impl, "shape": case.shape, "dtype": case.dtype, "backend": m.backend,
-                 "ours_us": p50 * 1e6, "do_bench_cudagraph_us": m.crosscheck_s * 1e6, "ratio": p50 / m.crosscheck_s}
+                 "ours_us": p50 * 1e6, "ours_around_us": around * 1e6, "do_bench_cudagraph_us": m.crosscheck_s * 1e6,
+                 "ratio": around / m.crosscheck_s, "ratio_row": p50 / m.crosscheck_s}
             )
-            extra.append(f"do_bench_cudagraph median {m.crosscheck_s * 1e6:.4g} us (ours / it = {p50 / m.crosscheck_s:.3f})")
+            extra.append(
+                f"do_bench_cudagraph median {m.crosscheck_s * 1e6:.4g} us (ours / it = {around / m.crosscheck_s:.3f}"
+                + (f" with our samples just before and after it, {around * 1e6:.4g} us; the row's median / it = {p50 / m.crosscheck_s:.3f})"
+                   if m.bracket_s is not None else ")")
+            )
         elif self.cuda and self.opts.crosscheck:  # it raised (a launcher it cannot capture)
             self.crosschecks.append(
                 {"op": op.name, "impl": impl, "shape": case.shape, "dtype": case.dtype, "backend": m.backend,
@@ -698,24 +718,43 @@ def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
 CHECKED_MIN_US = 20.0
 CROSSCHECK_TOLERANCE = 0.05
 SPREAD_MAX = 1.10
+#: a measurement whose last third of samples (in the order taken) differs from its first third by
+#: more than this is reported as drifting (the GPU changed clocks while it was timed)
+DRIFT_MAX = 0.03
+
+
+def drift(samples: Sequence[float]) -> float | None:
+    """median(last third) / median(first third) - 1 of samples in the order taken; None under 6."""
+    n = len(samples) // 3
+    if n < 2:
+        return None
+    first, last = sorted(samples[:n]), sorted(samples[-n:])
+    return last[n // 2] / first[n // 2] - 1.0
 
 
 def quality_lines(rows: Sequence[ResultRow], crosschecks: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """One line on the p80/p20 spread of the timed rows of >= 20 us (target <= 1.10), and with
-    crosschecks one on the agreement with do_bench_cudagraph (target within 5%), naming the
-    worst offenders."""
+    """One line on the p80/p20 spread of the timed rows of >= 20 us (target <= 1.10), one on drift
+    within each measurement (``drift``), and with crosschecks one on the agreement with
+    do_bench_cudagraph (target within 5%), naming the worst offenders."""
     timed = [r for r in rows if r.correct and r.samples_s and r.p50_s * 1e6 >= CHECKED_MIN_US]
     wide = sorted(((r.p80_s / r.p20_s, r) for r in timed if r.p80_s / r.p20_s > SPREAD_MAX), key=lambda x: -x[0])
     lines = [
         f"spread: {len(timed) - len(wide)} of {len(timed)} timed rows >= {CHECKED_MIN_US:g} us have p80/p20 <= {SPREAD_MAX}"
         + (f"; widest: {', '.join(f'{r.name} {s:.2f}' for s, r in wide[:3])}" if wide else "")
     ]
+    drifting = sorted(((d, r) for r in timed if (d := drift(r.samples_s)) is not None and abs(d) > DRIFT_MAX), key=lambda x: -abs(x[0]))
+    lines.append(
+        f"drift: {len(drifting)} of {len(timed)} timed rows >= {CHECKED_MIN_US:g} us moved more than {DRIFT_MAX:.0%} between the first "
+        "and last third of their own samples (clock steps while timed)"
+        + (f"; largest: {', '.join(f'{r.name} {d:+.1%}' for d, r in drifting[:3])}" if drifting else "")
+    )
     if crosschecks is not None:
         cc = [c for c in crosschecks if c["ours_us"] >= CHECKED_MIN_US]
         ran = [c for c in cc if c["ratio"] is not None]
         off = sorted((c for c in ran if abs(c["ratio"] - 1) > CROSSCHECK_TOLERANCE), key=lambda c: -abs(c["ratio"] - 1))
         lines.append(
             f"crosscheck: {len(ran) - len(off)} of {len(ran)} rows >= {CHECKED_MIN_US:g} us within {CROSSCHECK_TOLERANCE:.0%} of do_bench_cudagraph"
+            + (" (ours: our samples just before and after it)" if any("ours_around_us" in c for c in ran) else "")
             + (f" ({len(cc) - len(ran)} could not run it)" if len(cc) > len(ran) else "")
             + ("; worst: " + ", ".join(f"{c['op']}[{c['impl']}] {c['shape']} {c['dtype']} {c['ratio']:.3f}" for c in off[:3]) if off else "")
         )

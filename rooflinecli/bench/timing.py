@@ -65,15 +65,46 @@ HOST_AHEAD_MAX_S = 20e-3
 HOST_REPS = 7
 
 
+#: samples on each side of a bracketed figure (``Bracket``): the measurement's last ones, and as
+#: many fresh replays of the same graph straight after
+BRACKET_SAMPLES = 10
+#: untimed replays before the fresh samples of a bracket, seconds (the GPU stays loaded)
+BRACKET_SUSTAIN_S = 0.02
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """What ``between()`` returned when called straight after a measurement (``--crosscheck``:
+    ``do_bench_cudagraph``'s median, seconds), with our own samples just before and just after it.
+
+    The H200 does not hold one clock through a bench run: run 3's samples step down in levels
+    within 0.1 s (naive attention's torch path 414 -> 424 -> 453 -> 472 us, fp8 ``_scaled_mm``
+    847 -> 858 -> 884 us, time-ordered). Two figures taken a few hundred ms apart then differ by
+    the step, not by their method. ``ours_s``, the median of the samples on both sides, is our
+    figure at the moment ``between()`` ran, so ``ours_s / value`` compares the two methods at one
+    clock state."""
+
+    value: Any
+    before_s: tuple[float, ...]
+    after_s: tuple[float, ...]
+
+    @property
+    def ours_s(self) -> float:
+        return float(statistics.median(self.before_s + self.after_s))
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Every sample of one measurement (seconds per launch), and how they were taken."""
+    """Every sample of one measurement (seconds per launch, in the order taken), and how they were
+    taken."""
 
     samples_s: tuple[float, ...]
     method: str  # "cuda_graph" | "cuda_events_host_ahead" | "cuda_events" | "wall_clock"
     note: str = ""
     #: median host microseconds per launcher call (eager loop), None when not measured
     host_us_per_call: float | None = None
+    #: with ``time_cuda(between=...)``: its result, bracketed by our samples
+    bracket: Bracket | None = None
 
     @property
     def quantiles_s(self) -> tuple[float, float, float]:
@@ -304,11 +335,13 @@ def time_cuda_graph(
     min_samples: int = MIN_SAMPLES,
     target_total_s: float = 0.25,
     target_replay_s: float = GRAPH_REPLAY_TARGET_S,
-) -> tuple[list[float], int]:
+    between: Callable[[], Any] | None = None,
+) -> tuple[list[float], int, Bracket | None]:
     """Graph replay over ``fns`` (the same call on rotating input sets): a pilot graph of whole
-    passes over the sets (at least ``PILOT_LAUNCHES`` launches) gives the per-launch time, then a graph of ``graph_launches`` launches is
-    replayed ``sample_count`` times. Returns the per-launch seconds of each replay and the launch
-    count."""
+    passes over the sets (at least ``PILOT_LAUNCHES`` launches) gives the per-launch time, then a
+    graph of ``graph_launches`` launches is replayed ``sample_count`` times. With ``between``: it is
+    called straight after, then ``BRACKET_SAMPLES`` more replays of the same graph bracket it.
+    Returns the per-launch seconds of each replay, the launch count and the bracket (or None)."""
     fns = list(fns)
     pilot_n = len(fns) * math.ceil(PILOT_LAUNCHES / len(fns))  # amortizes the replay's own start-up
     pilot = capture_graph(fns, pilot_n)
@@ -317,9 +350,15 @@ def time_cuda_graph(
     graph = pilot if launches == pilot_n else capture_graph(fns, launches)
     del pilot
     n = sample_count(per_launch * launches, target_total_s, min_samples)
-    out = replay_samples(graph, launches, n, sustain_s=SUSTAIN_S, replay_estimate_s=per_launch * launches)
+    replay_s = per_launch * launches
+    out = replay_samples(graph, launches, n, sustain_s=SUSTAIN_S, replay_estimate_s=replay_s)
+    bracket = None
+    if between is not None:
+        value = between()
+        after = replay_samples(graph, launches, BRACKET_SAMPLES, sustain_s=BRACKET_SUSTAIN_S, replay_estimate_s=replay_s)
+        bracket = Bracket(value, tuple(out[-BRACKET_SAMPLES:]), tuple(after))
     del graph
-    return out, launches
+    return out, launches, bracket
 
 
 def _one_line(e: BaseException, limit: int = 160) -> str:
@@ -335,10 +374,12 @@ def time_cuda(
     target_total_s: float = 0.25,
     warmup: int = 3,
     use_graphs: bool = True,
+    between: Callable[[], Any] | None = None,
 ) -> Timing:
     """Time ``fn`` as GPU time: warm-up, the launcher's host time, then graph replay over
     ``rotating()`` (the same call on other input sets; ``[fn]`` when None); if capture raises,
-    host-ahead events (the note says why)."""
+    host-ahead events (the note says why). ``between`` (``--crosscheck``) is called straight after
+    the samples and bracketed by ours (``Timing.bracket``)."""
     import torch
 
     fn()
@@ -351,12 +392,14 @@ def time_cuda(
     if use_graphs:
         try:
             fns = list(rotating()) if rotating is not None else [fn]
-            samples, launches = time_cuda_graph(fns, min_samples=min_samples, target_total_s=target_total_s)
+            extra = {"between": between} if between is not None else {}
+            samples, launches, bracket = time_cuda_graph(fns, min_samples=min_samples, target_total_s=target_total_s, **extra)
             return Timing(
                 tuple(samples),
                 "cuda_graph",
                 f"CUDA graph of {launches} launches over {len(fns)} rotating input sets, {len(samples)} replays, no flush in the timed region",
                 host_us_per_call=host_us,
+                bracket=bracket,
             )
         except Exception as e:  # noqa: BLE001 - any capture failure falls back to host-ahead events
             try:
@@ -368,12 +411,18 @@ def time_cuda(
     estimate = sorted(time_events_host_ahead(fn, flusher, samples=3, sleep_s=sleep_s))[1]
     n = sample_count(estimate + sleep_s, target_total_s, min_samples)
     samples = time_events_host_ahead(fn, flusher, samples=n, sleep_s=sleep_s)
+    bracket = None
+    if between is not None:
+        value = between()
+        after = time_events_host_ahead(fn, flusher, samples=BRACKET_SAMPLES, sleep_s=sleep_s)
+        bracket = Bracket(value, tuple(samples[-BRACKET_SAMPLES:]), tuple(after))
     return Timing(
         tuple(samples),
         "cuda_events_host_ahead",
         f"{why}; CUDA events with the host kept ahead ({sleep_s * 1e6:.0f} us GPU sleep before each start event), "
         f"L2 flushed by a read pass ({flusher.nbytes / 2**20:.0f} MB) before each sleep",
         host_us_per_call=host_us,
+        bracket=bracket,
     )
 
 
