@@ -400,6 +400,55 @@ def test_on_a_gpu_the_crosscheck_is_bracketed_by_our_own_samples():
         assert "ours / it = 1.009 with our samples just before and after it, 1110 us; the row's median / it = 0.909" in row.note
 
 
+def test_on_a_gpu_ours_and_the_chosen_baseline_are_also_timed_in_pairs(monkeypatch, tmp_path):
+    """After the separate measurements, ours and the chosen baseline run in interleaved replay
+    pairs (timing.paired_ratios, ours first): its median speedup goes to extra.bench.paired and
+    the torch row's note; --no-paired (paired=False) skips it."""
+    import rooflinecli.bench.timing as timing_mod
+    from rooflinecli.bench.timing import Timing
+
+    seen: list = []
+
+    def fake_pairs(fns_a, fns_b, *, pairs):
+        seen.append(([f() for f in fns_a], [getattr(f, "backend", "?") for f in fns_b], pairs))
+        return [1.05, 1.03, 1.04, 1.20, 1.04]
+
+    monkeypatch.setattr(timing_mod, "paired_ratios", fake_pairs)
+
+    class GpuLike(Bencher):
+        def sync(self):
+            pass
+
+        def time(self, fn, rotating, between=None):
+            return Timing((1.0e-3,) * 20, "cuda_graph")
+
+    def fast(src):
+        def call():
+            return src.clone()
+
+        call.backend = "fast"
+        return call
+
+    op = replace(load_op("copy"), baselines={"fast": fast})
+    case = Case("N1000", {"n": 1000}, "fp32")
+    bencher = GpuLike(BenchOptions(kernels=("copy",), suite="test", device="cpu"))
+    bencher.cuda = True
+    rows = bencher.bench_case(op, case)
+    assert len(seen) == 1 and seen[0][1] == ["fast"] and seen[0][2] == 20
+    (p,) = bencher.paired
+    assert p["op"] == "copy" and p["shape"] == "N1000" and p["backend"] == "fast" and p["pairs"] == 5
+    assert p["speedup"] == pytest.approx(1.04)
+    torch_row = next(r for r in rows if r.impl == "torch")
+    assert "paired with ours (5 interleaved replay pairs): this / ours = 1.040" in torch_row.note
+    state = BenchState(rows=list(rows), paired=list(bencher.paired))
+    extra = make_results(bencher.opts, state, {"gpu_name": "NVIDIA H200"}, "2026-11-30T00:00:00Z").extra["bench"]
+    assert extra["paired"] == bencher.paired
+    off = GpuLike(BenchOptions(kernels=("copy",), suite="test", device="cpu", paired=False))
+    off.cuda = True
+    off.bench_case(op, case)
+    assert len(seen) == 1 and off.paired == []
+
+
 def _toy_op(bench_calls: list):
     """A copy-like op launched through a real triton.autotune kernel (its benchmark stubbed)."""
     import triton

@@ -332,13 +332,8 @@ def test_crosscheck_asks_do_bench_cudagraph_for_the_median(monkeypatch):
     assert seen == {"rep": 50, "return_mode": "median"} and called == [1]
 
 
-def test_graph_size_comes_from_a_pilot_and_replays_last_a_millisecond(monkeypatch):
-    """A 3 us kernel over 3 rotating sets: the pilot (whole passes, >= 8 launches) measures 3 us
-    per launch, so the timed graph has 334 launches rounded up to whole passes: 336 (1.008 ms)."""
-    import torch
-
-    clock = {"ms": 0.0}
-    captured = []
+def _clocked_event(clock: dict):
+    """A torch.cuda.Event stand-in stamped from ``clock["ms"]`` (a fake GPU clock)."""
 
     class Event:
         def __init__(self, enable_timing=False):
@@ -349,6 +344,19 @@ def test_graph_size_comes_from_a_pilot_and_replays_last_a_millisecond(monkeypatc
 
         def elapsed_time(self, other):
             return other.t - self.t
+
+    return Event
+
+
+def test_graph_size_comes_from_a_pilot_and_replays_last_a_millisecond(monkeypatch):
+    """A 3 us kernel over 3 rotating sets: the pilot (whole passes, >= 8 launches) measures 3 us
+    per launch, so the timed graph has 334 launches rounded up to whole passes: 336 (1.008 ms)."""
+    import torch
+
+    clock = {"ms": 0.0}
+    captured = []
+
+    Event = _clocked_event(clock)
 
     class Graph:
         def __init__(self, launches):
@@ -370,3 +378,40 @@ def test_graph_size_comes_from_a_pilot_and_replays_last_a_millisecond(monkeypatc
     assert captured == [(3, 9), (3, 336)] and launches == 336
     assert len(samples) == sample_count(336 * 3e-6, 0.25, 20) == 100
     assert all(s == pytest.approx(3e-6) for s in samples)
+
+
+def test_paired_ratios_survive_a_clock_step(monkeypatch):
+    """Interleaved pairs A, B: a clock step that slows everything by 20% half-way moves both
+    separate medians but not the per-pair ratio (B is 10% slower than A throughout)."""
+    import torch
+
+    clock = {"ms": 0.0, "replays": 0, "slow": 1.0}
+
+    Event = _clocked_event(clock)
+
+    class Graph:
+        def __init__(self, per_launch_ms, launches):
+            self.per_launch_ms, self.launches = per_launch_ms, launches
+
+        def replay(self):
+            clock["replays"] += 1
+            if clock["replays"] > 231:  # the step: 10 pilot replays, 200 sustained, then mid-pair in the 40 timed
+                clock["slow"] = 1.2
+            clock["ms"] += self.launches * self.per_launch_ms * clock["slow"]
+
+    def capture(fns, launches):
+        return Graph(fns[0].per_launch_ms, launches)
+
+    def fn(ms):
+        f = lambda: None  # noqa: E731
+        f.per_launch_ms = ms
+        return f
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "gpu_sleep", lambda s: None)
+    monkeypatch.setattr(timing, "capture_graph", capture)
+    ratios = timing.paired_ratios([fn(0.010)], [fn(0.011)], pairs=20)
+    assert len(ratios) == 20 and clock["slow"] == 1.2  # the step happened while timing
+    assert sum(r != pytest.approx(1.1) for r in ratios) == 1  # only the pair it split
+    assert statistics.median(ratios) == pytest.approx(1.1)

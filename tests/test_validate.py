@@ -329,3 +329,23 @@ def test_decode_target_counts_the_default_schedule_and_shows_the_balanced_one(me
     # without balanced rows there is no balanced line
     plain = Results(rows=tuple(rows[:2]), environment={"gpu_name": "NVIDIA H200"}, created_utc="", tool_version="0.1.0", hardware_spec="h200")
     assert "decode_balanced_vs_sdpa" not in {x.name for x in validate(plain, measured=measured_spec.path).targets}
+
+
+def test_targets_take_the_paired_speedup_where_bench_measured_one(measured_spec):
+    """extra.bench.paired (interleaved replay pairs) decides a ratio target; without it, or for a
+    shape it lacks, the separate medians' ratio stands; a malformed entry is ignored."""
+    from rooflinecli.bench.validate import paired_speedups
+
+    p = {"B": 1, "H": 32, "H_kv": 8, "N": 131072, "D": 128}
+    rows = [row("decode_attention", impl, "B1-N131072", "bf16", 1e9, 5.4e8, t, "attention_decode", p)
+            for impl, t in (("triton", 127.2e-6), ("torch", 124.2e-6))]
+    base = dict(environment={"gpu_name": "NVIDIA H200"}, created_utc="", tool_version="0.1.0", hardware_spec="h200")
+    plain = validate(Results(rows=tuple(rows), **base), measured=measured_spec.path)
+    assert {x.name: x for x in plain.targets}["decode_vs_sdpa"].value == pytest.approx(124.2 / 127.2, rel=0.02)
+    paired = [{"op": "decode_attention", "shape": "B1-N131072", "dtype": "bf16", "speedup": 1.004, "pairs": 20},
+              {"op": "decode_attention", "shape": "B1-N131072", "dtype": "fp16", "speedup": "x"}]
+    res = Results(rows=tuple(rows), extra={"bench": {"paired": paired}}, **base)
+    assert paired_speedups(res.extra) == {("decode_attention", "B1-N131072", "bf16"): 1.004}
+    assert paired_speedups({"bench": {"paired": "no"}}) == {} and paired_speedups(None) == {}
+    t = {x.name: x for x in validate(res, measured=measured_spec.path).targets}["decode_vs_sdpa"]
+    assert t.value == pytest.approx(1.004) and t.status == "met"

@@ -52,6 +52,9 @@ class BenchOptions:
     use_graphs: bool = True
     #: also time each timed case with triton.testing.do_bench_cudagraph and store the ratio
     crosscheck: bool = False
+    #: on a GPU, also time ours against the chosen baseline in interleaved replay pairs
+    #: (``timing.paired_ratios``): the speedup the targets are judged on
+    paired: bool = True
     #: committed tuned-config file, or a folder holding <gpu-slug>-triton<version>.json; None:
     #: kernels/tuned/<gpu-slug>-triton<version>.json on a GPU, none on the CPU
     tuned_file: str | None = None
@@ -81,6 +84,9 @@ class BenchState:
     crosscheck: list[dict[str, Any]] = field(default_factory=list)
     #: what happened to the committed tuned configs (path, status, message)
     tuned: dict[str, str] = field(default_factory=dict)
+    #: per case with ours and a baseline timed on a GPU: {op, shape, dtype, backend, pairs,
+    #: speedup (median torch / ours over interleaved replay pairs), speedup_p20, speedup_p80}
+    paired: list[dict[str, Any]] = field(default_factory=list)
 
 
 def parse_kernels(spec: str | None) -> tuple[str, ...]:
@@ -266,6 +272,7 @@ class Measured:
     config: dict[str, Any] = field(default_factory=dict)
     tuning: str = ""
     crosscheck_s: float | None = None
+    factory: Any = None  # a baseline's factory (its rotating calls for the paired timing)
     #: our figure at the moment of the cross-check (median of our samples just before and after it)
     bracket_s: float | None = None
     others: str = ""  # the other baseline candidates, for the note
@@ -293,6 +300,7 @@ class Bencher:
             self.l2_bytes = float(l2_size_bytes(0) or (opts.hw.l2_size_mb * 1e6 if opts.hw else 50e6))
             self.flusher = L2Flusher("cuda", self.l2_bytes)
         self.crosschecks: list[dict[str, Any]] = []  # with opts.crosscheck, one per timed row
+        self.paired: list[dict[str, Any]] = []  # on a GPU, one per case with ours and a baseline timed
         self.autotuners = tuning.discover_autotuners()
         if self.cuda:  # keys not committed are tuned at run time on GPU time, not host time
             tuning.use_graph_benchmarks(self.autotuners)
@@ -442,11 +450,39 @@ class Bencher:
         ours.config, ours.tuning = config, how
         rows = [self._row(op, case, "triton", flops, bytes_, ours)]
         if candidates:
-            rows.append(self._row(op, case, "torch", flops, bytes_, self._fastest_baseline(candidates, sets)))
+            best = self._fastest_baseline(candidates, sets)
+            paired = self._paired(op, case, best, rotating_calls(sets, _bind(op.run)), rotating_calls(sets, best.factory)) \
+                if ours.timing is not None and best.timing is not None and best.factory is not None else ""
+            if paired:
+                best.others = "; ".join(x for x in (best.others, paired) if x)
+            rows.append(self._row(op, case, "torch", flops, bytes_, best))
         del inputs, candidates
         if self.cuda:
             torch.cuda.empty_cache()
         return rows
+
+    def _paired(self, op, case, best: Measured, ours_calls, base_calls) -> str:
+        """Ours and the chosen baseline in interleaved replay pairs (GPU, ``opts.paired``): the
+        speedup median goes to ``self.paired``; returns the note's sentence ("" when not run)."""
+        if not (self.cuda and self.opts.paired):
+            return ""
+        from rooflinecli.bench.timing import PAIRS, paired_ratios
+
+        try:
+            ratios = sorted(paired_ratios(ours_calls(), base_calls(), pairs=PAIRS))
+        except Exception as e:  # noqa: BLE001 - no pair figure; the separate medians stand
+            try:
+                self.torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - a dead context is caught by the runner's next check
+                pass
+            return f"paired timing not run ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+        from rooflinecli.results import quantiles_s
+
+        p20, p50, p80 = quantiles_s(tuple(ratios))
+        self.paired.append({"op": op.name, "shape": case.shape, "dtype": case.dtype, "backend": best.backend,
+                            "pairs": len(ratios), "speedup": p50, "speedup_p20": p20, "speedup_p80": p80})
+        return (f"paired with ours ({len(ratios)} interleaved replay pairs): this / ours = {p50:.3f} "
+                f"(p20 {p20:.3f}, p80 {p80:.3f})")
 
     def _fastest_baseline(self, candidates, sets) -> Measured:
         """Time every candidate with a green check; the fastest median is the baseline, the note
@@ -460,7 +496,7 @@ class Bencher:
         single = sum(1 for *_, call, check in candidates if call is not None and check.ok) == 1  # no choice to make
         for backend, factory, call, check in candidates:
             m = self._measure(call, check, rotating_calls(sets, factory), crosscheck=single) if call is not None else Measured(check)
-            m.backend = backend
+            m.backend, m.factory = backend, factory
             measured.append((m, factory, call))
         timed = [(m, f, c) for m, f, c in measured if m.timing is not None and m.check.ok]
         if not timed:
@@ -637,6 +673,7 @@ def run_bench(
         rows = bencher.bench_case(op, case)
         state.rows.extend(rows)
         state.crosscheck = list(bencher.crosschecks)
+        state.paired = list(bencher.paired)
         if on_checkpoint is not None:
             on_checkpoint(state)
         if bencher.cuda and any(not r.correct and "CUDA" in r.note for r in rows) and not bencher.context_alive():
@@ -665,6 +702,8 @@ def make_results(opts: BenchOptions, state: BenchState, environment: dict[str, A
     }
     if opts.crosscheck:
         extra["bench"]["crosscheck"] = list(state.crosscheck)
+    if state.paired:
+        extra["bench"]["paired"] = list(state.paired)
     if elapsed_s is not None:
         extra["bench"]["elapsed_s"] = round(elapsed_s, 2)
     return Results(

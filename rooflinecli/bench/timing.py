@@ -342,13 +342,7 @@ def time_cuda_graph(
     graph of ``graph_launches`` launches is replayed ``sample_count`` times. With ``between``: it is
     called straight after, then ``BRACKET_SAMPLES`` more replays of the same graph bracket it.
     Returns the per-launch seconds of each replay, the launch count and the bracket (or None)."""
-    fns = list(fns)
-    pilot_n = len(fns) * math.ceil(PILOT_LAUNCHES / len(fns))  # amortizes the replay's own start-up
-    pilot = capture_graph(fns, pilot_n)
-    per_launch = sorted(replay_samples(pilot, pilot_n, 3))[1]
-    launches = graph_launches(per_launch, len(fns), target_replay_s)
-    graph = pilot if launches == pilot_n else capture_graph(fns, launches)
-    del pilot
+    graph, launches, per_launch = _sized_graph(fns, target_replay_s)
     n = sample_count(per_launch * launches, target_total_s, min_samples)
     replay_s = per_launch * launches
     out = replay_samples(graph, launches, n, sustain_s=SUSTAIN_S, replay_estimate_s=replay_s)
@@ -359,6 +353,62 @@ def time_cuda_graph(
         bracket = Bracket(value, tuple(out[-BRACKET_SAMPLES:]), tuple(after))
     del graph
     return out, launches, bracket
+
+
+#: pairs of interleaved replays in ``paired_ratios``
+PAIRS = 20
+
+
+def _sized_graph(fns: Sequence[Callable[[], Any]], target_replay_s: float):
+    """(graph, launches, per-launch estimate s): whole passes over ``fns`` lasting about
+    ``target_replay_s`` per replay, sized from a pilot graph as ``time_cuda_graph`` does."""
+    fns = list(fns)
+    pilot_n = len(fns) * math.ceil(PILOT_LAUNCHES / len(fns))  # amortizes the replay's own start-up
+    pilot = capture_graph(fns, pilot_n)
+    per_launch = sorted(replay_samples(pilot, pilot_n, 3))[1]
+    launches = graph_launches(per_launch, len(fns), target_replay_s)
+    graph = pilot if launches == pilot_n else capture_graph(fns, launches)
+    return graph, launches, per_launch
+
+
+def paired_ratios(
+    fns_a: Sequence[Callable[[], Any]],
+    fns_b: Sequence[Callable[[], Any]],
+    *,
+    pairs: int = PAIRS,
+    target_replay_s: float = GRAPH_REPLAY_TARGET_S,
+) -> list[float]:
+    """B's per-launch time / A's, once per pair of back-to-back replays A, B (each a graph over its
+    own rotating calls, as ``time_cuda_graph`` builds them), after ``SUSTAIN_S`` of alternating
+    untimed replays, all queued behind a GPU sleep. Both figures of a pair are taken within a few
+    milliseconds of each other, so a clock step shifts both: the ratio is the comparison of two
+    implementations that does not depend on when each was measured."""
+    import torch
+
+    graph_a, n_a, est_a = _sized_graph(fns_a, target_replay_s)
+    graph_b, n_b, est_b = _sized_graph(fns_b, target_replay_s)
+    graph_a.replay(), graph_b.replay()
+    torch.cuda.synchronize()
+    events = _events(2 * pairs + 1)[0]  # boundaries: each replay's end is the next one's start
+    gpu_sleep(2e-3)
+    warm = min(MAX_SUSTAIN_REPLAYS, math.ceil(SUSTAIN_S / max(est_a * n_a + est_b * n_b, 1e-9)))
+    for _ in range(warm):
+        graph_a.replay()
+        graph_b.replay()
+    events[0].record()
+    for i in range(pairs):
+        graph_a.replay()
+        events[2 * i + 1].record()
+        graph_b.replay()
+        events[2 * i + 2].record()
+    torch.cuda.synchronize()
+    out = []
+    for i in range(pairs):
+        t_a = events[2 * i].elapsed_time(events[2 * i + 1]) / n_a
+        t_b = events[2 * i + 1].elapsed_time(events[2 * i + 2]) / n_b
+        out.append(t_b / t_a)
+    del graph_a, graph_b
+    return out
 
 
 def _one_line(e: BaseException, limit: int = 160) -> str:

@@ -13,7 +13,9 @@ input).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,14 +281,32 @@ def _gbps(r: ResultRow) -> float:
     return r.bytes / _p50(r) / 1e9
 
 
-def _speedups(rows: Sequence[ResultRow], op: str, select) -> list[tuple[ResultRow, float]]:
-    """(our row, torch p50 / our p50) for each shape with both timed."""
+def paired_speedups(extra: Any) -> dict[tuple[str, str, str], float]:
+    """``extra.bench.paired`` of a results file as {(op, shape, dtype): speedup}; {} when absent
+    or malformed (files written before it)."""
+    bench = extra.get("bench") if isinstance(extra, dict) else None
+    items = bench.get("paired") if isinstance(bench, dict) else None
+    out: dict[tuple[str, str, str], float] = {}
+    for p in items if isinstance(items, list) else []:
+        try:
+            v = float(p["speedup"])
+            if math.isfinite(v) and v > 0:
+                out[(str(p["op"]), str(p["shape"]), str(p["dtype"]))] = v
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _speedups(rows: Sequence[ResultRow], paired: Mapping[tuple[str, str, str], float], op: str, select) -> list[tuple[ResultRow, float]]:
+    """(our row, torch time / ours) for each shape with both timed: the interleaved pairs' median
+    where bench measured one (``paired``: both figures at one clock state), else torch p50 / our
+    p50."""
     torch_rows = {(r.shape, r.dtype): r for r in _timed(rows, op, "torch")}
     out = []
     for r in _timed(rows, op):
         t = torch_rows.get((r.shape, r.dtype))
         if t is not None and select(r):
-            out.append((r, _p50(t) / _p50(r)))
+            out.append((r, paired.get((op, r.shape, r.dtype), _p50(t) / _p50(r))))
     return out
 
 
@@ -306,7 +326,11 @@ def copy_bandwidth_gb_per_s(rows: Sequence[ResultRow], ms: HardwareSpec | None) 
 LAUNCHER_HOST_US_MAX = 30.0
 
 
-def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None) -> list[Target]:
+def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None,
+                   paired: Mapping[tuple[str, str, str], float] | None = None) -> list[Target]:
+    """Issue 11's targets; ``paired`` (``paired_speedups``): the speedups measured in interleaved
+    replay pairs, used instead of the ratio of separate medians where present."""
+    paired = paired or {}
     targets: list[Target] = []
     copy_bw, copy_src = copy_bandwidth_gb_per_s(rows, ms)
 
@@ -318,7 +342,7 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
         targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", frac, 0.90, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s of {ds.memory_bandwidth_gb_per_s:.0f} ({ds.id})"))
     else:
         targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", None, 0.90, "no timed copy rows"))
-    sp = _speedups(rows, "copy", lambda r: True)
+    sp = _speedups(rows, paired, "copy", lambda r: True)
     targets.append(_worst("copy_vs_torch", ">= 0.95x torch copy_", sp, 0.95))
 
     def dims(r: ResultRow) -> list:
@@ -328,10 +352,10 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
         return all(isinstance(d, int) and 4096 <= d <= 8192 for d in dims(r))
 
     # GEMM bf16 at 4096-8192 >= 0.95x cuBLAS; fp8 >= 1.0x torch._scaled_mm
-    targets.append(_worst("gemm_vs_torch", "bf16 M,N,K in 4096..8192: >= 0.95x cuBLAS", _speedups(rows, "gemm", lambda r: r.dtype == "bf16" and big_gemm(r)), 0.95))
-    targets.append(_worst("gemm_fp8_vs_torch", "fp8 M,N,K in 4096..8192: >= 1.0x torch._scaled_mm", _speedups(rows, "gemm", lambda r: r.dtype == "fp8" and big_gemm(r)), 1.0))
+    targets.append(_worst("gemm_vs_torch", "bf16 M,N,K in 4096..8192: >= 0.95x cuBLAS", _speedups(rows, paired, "gemm", lambda r: r.dtype == "bf16" and big_gemm(r)), 0.95))
+    targets.append(_worst("gemm_fp8_vs_torch", "fp8 M,N,K in 4096..8192: >= 1.0x torch._scaled_mm", _speedups(rows, paired, "gemm", lambda r: r.dtype == "fp8" and big_gemm(r)), 1.0))
     # skinny GEMM, M <= 256: >= 0.95x cuBLAS (every M)
-    targets.append(_worst("skinny_gemm_vs_torch", "M <= 256: >= 0.95x cuBLAS", _speedups(rows, "gemm", lambda r: isinstance(_param(r, "M"), int) and _param(r, "M") <= 256), 0.95))
+    targets.append(_worst("skinny_gemm_vs_torch", "M <= 256: >= 0.95x cuBLAS", _speedups(rows, paired, "gemm", lambda r: isinstance(_param(r, "M"), int) and _param(r, "M") <= 256), 0.95))
     # skinny gemm at M = 1 >= 85% of measured copy bandwidth (largest weight)
     skinny = [r for r in _timed(rows, "gemm") if _param(r, "M") == 1]
     targets.append(_bandwidth_target("skinny_gemm_m1", ">= 85% of measured copy BW at M = 1", skinny, copy_bw, copy_src, 0.85))
@@ -340,7 +364,7 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     def long_flash(r: ResultRow) -> bool:
         return _param(r, "D") == 128 and (_param(r, "S", "N") or 0) >= 4096
 
-    targets.append(_worst("flash_vs_sdpa", "hdim 128, seq >= 4k: >= 1.0x the fastest SDPA backend", _speedups(rows, "flash_attention", long_flash), 1.0))
+    targets.append(_worst("flash_vs_sdpa", "hdim 128, seq >= 4k: >= 1.0x the fastest SDPA backend", _speedups(rows, paired, "flash_attention", long_flash), 1.0))
 
     # MLA decode: >= 350 TFLOP/s where compute-bound (datasheet ridge), >= 80% of copy BW where memory-bound
     mla = _timed(rows, "mla_decode")
@@ -361,8 +385,8 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     def default_schedule(r: ResultRow) -> bool:
         return _param(r, "schedule") is None
 
-    targets.append(_worst("decode_vs_sdpa", ">= 1.0x the fastest SDPA path", _speedups(rows, "decode_attention", default_schedule), 1.0))
-    balanced = _speedups(rows, "decode_attention", lambda r: _param(r, "schedule") == "balanced")
+    targets.append(_worst("decode_vs_sdpa", ">= 1.0x the fastest SDPA path", _speedups(rows, paired, "decode_attention", default_schedule), 1.0))
+    balanced = _speedups(rows, paired, "decode_attention", lambda r: _param(r, "schedule") == "balanced")
     if balanced:
         targets.append(_worst("decode_balanced_vs_sdpa", "schedule='balanced': >= 1.0x the fastest SDPA path", balanced, 1.0))
     dec = [r for r in _timed(rows, "decode_attention") if default_schedule(r)]
@@ -588,7 +612,7 @@ def validate(results: Results, hw: str | None = None, measured: str | None = Non
         measured=ms,
         rows=tuple(checks),
         failed=tuple(r for r in results.rows if not r.correct),
-        targets=tuple(kernel_targets(results.rows, ds, ms)),
+        targets=tuple(kernel_targets(results.rows, ds, ms, paired_speedups(results.extra))),
         fitted_efficiency=eff,
         end_to_end=tuple(end_to_end_checks(results)),
         notes=tuple(notes),
