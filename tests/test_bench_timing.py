@@ -204,6 +204,7 @@ def test_a_failed_capture_falls_back_to_host_ahead_events(monkeypatch, fake_cuda
     monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
     monkeypatch.setattr(timing, "time_cuda_graph", capture_fails)
     monkeypatch.setattr(timing, "host_us_per_call", lambda fn, sync, reps=7: 300.0)
+    monkeypatch.setattr(timing, "host_us_back_to_back", lambda fn, sync, estimate_us: 120.0)
 
     def events(fn, flusher, *, samples, sleep_s):
         calls.append((samples, sleep_s))
@@ -212,7 +213,8 @@ def test_a_failed_capture_falls_back_to_host_ahead_events(monkeypatch, fake_cuda
     monkeypatch.setattr(timing, "time_events_host_ahead", events)
     t = timing.time_cuda(lambda: None, _FakeFlusher(), min_samples=20, target_total_s=1e-3)
     assert t.method == "cuda_events_host_ahead"
-    assert t.p50_s == pytest.approx(12e-6) and t.host_us_per_call == 300.0
+    assert t.p50_s == pytest.approx(12e-6) and t.host_us_per_call == 120.0  # back to back
+    assert "host 120.0 us per call back to back (300.0 with a synchronize before each)" in t.note
     assert "graph capture failed (RuntimeError: CUDA error: operation not permitted" in t.note
     assert "host kept ahead (600 us GPU sleep" in t.note
     sleep = host_ahead_sleep_s(300.0)
@@ -223,6 +225,23 @@ def test_a_failed_capture_falls_back_to_host_ahead_events(monkeypatch, fake_cuda
     monkeypatch.setattr(timing, "time_cuda_graph", lambda *a, **k: pytest.fail("graphs are off"))
     t = timing.time_cuda(lambda: None, _FakeFlusher(), min_samples=20, use_graphs=False)
     assert t.method == "cuda_events_host_ahead" and t.note.startswith("graphs disabled")
+
+
+def test_host_time_back_to_back_runs_blocks_of_calls_behind_a_gpu_sleep(fake_cuda, monkeypatch):
+    """Per block: synchronize, a GPU sleep covering 3x the block's estimated host time (capped),
+    then the calls back to back with nothing in between; the median block's wall time per call."""
+    log = fake_cuda
+    walls = iter([0.0, 10e-3, 0.0, 50e-3, 0.0, 20e-3])  # blocks of 1 ms, 5 ms, 2 ms per call x 10
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(walls))
+    us = timing.host_us_back_to_back(lambda: log.append("call"), lambda: log.append("sync"), estimate_us=80.0)
+    assert us == pytest.approx(2000.0)
+    sleep = f"sleep:{int(3 * 10 * 80e-6 * 1e9)}"
+    block = ["sync", sleep] + ["call"] * 10
+    assert log == block * 3 + ["sync"]
+    log.clear()
+    walls = iter([0.0, 1e-3] * 3)
+    timing.host_us_back_to_back(lambda: None, lambda: None, estimate_us=1e6)
+    assert log == [f"sleep:{int(timing.HOST_BLOCK_SLEEP_MAX_S * 1e9)}"] * 3  # capped
 
 
 def test_host_ahead_order_flush_then_sleep_then_start_event(fake_cuda):

@@ -18,10 +18,11 @@ Method (``docs/measure.md``, "Timing method"):
   the sleep while the host runs the launcher, so the start event is not stamped until the host is
   ahead. The flush is a read-only pass over a buffer of 4x the L2 (written once, at construction):
   it leaves the L2 full of *clean* lines, so no write-back of the flush lands in the timed region;
-* every row also gets ``host_us_per_call``: the median host (``perf_counter``) microseconds of one
-  call of the launcher in an eager loop, with a ``synchronize`` before each call so the launch
-  queue is empty. A launcher that synchronizes with the GPU (``.item()``, a host copy) includes
-  that GPU time in its host figure;
+* every row also gets ``host_us_per_call``: host (``perf_counter``) microseconds per call of the
+  launcher in an eager loop, calls issued back to back while a GPU sleep keeps the GPU busy
+  (``host_us_back_to_back``: what an eager decode loop pays per call); the note keeps the figure
+  with a ``synchronize`` before each call beside it. A launcher that synchronizes with the GPU
+  (``.item()``, a host copy) includes that GPU time in its host figure;
 * the CUDA error state is checked after the first launch and after every batch of samples
   (``torch.cuda.synchronize`` raises on an asynchronous error).
 
@@ -63,6 +64,12 @@ HOST_AHEAD_MIN_S = 100e-6
 HOST_AHEAD_MAX_S = 20e-3
 #: eager calls whose host time is the median ``host_us_per_call``
 HOST_REPS = 7
+#: ``host_us_back_to_back``: blocks of this many calls, this many blocks (the median block counts)
+HOST_BLOCK = 10
+HOST_BLOCKS = 3
+#: the GPU sleep under one block covers this multiple of its estimated host time, at most this long
+HOST_BLOCK_MARGIN = 3.0
+HOST_BLOCK_SLEEP_MAX_S = 50e-3
 
 
 #: samples on each side of a bracketed figure (``Bracket``): the measurement's last ones, and as
@@ -149,6 +156,26 @@ def host_us_per_call(fn: Callable[[], Any], sync: Callable[[], None], reps: int 
         t0 = time.perf_counter()
         fn()
         out.append((time.perf_counter() - t0) * 1e6)
+    sync()
+    return float(statistics.median(out))
+
+
+def host_us_back_to_back(fn: Callable[[], Any], sync: Callable[[], None], estimate_us: float,
+                         block: int = HOST_BLOCK, blocks: int = HOST_BLOCKS) -> float:
+    """Host microseconds per call of ``fn`` as an eager loop pays them: ``block`` calls issued back
+    to back while a GPU sleep (``HOST_BLOCK_MARGIN`` x the block's estimated host time, from
+    ``estimate_us``) keeps the GPU busy, so no call waits for the GPU and none follows an idle
+    one; the median over ``blocks`` blocks of wall time / ``block``. ``host_us_per_call`` (a
+    synchronize before each call) also counts what the first launch after an idle GPU costs: on
+    the H200 host 18-40 us more for the attention launchers (run 3, ``host_overhead.txt``)."""
+    out = []
+    for _ in range(max(1, blocks)):
+        sync()
+        gpu_sleep(min(HOST_BLOCK_SLEEP_MAX_S, HOST_BLOCK_MARGIN * block * max(estimate_us, 1.0) * 1e-6))
+        t0 = time.perf_counter()
+        for _ in range(block):
+            fn()
+        out.append((time.perf_counter() - t0) / block * 1e6)
     sync()
     return float(statistics.median(out))
 
@@ -437,7 +464,9 @@ def time_cuda(
     for _ in range(max(0, warmup - 1)):
         fn()
     torch.cuda.synchronize()
-    host_us = host_us_per_call(fn, torch.cuda.synchronize)
+    host_us = host_us_per_call(fn, torch.cuda.synchronize)  # sizes the host-ahead sleep below
+    host_b2b = host_us_back_to_back(fn, torch.cuda.synchronize, host_us)
+    host_note = f"; host {host_b2b:.1f} us per call back to back ({host_us:.1f} with a synchronize before each)"
     why = "graphs disabled (--no-graphs)"
     if use_graphs:
         try:
@@ -447,8 +476,9 @@ def time_cuda(
             return Timing(
                 tuple(samples),
                 "cuda_graph",
-                f"CUDA graph of {launches} launches over {len(fns)} rotating input sets, {len(samples)} replays, no flush in the timed region",
-                host_us_per_call=host_us,
+                f"CUDA graph of {launches} launches over {len(fns)} rotating input sets, {len(samples)} replays, no flush in the timed region"
+                + host_note,
+                host_us_per_call=host_b2b,
                 bracket=bracket,
             )
         except Exception as e:  # noqa: BLE001 - any capture failure falls back to host-ahead events
@@ -470,8 +500,8 @@ def time_cuda(
         tuple(samples),
         "cuda_events_host_ahead",
         f"{why}; CUDA events with the host kept ahead ({sleep_s * 1e6:.0f} us GPU sleep before each start event), "
-        f"L2 flushed by a read pass ({flusher.nbytes / 2**20:.0f} MB) before each sleep",
-        host_us_per_call=host_us,
+        f"L2 flushed by a read pass ({flusher.nbytes / 2**20:.0f} MB) before each sleep" + host_note,
+        host_us_per_call=host_b2b,
         bracket=bracket,
     )
 
