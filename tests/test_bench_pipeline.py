@@ -449,6 +449,34 @@ def test_on_a_gpu_ours_and_the_chosen_baseline_are_also_timed_in_pairs(monkeypat
     assert len(seen) == 1 and off.paired == []
 
 
+def test_on_a_gpu_the_direct_launch_path_is_checked_too():
+    """The timed calls launch through kernels/launch.py's direct path (from the third call of a
+    launch key): bench checks the third call's result as well, and a wrong one is a red row."""
+    calls = {"n": 0}
+    copy = load_op("copy")
+
+    def run(src):
+        calls["n"] += 1
+        out = copy.run(src)
+        if calls["n"] >= 3:  # Triton's path right, the direct path wrong
+            out[0] += 1
+        return out
+
+    class GpuLike(Bencher):
+        def sync(self):
+            pass
+
+    bencher = GpuLike(BenchOptions(kernels=("copy",), suite="test", device="cpu", baseline=False))
+    bencher.cuda = True
+    (row,) = bencher.bench_case(replace(copy, run=run), Case("N1000", {"n": 1000}, "fp32"))
+    assert not row.correct and row.method == "untimed" and calls["n"] == 3
+    assert row.note.startswith("direct launch path (kernels/launch.py): rel error")
+    calls["n"] = -100  # right on every call: checked three times, then timed
+    bencher.time = lambda fn, rotating, between=None: __import__("rooflinecli.bench.timing", fromlist=["Timing"]).Timing((1e-3,) * 20, "cuda_graph")
+    (row,) = bencher.bench_case(replace(copy, run=run), Case("N1000", {"n": 1000}, "fp32"))
+    assert row.correct and calls["n"] == -97
+
+
 def _toy_op(bench_calls: list):
     """A copy-like op launched through a real triton.autotune kernel (its benchmark stubbed)."""
     import triton
