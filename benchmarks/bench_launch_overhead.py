@@ -8,7 +8,8 @@ descriptors) and the skinny GEMM (12 arguments), on CPU tensors.
 
     python benchmarks/bench_launch_overhead.py [--calls 20000]
 
-Prints one line per case: median of 5 repeats of ``--calls`` calls, microseconds per call.
+Prints one line per case: median of 5 repeats of ``--calls`` calls, microseconds per call, for the
+launch key alone, ``launch`` (fast path) and a plan's ``Bound`` launch (one per-call tensor).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def _cases():
     gemm_args = (a_desc, w_desc, out, out, out, out, out, out, 16, 1024, 8192, 1024, 1)
     gemm_consts = dict(BLOCK_M=16, BLOCK_N=128, HAS_SCALES=False, UPCAST=False, BLOCK_K=128, SPLIT_K=1,
                        num_warps=4, num_stages=4)
-    return [
-        ("decode_attention (35 args, 2 descriptors)", DA._decode_attention_kernel, (64, 4), decode_args, decode_consts),
-        ("skinny gemm (13 args, 2 descriptors)", G._skinny_kernel, (8, 1), gemm_args, gemm_consts),
+    return [  # (name, kernel, grid, arguments, constexprs, the per-call tensor's position)
+        ("decode_attention (35 args, 2 descriptors)", DA._decode_attention_kernel, (64, 4), decode_args, decode_consts, 0),
+        ("skinny gemm (13 args, 2 descriptors)", G._skinny_kernel, (8, 1), gemm_args, gemm_consts, 2),
     ]
 
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     L.set_enabled(True)
     L._VERSION_OK = True
     L._device_and_stream = lambda: (0, 0)
-    for name, kernel, grid, kargs, consts in _cases():
+    for name, kernel, grid, kargs, consts, slot in _cases():
         compiled = _FakeCompiled(L._jit_of(kernel))
         L._normal = lambda k, g, a, kw, compiled=compiled: compiled
         for _ in range(3):  # keep, self-check, then fast
@@ -88,8 +89,18 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.calls):
                 L.launch(kernel, grid, *kargs, **consts)
             launch_us.append((time.perf_counter() - t0) / args.calls * 1e6)
+        bound = L.Bound(kernel, grid, kargs, consts, slots=(slot,))
+        for _ in range(3):
+            bound(kargs[slot])
+        bound_us = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(args.calls):
+                bound(kargs[slot])
+            bound_us.append((time.perf_counter() - t0) / args.calls * 1e6)
         print(f"{name}: launch key {statistics.median(key_us):.2f} us, whole fast launch without Triton's "
-              f"launcher {statistics.median(launch_us):.2f} us per call (median of 5 x {args.calls})")
+              f"launcher {statistics.median(launch_us):.2f} us, bound launch {statistics.median(bound_us):.2f} us "
+              f"per call (median of 5 x {args.calls})")
     return 0
 
 

@@ -38,7 +38,7 @@ from kernels.flash_attention import (
     tma_ready,
     upcast_dots,
 )
-from kernels.launch import launch
+from kernels.launch import Bound, descriptor_tile_hook, launch
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -300,6 +300,7 @@ def reduce_splits(m_part: torch.Tensor, l_part: torch.Tensor, acc_part: torch.Te
     )
 
 
+@descriptor_tile_hook
 def _set_blocks(nargs):
     """Autotune pre-hook: the TMA descriptors' tiles follow the config being run."""
     block = [1, nargs["BLOCK_N"], 1, nargs["D"]]
@@ -552,17 +553,24 @@ def decode_attention(
     key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits, schedule, num_programs)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = remember(_PLANS, key, _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale, num_splits, schedule,
-                                           num_programs, out))
+        kernel, grid, descs, buffers, strides, consts = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale,
+                                                              num_splits, schedule, num_programs, out)
+        # the launch with everything but q, the caches, lens, table and out fixed (BOUND_SLOTS)
+        bound = Bound(kernel, grid, [None, None, None, *descs, None, None, *buffers[:3], None, buffers[3], *strides],
+                      consts, BOUND_SLOTS)
+        plan = remember(_PLANS, key, (kernel, grid, descs, buffers, strides, consts, bound))
     elif (k_cache.data_ptr() | v_cache.data_ptr()) % 16:
         raise ValueError("the caches must be 16-byte aligned (the TMA engine's rule)")
-    kernel, grid, (desc_k, desc_v), buffers, strides, consts = plan
+    desc_k, desc_v = plan[2]
     desc_k.base, desc_v.base = k_cache, v_cache
     lens = seq_lens if seq_lens is not None else q  # any tensor: not read when VARLEN is False
     table = block_table if block_table is not None else q
-    launch(kernel, grid, q, k_cache, v_cache, desc_k, desc_v, lens, table, *buffers[:3], out, buffers[3], *strides,
-           **consts)
+    plan[6](q, k_cache, v_cache, lens, table, out)
     return out
+
+
+#: positions of q, k_cache, v_cache, lens, table and out in the kernels' arguments
+BOUND_SLOTS = (0, 1, 2, 5, 6, 10)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.launch import launch
+from kernels.launch import Bound, descriptor_tile_hook
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -204,6 +204,7 @@ def _flash_attention_kernel(
     desc_o.store([b, h, start_m, 0], o.to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))  # rows past S dropped
 
 
+@descriptor_tile_hook
 def _set_blocks(nargs):
     """Autotune pre-hook: the descriptors' tiles follow the config being run."""
     q_block = [1, 1, nargs["BLOCK_M"], nargs["D"]]
@@ -320,13 +321,14 @@ def flash_attention(
         if q.dim() == 4 and (q.shape[2] == 0 or q.shape[0] * q.shape[1] == 0):
             check_qkv(q, k, v)
             return out
-        plan = remember(_PLANS, key, _plan(q, k, v, out, causal, sm_scale))
+        descs, scalars, grid, kernel, consts = _plan(q, k, v, out, causal, sm_scale)
+        # every argument fixed: the four descriptors' bases are swapped per call
+        plan = remember(_PLANS, key, (descs, scalars, grid, kernel, consts, Bound(kernel, grid, [*descs, *scalars], consts, ())))
     elif (q.data_ptr() | k.data_ptr() | v.data_ptr() | out.data_ptr()) % 16:
         raise ValueError("q, k, v and out must be 16-byte aligned (the TMA engine's rule)")
-    descs, scalars, grid, kernel, consts = plan
-    for d, t in zip(descs, (q, k, v, out)):
+    for d, t in zip(plan[0], (q, k, v, out)):
         d.base = t
-    launch(kernel, grid, *descs, *scalars, **consts)
+    plan[5]()
     return out
 
 

@@ -44,7 +44,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.baselines import blas_candidates
-from kernels.launch import launch
+from kernels.launch import Bound, descriptor_tile_hook
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -79,6 +79,7 @@ def _persistent_cfg(bm, bn, bk, warps, stages, subtile=True, flatten=True, group
     )
 
 
+@descriptor_tile_hook
 def _set_block_shapes(nargs):
     """Autotune pre-hook: give the host descriptors the config's tile shapes."""
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
@@ -115,6 +116,7 @@ def _skinny_cfg(bk, split, warps, stages):
                          pre_hook=_set_skinny_block_shapes)
 
 
+@descriptor_tile_hook
 def _set_skinny_block_shapes(nargs):
     bk = nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [nargs["BLOCK_M"], bk]
@@ -398,7 +400,7 @@ class _Plan:
     chosen, then the JIT kernel with the chosen config)."""
 
     __slots__ = ("a_desc", "w_desc", "c_desc", "ws", "counts", "M", "N", "K", "flags", "grid", "tuner", "kernel",
-                 "meta", "fp8")
+                 "meta", "fp8", "bound")
 
     def launch(self, a, w, out, a_scale, w_scale):
         self.a_desc.base = a
@@ -410,11 +412,15 @@ class _Plan:
         s_a, s_w = (a_scale, w_scale) if self.fp8 else (out, out)  # never read unless HAS_SCALES
         if self.ws is None:  # persistent
             args = (self.a_desc, self.w_desc, c, out, s_a, s_w, self.M, self.N, self.K, out.stride(0), out.stride(1))
+            slots = (3, 4, 5) if self.c_desc is not None else (2, 3, 4, 5)  # the per-call tensors
         else:
             args = (self.a_desc, self.w_desc, out, self.ws, self.counts, s_a, s_w, self.M, self.N, self.K,
                     out.stride(0), out.stride(1))
+            slots = (2, 5, 6)
         if self.kernel is not None:
-            launch(self.kernel, self.grid(self.meta), *args, **self.flags, **self.meta)
+            if self.bound is None:  # everything but the slots is fixed from here on
+                self.bound = Bound(self.kernel, self.grid(self.meta), args, {**self.flags, **self.meta}, slots)
+            self.bound(*(args[i] for i in slots))
             return
         tuner = self.tuner
         # the first call goes through the autotuner (it benchmarks its configs, or takes the committed
@@ -435,7 +441,7 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
     plan = _Plan()
     plan.M, plan.N, plan.K = M, N, K
     plan.fp8 = a.dtype == _FP8
-    plan.tuner = plan.kernel = None
+    plan.tuner = plan.kernel = plan.bound = None
     plan.meta = {}
     upcast = interp and a.dtype == torch.bfloat16
     if M <= SKINNY_MAX_M:

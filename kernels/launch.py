@@ -392,3 +392,88 @@ def launch(kernel, grid, *args, **kwargs):
         t.disable(f"fast launch raised {type(exc).__name__}: {exc}")
         t.normal_calls += 1
         _normal(kernel, grid, args, kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# bound launches: a plan's launch with everything but some tensors fixed
+# ----------------------------------------------------------------------------------------------
+
+
+class Bound:
+    """``launch(kernel, grid, *args, **kwargs)`` for a launcher's per-shape plan, in which every
+    argument is fixed except the tensors at ``slots`` (filled per call) and the bases of the plan's
+    own TMA descriptors (swapped by the plan before the call). ``bound(*tensors)`` goes through
+    ``launch`` until that has a verified kept kernel for the launch key; from then on a call
+    compares only the 16-byte alignment of the per-call tensors and descriptor bases with the
+    call that found it (the only parts of the launch key that can change: the plan fixes shapes,
+    dtypes, ints and constexprs) and launches the kept kernel directly: no launch key, no table
+    lookup, the grid and the config's pre-hook settled once. Anything else (another alignment,
+    launch hooks, the fast path off or disabled, a tuning ``Recorder``) takes ``launch``.
+    ``benchmarks/bench_launch_overhead.py`` times both."""
+
+    __slots__ = ("kernel", "grid", "args", "kwargs", "slots", "descs", "entry", "table", "aligned", "device", "grid3")
+
+    def __init__(self, kernel, grid, args, kwargs, slots) -> None:
+        self.kernel, self.grid, self.kwargs = kernel, grid, dict(kwargs)
+        self.args = list(args)
+        self.slots = tuple(slots)
+        self.descs = tuple(a for a in self.args if hasattr(a, "base") and hasattr(a, "block_shape"))
+        self.entry = self.table = self.aligned = self.device = self.grid3 = None
+
+    def _alignment(self, tensors) -> tuple:
+        return tuple(t.data_ptr() & 15 for t in tensors) + tuple(d.base.data_ptr() & 15 for d in self.descs)
+
+    def __call__(self, *tensors) -> None:
+        args = self.args
+        for i, t in zip(self.slots, tensors):
+            args[i] = t
+        e = self.entry
+        if (e is not None and _enabled and self.table.reason is None and "run" not in self.kernel.__dict__
+                and self._alignment(tensors) == self.aligned and not _hooks_set()):
+            dev, stream = _device_and_stream()
+            if dev == self.device:
+                try:
+                    e.run(*self.grid3, stream, e.function, e.packed, None, None, None, *args, *e.tail)
+                    self.table.fast_calls += 1
+                    return
+                except Exception as exc:  # noqa: BLE001 - as launch(): off for this kernel, then Triton's path
+                    self.table.disable(f"fast launch raised {type(exc).__name__}: {exc}")
+                    self.entry = None
+        launch(self.kernel, self.grid, *args, **self.kwargs)
+        if self.entry is None:
+            try:
+                self._learn(tensors)
+            except Exception:  # noqa: BLE001 - nothing learned: this plan keeps calling launch()
+                self.entry = None
+
+    def _learn(self, tensors) -> None:
+        """After a ``launch``: keep its verified entry for direct calls, with the grid and the
+        config's pre-hook applied once (the plan's descriptors keep the tile shapes it sets)."""
+        if not enabled() or not _VERSION_OK:
+            return
+        t = _TABLES.get(id(self.kernel))
+        if t is None or t.reason is not None or t.kernel is not self.kernel:
+            return
+        try:
+            dev, _ = _device_and_stream()
+            e = t.entries.get(t.key(self.args, self.kwargs, dev))
+        except (_Unsupported, TypeError):
+            return
+        if e is None or not e.verified:
+            return
+        if e.pre_hook is not None and not getattr(e.pre_hook, "sets_descriptor_tiles_only", False):
+            return  # a pre-hook with other effects runs before every launch: launch() does that
+        meta = None
+        if callable(self.grid) or e.pre_hook is not None:
+            meta = {**dict(zip(t.jit.arg_names, self.args)), **self.kwargs, **e.config_kwargs}
+        if e.pre_hook is not None:
+            e.pre_hook(meta)
+        self.grid3 = _grid3(self.grid(meta) if callable(self.grid) else self.grid)
+        self.entry, self.table, self.device, self.aligned = e, t, dev, self._alignment(tensors)
+
+
+def descriptor_tile_hook(fn):
+    """Mark an autotune pre-hook that only sets TMA descriptors' tile shapes from the config (the
+    same on every call of one config), so that a ``Bound`` launch runs it once, not per call."""
+    fn.sets_descriptor_tiles_only = True
+    return fn

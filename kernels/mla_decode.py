@@ -48,7 +48,7 @@ from kernels.flash_attention import (
     tma_ready,
     upcast_dots,
 )
-from kernels.launch import launch
+from kernels.launch import Bound, descriptor_tile_hook
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -185,6 +185,7 @@ def _fused_reduce(
             combine_splits(pm, pl, h_mask, a0 + q * RQ, stride_as, o0 + q * RQ, SPLITS, BLOCK_H, RQ)
 
 
+@descriptor_tile_hook
 def _set_blocks(nargs):
     """Autotune pre-hook: the latent descriptors' tiles follow the config being run."""
     h, n, r, p = nargs["BLOCK_H"], nargs["BLOCK_N"], nargs["R"], nargs["P"]
@@ -378,18 +379,28 @@ def mla_decode(
     key = launch_key(q_latent, q_rope, cache, out, seq_lens, block_table, sm_scale, num_splits)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = remember(_PLANS, key, _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale, num_splits, out))
+        kernel, grid, descs, bufs, tail, consts = _plan(q_latent, q_rope, cache, seq_lens, block_table, sm_scale,
+                                                        num_splits, out)
+        m_part, l_part, acc_part, counter = bufs
+        # everything but lens, table and out fixed (the descriptors' bases are swapped per call)
+        bound = Bound(kernel, grid, [*descs, None, None, m_part, l_part, acc_part, None, counter, *tail], consts,
+                      BOUND_SLOTS)
+        plan = remember(_PLANS, key, (kernel, grid, descs, bufs, tail, consts, bound))
     elif (q_latent.data_ptr() | q_rope.data_ptr() | cache.data_ptr()) % 16:
         raise ValueError("q_latent, q_rope and cache must be 16-byte aligned (the TMA engine's rule)")
-    kernel, grid, descs, (m_part, l_part, acc_part, counter), tail, consts = plan
+    _, _, descs, (m_part, l_part, acc_part, _), _, consts, bound = plan
     for d, t in zip(descs, (q_latent, q_rope, cache, cache)):
         d.base = t
     lens = seq_lens if seq_lens is not None else q_latent  # not read when VARLEN is False
     table = block_table if block_table is not None else q_latent  # not read when PAGED is False
-    launch(kernel, grid, *descs, lens, table, m_part, l_part, acc_part, out, counter, *tail, **consts)
+    bound(lens, table, out)
     if not consts["FUSED_REDUCE"]:
         reduce_splits(m_part, l_part, acc_part, out)
     return out
+
+
+#: positions of lens, table and out in the kernel's arguments (after the four descriptors)
+BOUND_SLOTS = (4, 5, 9)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.launch import launch
+from kernels.launch import Bound, launch
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -527,6 +527,15 @@ class _MoEPlan:
         self.grid_up = (self.nb, triton.cdiv(self.I, cfg["BLOCK_N_UP"]))
         self.grid_down = (self.nb, triton.cdiv(d, cfg["BLOCK_N_DOWN"]))
         self.bufs = None  # (device, alignment buffer, scratch), allocated on the first launch
+        # the launches with everything but their per-call tensors fixed (kernels.launch.Bound)
+        self.bound_align = None if self.align_multi else Bound(
+            _align_kernel, (1,), [None, None, None, T * k, E, self.P, self.nb],
+            dict(BLOCK_M=cfg["BLOCK_M"], E_PAD=self.e_pad, CHUNK=ALIGN_CHUNK, num_warps=ALIGN_WARPS), (0, 1, 2))
+        self.bound_up = Bound(_moe_gate_up_kernel, self.grid_up, [None, self.w1_desc, None, None, None, *self.up_scalars],
+                              self.up_consts, (0, 2, 3, 4))
+        self.bound_down = Bound(_moe_down_kernel, self.grid_down,
+                                [None, self.w2_desc, None, None, None, None, *self.down_scalars], self.down_consts,
+                                (0, 2, 3, 4, 5))
 
     def launch(self, hidden, w1, w2, topk_ids, topk_weights, out):
         T, d, I, P, k = self.T, self.d, self.I, self.P, self.k
@@ -542,8 +551,12 @@ class _MoEPlan:
                     torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device))
             if bufs[2].numel() * bufs[2].element_size() <= KEEP_SCRATCH_MAX_BYTES:
                 self.bufs = bufs
-        sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad, bufs[1],
-                                            self.align_multi)
+        if self.bound_align is not None:  # decode sizes: the one-program alignment kernel
+            sorted_slots, block_expert = bufs[1][:P], bufs[1][P:P + self.nb]
+            self.bound_align(topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous(), sorted_slots, block_expert)
+        else:
+            sorted_slots, block_expert = _align(topk_ids, self.E, self.cfg["BLOCK_M"], P, self.e_pad, bufs[1],
+                                                self.align_multi)
         weights_flat = topk_weights.reshape(-1)
         if weights_flat.dtype != torch.float32 or not weights_flat.is_contiguous():
             weights_flat = weights_flat.to(torch.float32).contiguous()
@@ -552,10 +565,8 @@ class _MoEPlan:
         y = scratch[P * I:].view(T * k, d)
         self.w1_desc.base = w1
         self.w2_desc.base = w2
-        launch(_moe_gate_up_kernel, self.grid_up,
-               hidden, self.w1_desc, act, sorted_slots, block_expert, *self.up_scalars, **self.up_consts)
-        launch(_moe_down_kernel, self.grid_down,
-               act, self.w2_desc, y, sorted_slots, block_expert, weights_flat, *self.down_scalars, **self.down_consts)
+        self.bound_up(hidden, act, sorted_slots, block_expert)
+        self.bound_down(act, y, sorted_slots, block_expert, weights_flat)
         torch.sum(y.view(T, k, d), dim=1, out=out)  # combine: fp32 accumulation, one rounding
         return out
 

@@ -41,13 +41,8 @@ class FakeCompiled:
         self.calls.append(a)
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    """A fresh JIT kernel whose normal launches return ``state['compiled']`` and are counted."""
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    L.reset()
-    L.set_enabled(True)
-    jit = JITFunction(_kernel)
+def _counting_normal(monkeypatch, jit) -> dict:
+    """Triton's own launch path replaced: each call counted, returning ``state['compiled']``."""
     state = {"compiled": FakeCompiled(jit), "normal": 0}
 
     def normal(kernel, grid, args, kwargs):
@@ -55,6 +50,17 @@ def fake(monkeypatch):
         return state["compiled"]
 
     monkeypatch.setattr(L, "_normal", normal)
+    return state
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """A fresh JIT kernel whose normal launches return ``state['compiled']`` and are counted."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    L.reset()
+    L.set_enabled(True)
+    jit = JITFunction(_kernel)
+    state = _counting_normal(monkeypatch, jit)
     monkeypatch.setattr(L, "_device_and_stream", lambda: (0, 1234))
     monkeypatch.setattr(L, "_VERSION_OK", True)
     yield jit, state
@@ -280,3 +286,78 @@ def test_autotuner_config_and_pre_hook(fake):
     assert hooked and hooked[-1]["n"] == 64 and hooked[-1]["BLOCK"] == 64 and hooked[-1]["x_ptr"] is x
     L.launch(tuner, (1,), x, y, 128, s)  # same specialization, another autotuner key
     assert state["normal"] == 3
+
+
+def test_bound_launch_goes_direct_once_launch_has_verified_the_key(fake, monkeypatch):
+    """Bound: Triton's path for the first two calls (as launch), then the kept kernel directly with
+    exactly the arguments launch's own fast path passes, and no launch key per call; a slot tensor
+    of another alignment goes back through launch."""
+    jit, state = fake
+    x, y, n, s = _args()
+    bound = L.Bound(jit, (7, 2), [None, y, n, s], {"BLOCK": 128, "num_warps": 4}, slots=(0,))
+    bound(x), bound(x)
+    assert state["normal"] == 2 and state["compiled"].calls == []
+    keys = []
+    real_key = L._KernelTable.key
+    monkeypatch.setattr(L._KernelTable, "key", lambda self, *a: keys.append(1) or real_key(self, *a))
+    x2 = torch.randn(64)  # another tensor, same dtype and alignment
+    bound(x2)
+    assert state["normal"] == 2 and keys == []
+    direct = state["compiled"].calls[-1]
+    L.launch(jit, (7, 2), x2, y, n, s, BLOCK=128, num_warps=4)  # launch's fast path, same arguments
+    assert state["compiled"].calls[-1] == direct and len(keys) == 1
+    assert direct[:4] == (7, 2, 1, 1234) and direct[9] is x2
+    bound(x2[1:65] if x2.numel() > 64 else torch.randn(65)[1:])  # 4-byte offset: another specialization
+    assert state["normal"] == 3  # through launch: a new key, Triton's path
+    assert L.stats()["_kernel"]["fast_calls"] == 2
+
+
+def test_bound_launch_checks_descriptor_bases_and_hooks(fake, monkeypatch):
+    """A descriptor's base of another alignment, or a profiler's launch hook, goes through launch;
+    an autotuner pre-hook runs once when marked descriptor_tile_hook, else launch runs it per call."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    jit = JITFunction(_desc_kernel)
+    state = _counting_normal(monkeypatch, jit)
+    base = torch.randn(64 * 64 + 8).to(torch.bfloat16)
+    t = base[:4096].view(64, 64)
+    d = TensorDescriptor(t, [64, 64], [64, 1], [16, 32])
+    out = torch.empty(16)
+    bound = L.Bound(jit, (4,), [d, None, 8], {"BLOCK": 16}, slots=(1,))
+    for _ in range(3):
+        bound(out)
+    assert state["normal"] == 2 and len(state["compiled"].calls) == 1
+    d.base = base[4:4100].view(64, 64)  # 8-byte offset
+    bound(out)
+    assert state["normal"] == 3
+    d.base = t
+    bound(out)
+    assert len(state["compiled"].calls) == 2
+    monkeypatch.setattr(L, "_hooks_set", lambda: True)
+    bound(out)
+    assert state["normal"] == 4  # a hook wants Triton's launch metadata
+
+    hooked = []
+
+    def plain_hook(nargs):
+        hooked.append(1)
+
+    marked = L.descriptor_tile_hook(lambda nargs: hooked.append(2))
+    monkeypatch.setattr(L, "_hooks_set", lambda: False)
+    for hook, expect in ((plain_hook, [1, 1, 1]), (marked, [2])):
+        L.reset()
+        hooked.clear()
+        cfg = triton.Config({"BLOCK": 16}, num_warps=4, pre_hook=hook)
+        tuner = triton.autotune(configs=[cfg, triton.Config({"BLOCK": 32}, num_warps=4)], key=["n"])(jit)
+
+        def normal_tuned(kernel, grid, args, kwargs, cfg=cfg):
+            kernel.best_config = cfg
+            return state["compiled"]
+
+        monkeypatch.setattr(L, "_normal", normal_tuned)
+        bound = L.Bound(tuner, (4,), [d, None, 8], {}, slots=(1,))
+        for _ in range(5):
+            bound(out)
+        # marked: once, when Bound learns the verified key (call 2), then direct calls without it;
+        # plain: never learned, so launch's fast path runs it on each of calls 3-5
+        assert hooked == expect, (hook, hooked)
