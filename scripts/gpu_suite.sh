@@ -161,7 +161,7 @@ fi
 
 # 5. the full suite: check, then ours and the fastest torch baseline graph-timed, per case
 # (bench stops starting cases 35 s before its budget ends; the budget leaves 20 s for validation)
-T_BENCH=$(left_s "${T_BENCH:-170}" 20)
+T_BENCH=$(left_s "${T_BENCH:-200}" 20)  # run 2: 122 s; since then +re-timed winners, paired pairs, -bal cases
 run_stage bench "$T_BENCH" $R bench --out "$RESULTS" --time-budget-s $((T_BENCH > 45 ? T_BENCH - 35 : 10)) --tuned "$OUT_DIR/tuned" "${BENCH_ARGS[@]}" "${MEASURED[@]}"
 
 # 6. validation: whole models (roof, measured roof, achievable), then kernels
