@@ -33,120 +33,82 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
-from kernels.flash_attention import dot, dot_acc  # noqa: E402
+from kernels.flash_attention import _flash_attention_tiles, dot, dot_acc  # noqa: E402
+
+PLAIN, QK_AHEAD, FA3_ORDER = 0, 1, 2
+VARIANTS = {"plain": PLAIN, "qk_ahead": QK_AHEAD, "fa3_order": FA3_ORDER}
+
 
 @triton.jit
-def _tiles_pipelined(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
-                     D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
-    # unmasked stretch, hi - lo >= BLOCK_N; QK of tile j+1 issued before the softmax of tile j
-    k = desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)
-    qk = dot(q, tl.trans(k), UPCAST)
-    for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k_next = desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)
-        qk_next = dot(q, tl.trans(k_next), UPCAST)
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
-        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
-        m_i = m_new
-        qk = qk_next
-    last = hi - BLOCK_N
+def _softmax_step(qk, m_i, l_i, acc, qk_scale):
+    """One tile's online softmax: p, the new max and sum, and acc rescaled."""
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    v = desc_v.load([b, h_kv, last, 0]).reshape(BLOCK_N, D)
-    acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
-    return acc, l_i, m_new
+    return p, m_new, l_i * alpha + tl.sum(p, 1), acc * alpha[:, None]
+
 
 @triton.jit
-def _tiles_plain(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
-                 D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
-    for start_n in tl.range(lo, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = desc_k.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
-        qk = dot(q, tl.trans(k), UPCAST)
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
-        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
-        m_i = m_new
-    return acc, l_i, m_i
-
-@triton.jit
-def kern_plain_or_qk_ahead(desc_q, desc_k, desc_v, desc_o, H, S, GROUP, qk_scale,
-         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PIPE: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // H
-    h = pid_bh % H
-    h_kv = h // GROUP
-    start_m = pid_m * BLOCK_M
-    q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, D)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
-    if PIPE:
-        acc, l_i, m_i = _tiles_pipelined(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
-    else:
-        acc, l_i, m_i = _tiles_plain(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
-    o = acc / l_i[:, None]
-    desc_o.store([b, h, start_m, 0], o.to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))
-
-@triton.jit
-def _tiles_fa3(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
-               D: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST: tl.constexpr):
-    # FA3 order: QK(j+1) issued before PV(j); softmax(j+1) runs while PV(j) is in flight
-    k = desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)
-    qk = dot(q, tl.trans(k), UPCAST)
-    m_i = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_i[:, None])
-    l_i = tl.sum(p, 1)
+def _tiles_qk_ahead(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
+                    D: tl.constexpr, BLOCK_N: tl.constexpr):
+    # QK of tile j+1 issued before the softmax of tile j (hi - lo >= BLOCK_N)
+    qk = dot(q, tl.trans(desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)), False)
     for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k_next = desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)
-        qk_next = dot(q, tl.trans(k_next), UPCAST)
+        qk_next = dot(q, tl.trans(desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)), False)
+        p, m_i, l_i, acc = _softmax_step(qk, m_i, l_i, acc, qk_scale)
         v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
-        acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
-        m_new = tl.maximum(m_i, tl.max(qk_next, 1) * qk_scale)
-        p = tl.math.exp2(qk_next * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        m_i = m_new
+        acc = dot_acc(p.to(v.dtype), v, acc, False)
+        qk = qk_next
+    p, m_i, l_i, acc = _softmax_step(qk, m_i, l_i, acc, qk_scale)
     v = desc_v.load([b, h_kv, hi - BLOCK_N, 0]).reshape(BLOCK_N, D)
-    acc = dot_acc(p.to(v.dtype), v, acc, UPCAST)
-    return acc, l_i, m_i
+    return dot_acc(p.to(v.dtype), v, acc, False), l_i, m_i
+
 
 @triton.jit
-def kern_fa3_order(desc_q, desc_k, desc_v, desc_o, H, S, GROUP, qk_scale,
-         D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PIPE: tl.constexpr):
-    pid_m = tl.program_id(0)
+def _tiles_fa3_order(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, lo, hi, qk_scale,
+                     D: tl.constexpr, BLOCK_N: tl.constexpr):
+    # FlashAttention-3's order: QK(j+1) and PV(j) issued, then softmax(j+1) while PV(j) runs
+    qk = dot(q, tl.trans(desc_k.load([b, h_kv, lo, 0]).reshape(BLOCK_N, D)), False)
+    p, m_i, l_i, acc = _softmax_step(qk, m_i, l_i, acc, qk_scale)
+    for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        qk_next = dot(q, tl.trans(desc_k.load([b, h_kv, start_n + BLOCK_N, 0]).reshape(BLOCK_N, D)), False)
+        v = desc_v.load([b, h_kv, start_n, 0]).reshape(BLOCK_N, D)
+        acc = dot_acc(p.to(v.dtype), v, acc, False)
+        p, m_i, l_i, acc = _softmax_step(qk_next, m_i, l_i, acc, qk_scale)
+    v = desc_v.load([b, h_kv, hi - BLOCK_N, 0]).reshape(BLOCK_N, D)
+    return dot_acc(p.to(v.dtype), v, acc, False), l_i, m_i
+
+
+@triton.jit
+def probe_kernel(desc_q, desc_k, desc_v, desc_o, H, S, GROUP, qk_scale,
+                 D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, VARIANT: tl.constexpr):
+    """Non-causal attention over whole tiles, the inner loop in one of three orders (VARIANT);
+    PLAIN is kernels/flash_attention.py's own loop (``_flash_attention_tiles``)."""
     pid_bh = tl.program_id(1)
     b = pid_bh // H
     h = pid_bh % H
-    h_kv = h // GROUP
-    start_m = pid_m * BLOCK_M
+    start_m = tl.program_id(0) * BLOCK_M
     q = desc_q.load([b, h, start_m, 0]).reshape(BLOCK_M, D)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
-    acc, l_i, m_i = _tiles_fa3(acc, l_i, m_i, q, desc_k, desc_v, b, h_kv, 0, S, qk_scale, D, BLOCK_N, False)
-    o = acc / l_i[:, None]
-    desc_o.store([b, h, start_m, 0], o.to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))
+    if VARIANT == 0:
+        acc, l_i, m_i = _flash_attention_tiles(acc, l_i, m_i, q, desc_k, desc_v, b, h // GROUP, 0, S,
+                                               start_m + tl.arange(0, BLOCK_M), S, qk_scale,
+                                               D, BLOCK_N, False, False, False, False)
+    elif VARIANT == 1:
+        acc, l_i, m_i = _tiles_qk_ahead(acc, l_i, m_i, q, desc_k, desc_v, b, h // GROUP, 0, S, qk_scale, D, BLOCK_N)
+    else:
+        acc, l_i, m_i = _tiles_fa3_order(acc, l_i, m_i, q, desc_k, desc_v, b, h // GROUP, 0, S, qk_scale, D, BLOCK_N)
+    desc_o.store([b, h, start_m, 0], (acc / l_i[:, None]).to(desc_o.dtype).reshape(1, 1, BLOCK_M, D))
 
 
-def probe(kernel, pipe: bool, block_m: int, block_n: int, warps: int, stages: int) -> dict:
-    """Compile for sm_90 and read the IR: async dots, their waits' pendings, and whether an
-    exponential lies between an async dot and its wait."""
+def probe(variant: str, block_m: int, block_n: int, warps: int, stages: int) -> dict:
+    """Compile ``probe_kernel`` in one loop order for sm_90 and read the IR's main loop: its async
+    dots, their waits' pendings, and whether an exponential lies between an async dot and its
+    wait (the softmax overlapping a matrix multiply)."""
     from kernels.testing import compile_for_gpu
 
     B, H, S, D = 4, 32, 4096, 128
@@ -154,20 +116,18 @@ def probe(kernel, pipe: bool, block_m: int, block_n: int, warps: int, stages: in
     dq = TensorDescriptor(x, [B, H, S, D], list(x.stride()), [1, 1, block_m, D])
     dk = TensorDescriptor(x, [B, H, S, D], list(x.stride()), [1, 1, block_n, D])
     args = dict(desc_q=dq, desc_k=dk, desc_v=dk, desc_o=dq, H=H, S=S, GROUP=4, qk_scale=0.1, D=D,
-                BLOCK_M=block_m, BLOCK_N=block_n, PIPE=pipe)
-    ir = compile_for_gpu(kernel, args, warps, stages).asm["ttgir"]
-    loop = ir[ir.index("scf.for"):ir.index("scf.yield")]  # the main loop's body
-    lines = loop.splitlines()
+                BLOCK_M=block_m, BLOCK_N=block_n, VARIANT=VARIANTS[variant])
+    ir = compile_for_gpu(probe_kernel, args, warps, stages).asm["ttgir"]
+    start = ir.index("scf.for")
+    lines = ir[start:ir.index("scf.yield", start)].splitlines()
     overlap = False
     for i, line in enumerate(lines):
         if "warp_group_dot " in line and "isAsync = true" in line:
             for later in lines[i + 1:]:
                 if "warp_group_dot_wait" in later:
                     break
-                if "math.exp2" in later:
-                    overlap = True
-    pendings = [int(p) for p in re.findall(r"warp_group_dot_wait .*pendings = (\d+)", loop)]
-    return {"async_dots": loop.count("isAsync = true"), "wait_pendings": pendings, "exp2_in_flight": overlap}
+                overlap = overlap or "math.exp2" in later
+    return {**loop_waits(ir), "exp2_in_flight": overlap}
 
 
 def loop_waits(ir: str) -> dict:
@@ -203,9 +163,8 @@ def probe_mla() -> dict:
 def main() -> int:
     print(f"Triton {triton.__version__}, sm_90, B4 H32 S4096 D128 bf16")
     for bm, bn, warps, stages in ((64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2)):
-        for name, kernel, pipe in (("plain", kern_plain_or_qk_ahead, False), ("qk_ahead", kern_plain_or_qk_ahead, True),
-                                   ("fa3_order", kern_fa3_order, False)):
-            r = probe(kernel, pipe, bm, bn, warps, stages)
+        for name in VARIANTS:
+            r = probe(name, bm, bn, warps, stages)
             print(f"{bm}x{bn} {warps} warps {stages} stages {name:9s}: async dots in the loop {r['async_dots']}, "
                   f"wait pendings {r['wait_pendings']}, softmax overlaps an MMA: {'yes' if r['exp2_in_flight'] else 'no'}")
     r = probe_mla()
