@@ -244,6 +244,15 @@ def test_host_time_back_to_back_runs_blocks_of_calls_behind_a_gpu_sleep(fake_cud
     assert log == [f"sleep:{int(timing.HOST_BLOCK_SLEEP_MAX_S * 1e9)}"] * 3  # capped
 
 
+def test_a_launcher_that_synchronizes_keeps_its_synchronized_host_figure(monkeypatch, fake_cuda):
+    """Back to back, a synchronizing launcher waits out the GPU sleep under its block: the lower
+    of the two figures is the row's."""
+    monkeypatch.setattr(timing, "time_cuda_graph", lambda fns, **k: ([5e-6] * 20, 8, None))
+    monkeypatch.setattr(timing, "host_us_per_call", lambda fn, sync, reps=7: 300.0)
+    monkeypatch.setattr(timing, "host_us_back_to_back", lambda fn, sync, estimate_us: 900.0)
+    assert timing.time_cuda(lambda: None, _FakeFlusher()).host_us_per_call == 300.0
+
+
 def test_host_ahead_order_flush_then_sleep_then_start_event(fake_cuda):
     """Per sample: the flush, then the GPU sleep (the flush stays out of the sample and the host
     queues the call while the GPU sleeps), then start event, the call, end event."""

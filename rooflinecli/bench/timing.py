@@ -20,8 +20,9 @@ Method (``docs/measure.md``, "Timing method"):
   it leaves the L2 full of *clean* lines, so no write-back of the flush lands in the timed region;
 * every row also gets ``host_us_per_call``: host (``perf_counter``) microseconds per call of the
   launcher in an eager loop, calls issued back to back while a GPU sleep keeps the GPU busy
-  (``host_us_back_to_back``: what an eager decode loop pays per call); the note keeps the figure
-  with a ``synchronize`` before each call beside it. A launcher that synchronizes with the GPU
+  (``host_us_back_to_back``: what an eager decode loop pays per call; the synchronized figure
+  when lower, as for a launcher that synchronizes and so waits out the sleep); the note keeps
+  the figure with a ``synchronize`` before each call beside it. A launcher that synchronizes with the GPU
   (``.item()``, a host copy) includes that GPU time in its host figure;
 * the CUDA error state is checked after the first launch and after every batch of samples
   (``torch.cuda.synchronize`` raises on an asynchronous error).
@@ -465,7 +466,8 @@ def time_cuda(
         fn()
     torch.cuda.synchronize()
     host_us = host_us_per_call(fn, torch.cuda.synchronize)  # sizes the host-ahead sleep below
-    host_b2b = host_us_back_to_back(fn, torch.cuda.synchronize, host_us)
+    # a launcher that synchronizes waits out the GPU sleep under its block: the lower figure counts
+    host_b2b = min(host_us, host_us_back_to_back(fn, torch.cuda.synchronize, host_us))
     host_note = f"; host {host_b2b:.1f} us per call back to back ({host_us:.1f} with a synchronize before each)"
     why = "graphs disabled (--no-graphs)"
     if use_graphs:
