@@ -17,6 +17,7 @@ import numpy as np
 from rooflinecli.analysis.ops import kv_heads_per_gpu, phase_ops
 from rooflinecli.analysis.phase import time_ops
 from rooflinecli.analysis.workload import Workload
+from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
@@ -51,6 +52,37 @@ class StepRow:
         return float(np.nanmean(e)) if np.isfinite(e).any() else None
 
 
+def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
+    """How much faster than bf16 a GEMM's compute runs in ``compute_dtype`` (fp8, int8: > 1; bf16,
+    fp16: 1), for the bf16-fitted vendor-kernel models: the spec's peak for the dtype over its bf16
+    peak measured the same way. A measured spec keeps its bf16 *burst* figure in ``measured_with``
+    (its fp8 peak is a burst too: 20 single launches), so the ratio compares burst with burst
+    (H200 run 2: 1,449 / 781.9 = 1.85; run 3's bench: fp8 ``_scaled_mm`` 857 us against bf16
+    cuBLAS 1,637 us at 8192^3, 1.91). A peak a measured spec inherits from its datasheet takes the
+    datasheet's own ratio. Never below 1 (fp32 and tf32 GEMMs are not modelled slower here)."""
+    if compute_dtype in ("bf16", "fp16"):
+        return 1.0
+    if spec.base and f"peak_dense_tflops.{compute_dtype}" not in spec.measured_keys:
+        from rooflinecli.hardware import get_spec  # an inherited datasheet peak: the datasheet's ratio
+
+        try:
+            return gemm_dtype_speedup(get_spec(spec.base), compute_dtype)
+        except RooflineError:
+            return 1.0
+    try:
+        peak = spec.peak_flops_per_s(compute_dtype)
+        bf16 = spec.peak_flops_per_s("bf16")
+    except RooflineError:
+        return 1.0
+    burst = spec.measured_with.get("burst peak_dense_tflops.bf16")
+    if burst is not None:
+        try:
+            bf16 = max(bf16, float(burst) * 1e12)
+        except ValueError:
+            pass
+    return max(1.0, peak / bf16)
+
+
 class _Builder:
     def __init__(self, cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context, models: FittedModels, profile: EngineProfile):
         self.cfg, self.wl, self.phase, self.m, self.p = cfg, wl, phase, models, profile
@@ -66,6 +98,7 @@ class _Builder:
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
         self.roof = {t.op.name: t.time_s for t in time_ops(spec, pure, wl.compute_dtype, ops)}
+        self.gemm_speedup = gemm_dtype_speedup(spec, wl.compute_dtype)
 
     # ---- per-kernel models ----------------------------------------------------------------------
     def copy_like(self, nbytes, kernels: int):
@@ -75,7 +108,9 @@ class _Builder:
         return t + (kernels - 1) * t0, kernels * t0
 
     def gemm(self, M, N, K, nbytes):
-        flops = 2.0 * M * N * K
+        # the vendor-kernel fits are of bf16 GEMMs: another compute dtype runs their compute term
+        # ``gemm_speedup`` times faster (bf16-equivalent FLOPs), the bytes as they are
+        flops = 2.0 * M * N * K / self.gemm_speedup
         t, t0 = self.m.gemm.time_s(M, N, K, flops, nbytes)
         if self.m.sustained_gemm_flops_per_s:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
@@ -117,8 +152,10 @@ class _Builder:
         nbytes = sum(o.bytes for o in ops)
         M = self.seqs if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
-        self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else ""),
-                 host=("gemm", count))
+        note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
+        if self.gemm_speedup != 1.0:
+            note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit"
+        self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))
 
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
@@ -170,7 +207,7 @@ class _Builder:
         FLOPs and bytes (no (N, K) table for them)."""
         op = self.ops[name]
         g = self.m.gemm
-        flops = np.asarray(op.flops, dtype=float)
+        flops = np.asarray(op.flops, dtype=float) / self.gemm_speedup  # bf16-equivalent, as in gemm()
         t = g.base_s(flops, op.bytes)
         if self.m.sustained_gemm_flops_per_s:
             t = np.maximum(t, g.t0_s + flops / self.m.sustained_gemm_flops_per_s)
