@@ -319,3 +319,41 @@ def test_fp8_compute_runs_the_gemm_fits_faster_by_the_measured_ratio(h200m):
     dec_bf16 = gemm_s("decode", 1, 2048)["mlp.gate_up"]["time_s"]
     dec_fp8 = gemm_s("decode", 1, 2048, compute_dtype="fp8", weight_dtype="fp8")["mlp.gate_up"]["time_s"]
     assert 1.5 < dec_bf16 / dec_fp8 < 2.05  # memory-bound: half the weight bytes
+
+
+def test_fp8_gemm_rows_calibrate_the_speedup_and_the_step_uses_it(h200m):
+    """A calibration with ``gemm_fp8`` rows (the op grid's torch._scaled_mm shapes) fits the fp8
+    speedup of the bf16 GEMM fit (rows made from the fit itself at 1.9x are recovered), leave-one-
+    out and to_dict carry it, and an fp8 step uses it instead of the spec's peak ratio."""
+    from dataclasses import replace
+
+    from rooflinecli.achievable.calibration import Row
+    from rooflinecli.achievable.fit import fit_gemm_speedup
+
+    cal = calibration_for(h200m)
+    m = fit_models(cal)
+    assert m.gemm_speedup == {}  # the shipped run-2 file has no fp8 rows
+    rows = []
+    rng = np.random.default_rng(7)
+    for M, N, K in ((16, 6144, 4096), (256, 28672, 4096), (4096, 4096, 14336), (8192, 8192, 8192)):
+        nbytes = M * K + N * K + 2 * M * N
+        t, _ = m.gemm.time_s(M, N, K, 2.0 * M * N * K / 1.9, nbytes)
+        rows.append(Row("gemm_fp8", {"M": M, "N": N, "K": K}, 2.0 * M * N * K, nbytes, float(t) * (1 + 0.01 * rng.standard_normal())))
+    assert fit_gemm_speedup(m.gemm, rows) == pytest.approx(1.9, abs=0.05)
+    assert fit_gemm_speedup(m.gemm, []) is None
+    fp8_cal = replace(cal, rows=tuple(cal.rows) + tuple(rows))
+    fitted = fit_models(fp8_cal)
+    assert fitted.gemm_speedup["fp8"] == pytest.approx(1.9, abs=0.05)
+    assert fitted.to_dict()["gemm_speedup"]["fp8"] == pytest.approx(1.9, abs=0.05)
+    for r in rows:
+        assert fitted.row_time_s(r) == pytest.approx(r.t_graph_s, rel=0.05)
+    from rooflinecli.achievable import step as step_mod
+
+    cfg = get_model("llama-3-8b")
+    wl = Workload(batch=8, prompt_len=2048, gen_len=1, compute_dtype="fp8", weight_dtype="fp8")
+    from rooflinecli.achievable.profiles import ENGINES
+
+    b = step_mod._Builder(cfg, h200m, wl, "prefill", 8, 2048, fitted, ENGINES["torch"])
+    assert b.gemm_speedup == pytest.approx(fitted.gemm_speedup["fp8"]) and b.gemm_speedup_source == "calibrated"
+    b = step_mod._Builder(cfg, h200m, wl, "prefill", 8, 2048, m, ENGINES["torch"])
+    assert b.gemm_speedup == pytest.approx(1449.0 / 781.9, rel=1e-3) and b.gemm_speedup_source == "peak ratio"

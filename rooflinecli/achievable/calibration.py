@@ -38,6 +38,8 @@ SCHEMA = "rooflinecli.calibration/1"
 #: op -> shape keys it needs. Times come from ``t_graph`` except ``gemm_sustained`` (``t_series``).
 OP_SHAPES: dict[str, tuple[str, ...]] = {
     "gemm": ("M", "N", "K"),
+    # torch._scaled_mm, fp8 e4m3 inputs, bf16 out (fast accumulation): the fp8 speedup of the fit
+    "gemm_fp8": ("M", "N", "K"),
     "rmsnorm_copy": ("T", "D"),
     "rmsnorm": ("T", "D"),
     "rope": ("T", "H", "D"),

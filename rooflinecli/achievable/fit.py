@@ -269,6 +269,9 @@ class FittedModels:
     #: different kernel: elementwise / attention kernels, and cuBLAS GEMMs (``graph_switch_costs_s``)
     graph_switch_s: float = 0.0
     graph_switch_gemm_s: float = 0.0
+    #: compute dtype -> how much faster than the bf16 GEMM fit its GEMMs compute (``fit_gemm_speedup``
+    #: on that dtype's rows, e.g. ``gemm_fp8``); absent: the spec's peak ratio stands in
+    gemm_speedup: dict = field(default_factory=dict)
 
     def host_call_s(self, op: str | None, calls: float, kernels: float) -> float:
         """Host seconds of ``calls`` eager calls of ``op`` (its calibrated cost per call); an op
@@ -282,6 +285,9 @@ class FittedModels:
         s = row.shape
         if row.op == "gemm":
             t, _ = self.gemm.time_s(s["M"], s["N"], s["K"], 2.0 * s["M"] * s["N"] * s["K"], row.bytes)
+        elif row.op in GEMM_DTYPE_OPS and GEMM_DTYPE_OPS[row.op] in self.gemm_speedup:
+            flops = 2.0 * s["M"] * s["N"] * s["K"] / self.gemm_speedup[GEMM_DTYPE_OPS[row.op]]
+            t, _ = self.gemm.time_s(s["M"], s["N"], s["K"], flops, row.bytes)
         elif row.op == "launch_floor":
             return self.graph_floor_s
         elif row.op in MIXED_OPS:  # the repeat floor of the same kernels plus one switch each
@@ -298,6 +304,7 @@ class FittedModels:
                      "shapes_nk": sorted(f"{n}x{k}" for n, k in g.families)},
             **{op: {"fixed_s": m.fixed_s, "coef": [float(c) for c in m.coef]} for op, m in self.linear.items()},
             "graph_floor_s": float(self.graph_floor_s),
+            "gemm_speedup": {dt: float(v) for dt, v in self.gemm_speedup.items()},
             "eager_launch_s": float(self.eager_launch_s),
             "eager_call_s": {op: float(v) for op, v in sorted(self.eager_call_s.items())},
             "graph_switch_s": float(self.graph_switch_s),
@@ -351,6 +358,31 @@ def graph_switch_costs_s(rows: list[Row], floor_s: float) -> tuple[float, float]
     return elem, float(np.median([switch(r) for r in gemm_rows if r.shape["N"] * r.shape["K"] == small]))
 
 
+#: calibration ops of GEMMs in another compute dtype -> that dtype
+GEMM_DTYPE_OPS = {"gemm_fp8": "fp8"}
+
+
+def fit_gemm_speedup(gemm: GemmModel, rows: list[Row]) -> float | None:
+    """The factor s in [1, 4] by which the bf16 GEMM fit's compute runs faster for these rows (their
+    own bytes as measured): the s minimizing the squared log error of ``gemm.time_s(M, N, K,
+    2MNK / s, bytes)`` against their graph times (a grid, then a finer one around the best). None
+    without rows."""
+    if not rows:
+        return None
+    M, N, K = (np.array([r.shape[k] for r in rows], dtype=float) for k in ("M", "N", "K"))
+    t = np.array([r.t_graph_s for r in rows], dtype=float)
+    nbytes = np.array([r.bytes for r in rows], dtype=float)
+
+    def err(s: float) -> float:
+        pred = np.array([gemm.time_s(m, n, k, 2.0 * m * n * k / s, b)[0] for m, n, k, b in zip(M, N, K, nbytes)], dtype=float)
+        return float(np.sum(np.log(pred / t) ** 2))
+
+    grid = np.linspace(1.0, 4.0, 61)
+    best = float(grid[np.argmin([err(s) for s in grid])])
+    fine = np.linspace(max(1.0, best - 0.05), min(4.0, best + 0.05), 21)
+    return float(fine[np.argmin([err(s) for s in fine])])
+
+
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
     """Fit every model from ``rows`` (default: all of the calibration's rows)."""
     rows = list(cal.rows if rows is None else rows)
@@ -361,8 +393,11 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
     linear = {op: fit_linear(op, by_op[op]) for op in (*BYTES_OPS, *PREFILL_OPS) if len(by_op.get(op, ())) >= 2}
     sustained = cal.sustained.get("gemm_bf16_tflops")
     switch_s, switch_gemm_s = graph_switch_costs_s(rows, floor)
+    gemm = fit_gemm(by_op["gemm"])
+    speedup = {dt: fit_gemm_speedup(gemm, by_op[op]) for op, dt in GEMM_DTYPE_OPS.items() if by_op.get(op)}
     return FittedModels(
-        gemm=fit_gemm(by_op["gemm"]),
+        gemm=gemm,
+        gemm_speedup=speedup,
         linear=linear,
         graph_floor_s=floor,
         eager_launch_s=eager_launch_cost_s(rows, floor),

@@ -98,7 +98,9 @@ class _Builder:
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
         self.roof = {t.op.name: t.time_s for t in time_ops(spec, pure, wl.compute_dtype, ops)}
-        self.gemm_speedup = gemm_dtype_speedup(spec, wl.compute_dtype)
+        # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
+        self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
+        self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
 
     # ---- per-kernel models ----------------------------------------------------------------------
     def copy_like(self, nbytes, kernels: int):
@@ -154,7 +156,7 @@ class _Builder:
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         if self.gemm_speedup != 1.0:
-            note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit"
+            note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit ({self.gemm_speedup_source})"
         self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))
 
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):

@@ -402,6 +402,29 @@ def strided_grid(tokens=STRIDED_T, heads=STRIDED_HEADS, widths=STRIDED_F, batche
     }
 
 
+#: fp8 GEMM rows (``gemm_fp8``): tokens x Llama-3-8B's qkv, gate_up and down, and two squares;
+#: M a multiple of 16 (``torch._scaled_mm``'s rule)
+FP8_M = (16, 256, 4096)
+FP8_SQUARE = (4096, 8192)
+
+
+def gemm_fp8_case(M: int, N: int, K: int, name: str) -> Case:
+    """``torch._scaled_mm`` of fp8 e4m3 A [M, K] and W [N, K] (per-tensor scales of 1: the random
+    inputs are within e4m3's range), bf16 out, fast accumulation: what the achievable model's fp8
+    GEMM speedup is fitted from."""
+    def make(device, gen):
+        import torch
+
+        a = _randn((M, K), device, gen).to(torch.float8_e4m3fn)
+        w = _randn((N, K), device, gen).to(torch.float8_e4m3fn)
+        one = torch.ones((), dtype=torch.float32, device=device)
+        return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    b = M * K + N * K + 2 * M * N
+    return Case("gemm_fp8", {"M": M, "N": N, "K": K}, 2.0 * M * N * K, b, b, make, name=name,
+                note="torch._scaled_mm fp8 e4m3 -> bf16, fast accumulation")
+
+
 def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_PRESETS) -> dict[str, list[Case]]:
     """The grid by category, each sorted small to large. ``tiny``: a few small shapes (CPU tests)."""
     from rooflinecli.model_registry import get_model
@@ -423,6 +446,9 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for proj, N, K in projection_shapes(cfg):
             gemm += [gemm_case(M, N, K, f"{prefix}.{proj}") for M in M_GRID]
     gemm += [gemm_case(n, n, n, "square") for n in SQUARE]
+    fp8 = [gemm_fp8_case(M, N, K, f"llama-3-8b.{proj}") for proj, N, K in projection_shapes(get_model("llama-3-8b"))
+           if proj in ("qkv", "gate_up", "down") for M in FP8_M]
+    fp8 += [gemm_fp8_case(n, n, n, "square") for n in FP8_SQUARE]
     elem = [c for T in ELEMENTWISE_T for D, F_ in ((4096, 14336), (8192, 28672)) for c in elementwise_cases(T, D, F_)]
     elem += [rope_case(T, 48, 128) for T in ELEMENTWISE_T]  # q + k heads of Llama-3-8B (32 + 8), rounded
     decode = [attention_case("sdpa_decode", B, H, KVH, S, D) for H, KVH, D in ATTN_HEADS for B in DECODE_B for S in DECODE_S
@@ -432,7 +458,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for S in PREFILL_S:
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
-    grid = {"floor": [launch_floor_case()], **mixed_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill}
+    grid = {"floor": [launch_floor_case()], **mixed_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 
