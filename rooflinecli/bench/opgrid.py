@@ -417,7 +417,7 @@ def gemm_fp8_case(M: int, N: int, K: int, name: str) -> Case:
 
         a = _randn((M, K), device, gen).to(torch.float8_e4m3fn)
         w = _randn((N, K), device, gen).to(torch.float8_e4m3fn)
-        one = torch.ones((), dtype=torch.float32, device=device)
+        one = torch.ones(1, dtype=torch.float32, device=device)  # as bench's fp8 inputs (GPU-run shape)
         return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
 
     b = M * K + N * K + 2 * M * N
