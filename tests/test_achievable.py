@@ -357,3 +357,24 @@ def test_fp8_gemm_rows_calibrate_the_speedup_and_the_step_uses_it(h200m):
     assert b.gemm_speedup == pytest.approx(fitted.gemm_speedup["fp8"]) and b.gemm_speedup_source == "calibrated"
     b = step_mod._Builder(cfg, h200m, wl, "prefill", 8, 2048, m, ENGINES["torch"])
     assert b.gemm_speedup == pytest.approx(1449.0 / 781.9, rel=1e-3) and b.gemm_speedup_source == "peak ratio"
+
+
+def test_memory_bound_rows_fit_the_lower_of_graph_and_eager_time():
+    """A memory-bound row whose eager time is under its graph time is fitted to the eager time
+    (the shipped H200 calibration: a 1 GiB copy graph-timed at 774.6 us against 506.2 eager and
+    505.1 back to back for 2 s; GQA decode attention at 2.15 GB 545.8 us against 481.6); a GEMM
+    row keeps its graph time (its eager launches run at burst clocks)."""
+    from rooflinecli.achievable.fit import fit_target_s
+
+    shipped = load_calibration(str(SHIPPED))
+    m = fit_models(shipped)
+    copy = next(r for r in shipped.rows if r.op == "copy" and r.shape["bytes"] == 1 << 30)
+    assert copy.t_graph_s > 1.4 * copy.t_eager_s and fit_target_s(copy) == copy.t_eager_s
+    assert m.linear["copy"].time_s([1.0, copy.bytes])[0] == pytest.approx(copy.t_eager_s, rel=0.02)
+    dec = next(r for r in shipped.rows if r.op == "sdpa_decode" and r.shape == {"B": 64, "H": 32, "KVH": 8, "S": 8192, "D": 128})
+    t = m.linear["sdpa_decode"].time_s([1.0, dec.bytes], (32, 8, 128))[0]
+    assert t == pytest.approx(dec.t_eager_s, rel=0.03) and t < 0.92 * dec.t_graph_s
+    gemm = next(r for r in shipped.rows if r.op == "gemm" and r.t_eager_s and r.t_eager_s < 0.97 * r.t_graph_s)
+    assert fit_target_s(gemm) == gemm.t_graph_s
+    small = next(r for r in shipped.rows if r.op == "copy" and r.shape["bytes"] == 4096)  # host-bound eager
+    assert fit_target_s(small) == small.t_graph_s < small.t_eager_s
