@@ -378,3 +378,48 @@ def test_memory_bound_rows_fit_the_lower_of_graph_and_eager_time():
     assert fit_target_s(gemm) == gemm.t_graph_s
     small = next(r for r in shipped.rows if r.op == "copy" and r.shape["bytes"] == 4096)  # host-bound eager
     assert fit_target_s(small) == small.t_graph_s < small.t_eager_s
+
+
+def test_gemm_stream_rows_scale_the_graph_phase_gemms(tmp_path):
+    """`gemm_stream` rows (decode-sized GEMMs over 16 layers of distinct weights, one pass per
+    launch) set how much slower than their single-GEMM rows a graph-captured step's GEMMs run,
+    per M; eager prefill keeps the single-GEMM fit; a calibration without them predicts as before."""
+    from rooflinecli.achievable.fit import stream_pass_s
+
+    doc = json.loads(SHIPPED.read_text())
+    (tmp_path / "plain.json").write_text(json.dumps(doc))
+    base = fit_models(parse_calibration(doc, "plain.json"))
+    slow = {1: 1.08, 8: 1.08, 64: 1.02}
+    for M, f in slow.items():
+        shape = {"M": M, "L": 16, "D": 4096, "F": 14336, "Q": 6144}
+        t = f * stream_pass_s(base.gemm, shape, base.graph_switch_gemm_s, base.graph_floor_s)
+        doc["rows"].append({"op": "gemm_stream", "shape": shape, "flops": 1.0, "bytes": 7e9, "t_graph": t, "t_eager": 1.01 * t})
+    (tmp_path / "stream.json").write_text(json.dumps(doc))
+    m = fit_models(parse_calibration(doc, "stream.json"))
+    assert float(m.gemm_stream_ratio(1)) == pytest.approx(1.08) and float(m.gemm_stream_ratio(256)) == pytest.approx(1.02)
+    assert 1.02 < float(m.gemm_stream_ratio(32)) < 1.08  # interpolated in log M
+    assert m.to_dict()["gemm_stream_ratio"] == pytest.approx({"1": 1.08, "8": 1.08, "64": 1.02})
+    assert base.gemm_stream_ratio(1) == 1.0 and base.to_dict()["gemm_stream_ratio"] == {}
+    specs = {}
+    for name in ("plain", "stream"):
+        (tmp_path / f"{name}.toml").write_text(f'id = "{name}"\nkind = "measured"\nbase = "h200"\n[measured_with]\ncalibration = "{name}.json"\n')
+        specs[name] = get_spec(str(tmp_path / f"{name}.toml"))
+    cfg = get_model("llama-3-8b")
+
+    def rows(spec, phase, b, c):
+        return {r["name"]: r for r in predict_step_breakdown(cfg, spec, Workload(batch=b, prompt_len=c, gen_len=1), phase, b, c, mode="achievable")}
+
+    p, s = rows(specs["plain"], "decode", 1, 2048), rows(specs["stream"], "decode", 1, 2048)
+    for g in ("attn.qkv", "attn.o", "mlp.gate_up", "mlp.down", "lm_head"):
+        assert s[g]["time_s"] == pytest.approx(1.08 * p[g]["time_s"]) and "streamed" in s[g]["note"]
+    assert s["attn.core"]["time_s"] == p["attn.core"]["time_s"]
+    p, s = rows(specs["plain"], "prefill", 1, 512), rows(specs["stream"], "prefill", 1, 512)
+    assert s["mlp.gate_up"]["time_s"] == p["mlp.gate_up"]["time_s"]  # eager prefill: not a graph
+
+
+def test_absurd_gemm_stream_rows_are_clipped_not_a_crash():
+    doc = json.loads(SHIPPED.read_text())
+    doc["rows"].append({"op": "gemm_stream", "shape": {"M": 1, "L": 1e300, "D": 4096, "F": 14336, "Q": 6144}, "flops": 1.0, "bytes": 1.0, "t_graph": 1e-3})
+    doc["rows"].append({"op": "gemm_stream", "shape": {"M": 64, "L": 1, "D": 4096, "F": 14336, "Q": 6144}, "flops": 1.0, "bytes": 1.0, "t_graph": 1e3})
+    m = fit_models(parse_calibration(doc, "x.json"))
+    assert float(m.gemm_stream_ratio(1)) == pytest.approx(0.5) and float(m.gemm_stream_ratio(64)) == pytest.approx(2.0)

@@ -105,6 +105,8 @@ def test_the_whole_tiny_grid_through_the_cuda_path(fake_cuda):
     assert res.failed == [] and len(res.rows) == sum(len(v) for v in grid.values())
     mixed = [r for r in res.rows if "t_blocked" in r]  # the mixed-kernel rows: k kernels, two graphs
     assert {r["op"] for r in mixed} == {"launch_floor_mixed", "launch_floor_mixed_gemm"} and len(mixed) == 5
+    stream = [r for r in res.rows if r["op"] == "gemm_stream"]  # one pass over distinct weights per launch
+    assert [r["shape"]["M"] for r in stream] == [1, 8]
     for r in res.rows:
         assert r["t_graph"] > 0 and r["t_eager"] > 0 and 1 <= r["n"] <= MAX_LAUNCHES and r["n"] >= r["sets"]
         if r in mixed:

@@ -58,6 +58,9 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     # k distinct tiny kernels interleaved in one graph (``t_graph``) and grouped (``t_blocked``)
     "launch_floor_mixed": ("k",),
     "launch_floor_mixed_gemm": ("k", "M", "N", "K"),
+    # one pass of M-token GEMMs over L layers of distinct qkv [Q, D], o [D, D], gate_up [2F, D],
+    # down [D, F] weights (``t_graph``: seconds per pass)
+    "gemm_stream": ("M", "L", "D", "F", "Q"),
     "gemm_sustained": ("M", "N", "K"),
     "copy_sustained": ("bytes",),
 }

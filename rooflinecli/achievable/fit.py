@@ -20,6 +20,9 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   so its ``t_graph`` already holds that op's repeat floor, and only the difference between the
   interleaved and the grouped times of the mixed-kernel rows is added (0 without those rows).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
+- **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 16 layers of
+  distinct weights) over what the GEMM model predicts for its GEMMs, per M
+  (``gemm_stream_ratio``); graph-captured phases scale their GEMMs by it.
 
 Everything evaluates on numpy arrays (a million-point sweep is one pass per model).
 """
@@ -290,6 +293,18 @@ class FittedModels:
     #: compute dtype -> how much faster than the bf16 GEMM fit its GEMMs compute (``fit_gemm_speedup``
     #: on that dtype's rows, e.g. ``gemm_fp8``); absent: the spec's peak ratio stands in
     gemm_speedup: dict = field(default_factory=dict)
+    #: (log M, log ratio): a ``gemm_stream`` pass over its single-GEMM predictions (``gemm_stream_table``);
+    #: empty without those rows (ratio 1)
+    gemm_stream: tuple = (np.zeros(0), np.zeros(0))
+
+    def gemm_stream_ratio(self, M):
+        """How much slower (> 1) or faster GEMMs of M tokens run streamed through distinct weights,
+        as a graph-captured decode step runs them, than the single-GEMM rows say: the measured
+        ratio interpolated in log M, flat beyond the measured M; 1 without ``gemm_stream`` rows."""
+        xs, ys = self.gemm_stream
+        if xs.size == 0:
+            return 1.0
+        return np.exp(_interp_log(np.maximum(np.asarray(M, dtype=float), 1.0), xs, ys))
 
     def host_call_s(self, op: str | None, calls: float, kernels: float) -> float:
         """Host seconds of ``calls`` eager calls of ``op`` (its calibrated cost per call); an op
@@ -323,6 +338,7 @@ class FittedModels:
             **{op: {"fixed_s": m.fixed_s, "coef": [float(c) for c in m.coef]} for op, m in self.linear.items()},
             "graph_floor_s": float(self.graph_floor_s),
             "gemm_speedup": {dt: float(v) for dt, v in self.gemm_speedup.items()},
+            "gemm_stream_ratio": {str(int(round(float(np.exp(x))))): float(np.exp(y)) for x, y in zip(*self.gemm_stream)},
             "eager_launch_s": float(self.eager_launch_s),
             "eager_call_s": {op: float(v) for op, v in sorted(self.eager_call_s.items())},
             "graph_switch_s": float(self.graph_switch_s),
@@ -376,6 +392,41 @@ def graph_switch_costs_s(rows: list[Row], floor_s: float) -> tuple[float, float]
     return elem, float(np.median([switch(r) for r in gemm_rows if r.shape["N"] * r.shape["K"] == small]))
 
 
+#: |log| bound of a streamed/single-GEMM ratio (0.5x .. 2x): beyond it a row is garbage, not physics
+STREAM_RATIO_LOG_LIMIT = float(np.log(2.0))
+
+
+def stream_gemm_shapes(shape: dict) -> list[tuple[int, int]]:
+    """(N, K) of the GEMMs of one layer of a ``gemm_stream`` row: qkv, o, gate_up, down."""
+    D, F, Q = int(shape["D"]), int(shape["F"]), int(shape["Q"])
+    return [(Q, D), (D, D), (2 * F, D), (D, F)]
+
+
+def stream_pass_s(gemm: GemmModel, shape: dict, switch_s: float = 0.0, floor_s: float = 0.0) -> float:
+    """A ``gemm_stream`` pass as the single-GEMM fit predicts it: L x its 4 GEMMs (each at least
+    the graph floor), plus a graph switch per GEMM (the step charges those separately)."""
+    M, L = float(shape["M"]), float(shape["L"])
+    one = 0.0
+    for N, K in stream_gemm_shapes(shape):
+        t, _ = gemm.time_s(M, N, K, 2.0 * M * N * K, 2.0 * (M * K + N * K + M * N))
+        one += max(float(t), floor_s) + switch_s
+    return L * one
+
+
+def gemm_stream_table(gemm: GemmModel, rows: list[Row], switch_s: float = 0.0, floor_s: float = 0.0) -> tuple:
+    """(sorted unique log M, mean log(measured pass / predicted pass) at each) over the
+    ``gemm_stream`` rows: how a decode step's GEMMs, each weight read once per step, compare with
+    the single-GEMM rows, which repeat one weight matrix or a few."""
+    if not rows:
+        return (np.zeros(0), np.zeros(0))
+    logm = np.log(np.array([float(r.shape["M"]) for r in rows]))
+    with np.errstate(all="ignore"):  # absurd shapes in a hand-edited file: clipped below, not a crash
+        ratio = np.log(np.array([r.t_graph_s / stream_pass_s(gemm, r.shape, switch_s, floor_s) for r in rows], dtype=float))
+    ratio = np.clip(np.nan_to_num(ratio, nan=0.0), -STREAM_RATIO_LOG_LIMIT, STREAM_RATIO_LOG_LIMIT)
+    ux = np.unique(logm)
+    return ux, np.array([ratio[logm == u].mean() for u in ux])
+
+
 #: calibration ops of GEMMs in another compute dtype -> that dtype
 GEMM_DTYPE_OPS = {"gemm_fp8": "fp8"}
 
@@ -416,6 +467,7 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
     return FittedModels(
         gemm=gemm,
         gemm_speedup=speedup,
+        gemm_stream=gemm_stream_table(gemm, by_op.get("gemm_stream", []), switch_gemm_s, floor),
         linear=linear,
         graph_floor_s=floor,
         eager_launch_s=eager_launch_cost_s(rows, floor),

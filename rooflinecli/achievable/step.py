@@ -155,6 +155,10 @@ class _Builder:
         M = self.seqs if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
+        if self.graph and self.m.gemm_stream[0].size:  # weights streamed once per step, as gemm_stream times them
+            r = self.m.gemm_stream_ratio(M)
+            t, t0 = t * r, np.minimum(t0, t * r)
+            note += f"; x{float(np.mean(r)):.3f} streamed (gemm_stream)"
         if self.gemm_speedup != 1.0:
             note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit ({self.gemm_speedup_source})"
         self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))

@@ -33,6 +33,11 @@ each kernel repeated as every other row repeats its op); ``t_graph - t_blocked``
 switch between different kernels, which no other row holds (``sets`` = k, two graphs per row;
 ``flops`` and ``bytes``: of the k kernels together, one launch of each).
 
+The GEMMs of a decode step as it streams its weights: ``gemm_stream`` {M, L, D, F, Q}, one pass
+over L layers of distinct qkv [Q, D], o [D, D], gate_up [2F, D] and down [D, F] weights (Llama-3-8B
+widths, 16 layers, 7 GB) per launch, against which the fit checks the single-GEMM rows, each of
+which repeats one weight matrix or a few.
+
 Robust by construction: each shape runs under ``try``; a failure is recorded in ``failed`` and the
 grid goes on. Under a time budget (GPU seconds): the categories are visited round-robin, small
 shapes first, and no new shape starts once the budget is spent (``skipped`` counts the rest).
@@ -89,6 +94,10 @@ MIXED_K = (2, 4, 8)
 #: switch still shows behind a long kernel
 MIXED_GEMMS = ((1, 256, 256), (1, 4096, 4096))
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
+#: ``gemm_stream``: decode-sized GEMMs over ``STREAM_LAYERS`` layers of distinct Llama-3-8B weights
+#: (qkv, o, gate_up, down: 436 MB a layer, 7 GB in all) in one pass, as a decode step streams them
+STREAM_M = (1, 8, 32, 64)
+STREAM_LAYERS = 16
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
 
 METHOD = (
@@ -348,6 +357,40 @@ def launch_floor_mixed_gemm_case(M: int, N: int, K: int) -> Case:
                 make_kernels=kernels, note="F.linear bf16 (cuBLAS) alternating with x.add_(1); t_graph interleaved, t_blocked each kernel repeated")
 
 
+def gemm_stream_case(M: int, L: int, D: int, F: int, Q: int) -> Case:
+    """One pass of decode-sized GEMMs over ``L`` layers of distinct weights, in a decode step's
+    order: qkv [Q, D], o [D, D], gate_up [2F, D], down [D, F] per layer, M tokens. Every other GEMM
+    row repeats one weight matrix (or cycles a few); this one reads each weight once per pass,
+    7 GB of them, so nothing of the last layer's weights, TLB entries included, helps the next:
+    the fit compares it with the sum of its GEMMs' own rows (``fit.gemm_stream_table``).
+    ``t_graph`` / ``t_eager`` are seconds per pass."""
+    shapes = [(Q, D), (D, D), (2 * F, D), (D, F)]
+
+    def make(device, gen):
+        import torch.nn.functional as Fn
+
+        xs = {K: _randn((M, K), device, gen) for K in (D, F)}
+        ws = [_randn((N, K), device, gen) for _ in range(L) for N, K in shapes]
+
+        def one_pass():
+            for w in ws:
+                Fn.linear(xs[w.shape[1]], w)
+
+        return one_pass
+
+    elems = L * sum(N * K for N, K in shapes)
+    b = 2.0 * (elems + L * sum(M * (N + K) for N, K in shapes))
+    return Case("gemm_stream", {"M": M, "L": L, "D": D, "F": F, "Q": Q}, 2.0 * M * elems, b, b, make,
+                note=f"F.linear bf16 (cuBLAS) over {L} layers of distinct qkv / o / gate_up / down weights, one pass per launch")
+
+
+def stream_grid(tiny: bool = False) -> dict[str, list[Case]]:
+    """``gemm_stream`` at the decode batches ``STREAM_M`` (Llama-3-8B widths; ``tiny``: CPU sizes)."""
+    if tiny:
+        return {"gemm_stream": [gemm_stream_case(M, 2, 64, 96, 96) for M in (1, 8)]}
+    return {"gemm_stream": [gemm_stream_case(M, STREAM_LAYERS, 4096, 14336, 6144) for M in STREAM_M]}
+
+
 def mixed_grid() -> dict[str, list[Case]]:
     """The graph's per-kernel cost when consecutive kernels differ: one small category placed right
     after the launch floor (5 cases, two graphs of 128 launches each: ~4 ms of GPU time in all)."""
@@ -433,6 +476,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         return {
             "floor": [launch_floor_case()],
             **mixed_grid(),
+            **stream_grid(tiny=True),
             **strided_grid((1, 4), ((4, 2, 64),), (96,), (1, 2), 16),
             "gemm": [gemm_case(M, 96, 64, "tiny.qkv") for M in (1, 8, 32)] + [gemm_case(64, 64, 64, "square")],
             "elementwise": [c for T in (1, 16) for c in elementwise_cases(T, 64, 96)] + [rope_case(4, 3, 64)],
@@ -458,7 +502,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for S in PREFILL_S:
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
-    grid = {"floor": [launch_floor_case()], **mixed_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8}
+    grid = {"floor": [launch_floor_case()], **mixed_grid(), **stream_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 
