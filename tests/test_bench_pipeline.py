@@ -74,7 +74,7 @@ def _broken_op(calls: dict) -> KernelOp:
         out[::2] = 0
         return out
 
-    return replace(copy, name="broken", run=run, baseline=None)
+    return replace(copy, name="broken", run=run, baseline=None, baselines={})
 
 
 def test_a_red_check_is_recorded_and_not_timed(tmp_path):
@@ -263,8 +263,8 @@ def test_rows_store_host_time_tuning_and_backend(bench_run):
         assert row.host_us_per_call is not None and row.host_us_per_call > 0
         if row.impl == "triton":
             assert row.tuning == "fixed" and row.config == {}  # no autotuner runs under the interpreter
-        else:
-            assert row.backend == "" and row.tuning == ""
+        else:  # copy names its candidates (the chunked one declines these small tensors); rmsnorm has one baseline
+            assert row.backend == ("copy_" if row.op == "copy" else "") and row.tuning == ""
 
 
 def _sleepy(seconds: float, wrong: bool = False):

@@ -52,6 +52,27 @@ def test_baseline_matches_reference(gen):
     assert torch.equal(baseline(src), reference(src))
 
 
+def test_baseline_candidates_copy_whole_and_in_chunks(gen, monkeypatch):
+    """Both torch candidates give the exact copy; the chunked one cuts the copy into CHUNK_BYTES
+    pieces (graph memcpy nodes of 512 MiB and >= 1 GiB run at half speed) and declines a tensor
+    that is one chunk or less."""
+    import kernels.copy as C
+
+    assert set(OP.baselines) == {"copy_", "copy_:chunked"}
+    monkeypatch.setattr(C, "CHUNK_BYTES", 4 * 100)  # 100 fp32 elements a piece
+    src = randn((3, 167), torch.float32, DEVICE, gen)
+    calls = []
+    real = torch.Tensor.copy_
+    monkeypatch.setattr(torch.Tensor, "copy_", lambda self, other, *a, **k: (calls.append(other.numel()), real(self, other, *a, **k))[1])
+    for name, factory in OP.baselines.items():
+        calls.clear()
+        run = factory(src=src)
+        out = run()
+        assert torch.equal(out, reference(src)) and out.data_ptr() != src.data_ptr(), name
+        assert calls == ([501] if name == "copy_" else [100, 100, 100, 100, 100, 1]), (name, calls)
+    assert OP.baselines["copy_:chunked"](src=src[0, :100].contiguous()) is None
+
+
 def test_launcher_rejects_bad_arguments(gen):
     src = randn((8, 6), torch.float32, DEVICE, gen)
     with pytest.raises(ValueError, match="contiguous"):

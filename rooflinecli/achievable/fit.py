@@ -253,7 +253,9 @@ def fit_target_s(r: Row) -> float:
     add host gaps to the kernel's time, never remove any, and a memory-bound kernel barely moves
     with the SM clock (the burst/sustained gap that makes eager GEMMs faster), so an eager time
     under the graph time says the graph figure is off. On the H200 run of 2026-11-30 that was a
-    1 GiB copy (graph 774.6 us, eager 506.2, 2 s back to back 505.1) and 16 GQA decode-attention
+    1 GiB copy (graph 774.6 us, eager 506.2, 2 s back to back 505.1: a graph memcpy node of 1 GiB
+    runs at half bandwidth, pytorch/pytorch#191284), the RMSNorm rows whose copy_ is 512 MiB or
+    more (1.2x), and 16 GQA decode-attention
     rows of 1.07 and 2.15 GB, 1.11-1.14x their eager times while the MHA rows of the same bytes
     agree within 1% (and the whole-model decode graphs ran those shapes at the eager rate)."""
     if r.op in EAGER_CHECKED_OPS and r.t_eager_s:
