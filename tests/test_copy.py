@@ -102,21 +102,40 @@ def test_full_cases_stream_well_past_l2():
 
 
 _COMPILE = """
-import json, torch
-from kernels.copy import BLOCK, NUM_WARPS, _copy_kernel
+import json, re, torch
+from kernels.copy import BLOCK, GPU_TILES, NUM_WARPS, _copy_kernel, _copy_tuned
+from kernels.cubin_report import cubin_report
 from kernels.testing import compile_for_gpu
 src = torch.empty(0, dtype=torch.bfloat16)
-k = compile_for_gpu(_copy_kernel, dict(src_ptr=src, dst_ptr=src, n_elements=2**29, BLOCK=BLOCK), NUM_WARPS)
-print(json.dumps({"shared": k.metadata.shared, "v4": ".v4.b32" in k.asm["ptx"]}))
+rows = []
+tiles = [(c.kwargs["BLOCK"], c.num_warps) for c in _copy_tuned.configs]
+for block, warps in [(BLOCK, NUM_WARPS)] + tiles:
+    k = compile_for_gpu(_copy_kernel, dict(src_ptr=src, dst_ptr=src, n_elements=2**29, SIZE_CLASS=30, BLOCK=block), warps)
+    ptx = k.asm["ptx"]
+    rows.append({"tile": [block, warps], "shared": k.metadata.shared, "v4_load": re.search(r"ld\\.global\\.L1::evict_first[.\\w:]*\\.v4\\.b32", ptx) is not None,
+                 "v4_store_cs": "st.global.cs.v4.b32" in ptx, **cubin_report(k)})
+print(json.dumps({"tiles": [list(t) for t in GPU_TILES], "configs": [list(t) for t in tiles], "rows": rows}))
 """
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the tests above compile the kernel for real")
 def test_compiles_for_h100_h200():
-    # lowered through Triton's NVIDIA backend for sm_90 without a GPU: 128-bit vector accesses
+    # the fixed config and every autotune config lowered through Triton's NVIDIA backend for sm_90
+    # without a GPU: 128-bit vector loads (evict-first) and streaming stores, no shared memory, no spills
     import json
 
     from kernels.testing import run_without_interpreter
 
     result = json.loads(run_without_interpreter(_COMPILE).splitlines()[-1])
-    assert result == {"shared": 0, "v4": True}
+    assert result["configs"] == result["tiles"] and len(result["rows"]) == 6
+    for row in result["rows"]:
+        assert row["shared"] == 0 and row["v4_load"] and row["v4_store_cs"], row
+        assert row["stack_bytes"] == 0 and row["LDL"] == 0 and row["STL"] == 0, row
+
+
+def test_the_gpu_path_autotunes_one_size_class_per_power_of_two():
+    import kernels.copy as C
+
+    assert C._copy_tuned.keys == ["SIZE_CLASS"] and C._copy_tuned.fn is C._copy_kernel
+    assert (C.BLOCK, C.NUM_WARPS) in C.GPU_TILES
+    assert C._grid({"n_elements": 10_000, "BLOCK": 4096}) == (3,)
