@@ -313,6 +313,41 @@ def get_spec(name_or_path: str) -> HardwareSpec:
     raise unknown_name_error("GPU", name_or_path, known)
 
 
+#: ``[measured_with]`` entries of a measured spec that hold faster ceilings than the ones its
+#: predictions use: (entry, the ceiling it raises)
+BOUND_ENTRIES = (
+    ("burst peak_dense_tflops.bf16", "bf16"),
+    ("burst memory.bandwidth_gb_per_s", "memory"),
+    ("read memory.bandwidth_gb_per_s", "memory"),
+)
+
+
+def bound_spec(spec: HardwareSpec) -> HardwareSpec:
+    """``spec`` with the fastest ceilings it measured: the burst bf16 peak (20 single launches,
+    before the clocks settle) and the higher of the copy bandwidth and the read-only bandwidth
+    (a stream of reads beats a copy's read + write mix), where ``[measured_with]`` has them. What a
+    measured kernel must not beat; predictions keep the spec's own (sustained, copy) ceilings.
+    A spec without such entries, or with entries that are not positive numbers, comes back as is."""
+    peaks = dict(spec.peak_dense_tflops)
+    bw = spec.memory_bandwidth_gb_per_s
+    for entry, what in BOUND_ENTRIES:
+        try:
+            v = float(spec.measured_with.get(entry, "nan"))
+        except (TypeError, ValueError):
+            continue
+        if not (v > 0 and v < float("inf")):
+            continue
+        if what == "memory":
+            bw = max(bw, v)
+        elif what in peaks:
+            peaks[what] = max(peaks[what], v)
+    if bw == spec.memory_bandwidth_gb_per_s and peaks == dict(spec.peak_dense_tflops):
+        return spec
+    from dataclasses import replace
+
+    return replace(spec, peak_dense_tflops=peaks, memory_bandwidth_gb_per_s=bw)
+
+
 def get_specs(names: str) -> list[HardwareSpec]:
     """Comma-separated ids or paths -> specs."""
     specs = [get_spec(n) for n in names.split(",") if n.strip()]

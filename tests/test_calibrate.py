@@ -102,6 +102,14 @@ def test_calibrate_cli_measures_on_cpu_and_writes_a_loadable_spec(tmp_path):
     assert 0 < spec.memory_bandwidth_gb_per_s < get_spec("h200").memory_bandwidth_gb_per_s
     assert spec.peak_dense_tflops["bf16"] > 0 and "method peak_dense_tflops.bf16" in spec.measured_with
     assert "method memory.bandwidth_gb_per_s" in spec.measured_with
+    # the read-only ceiling: a bound beside the copy figure, not what predictions use
+    assert float(spec.measured_with["read memory.bandwidth_gb_per_s"]) > 0
+    assert "torch.sum" in spec.measured_with["method read memory.bandwidth_gb_per_s"]
+    from rooflinecli.hardware import bound_spec
+
+    b = bound_spec(spec)
+    assert b.memory_bandwidth_gb_per_s == pytest.approx(max(spec.memory_bandwidth_gb_per_s, float(spec.measured_with["read memory.bandwidth_gb_per_s"]),
+                                                            float(spec.measured_with["burst memory.bandwidth_gb_per_s"])), rel=1e-9)
 
 
 def test_calibrate_cli_errors_are_one_line(tmp_path):

@@ -150,6 +150,9 @@ class Ceilings:
     """Measured ceilings: bandwidths in GB/s, peaks in TFLOP/s, with how each was measured."""
 
     copy_gb_per_s: float | None = None
+    #: read-only HBM bandwidth (the fastest of torch's read-only reductions): a bound, not what
+    #: predictions use (they take the copy figure); written to ``[measured_with]``
+    read_gb_per_s: float | None = None
     l2_gb_per_s: float | None = None
     matmul_tflops: dict[str, float] = field(default_factory=dict)
     methods: dict[str, str] = field(default_factory=dict)
@@ -244,7 +247,22 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     c.methods["memory.bandwidth_gb_per_s"] = (
         f"copy_ of {n * 2 / 2**30:.2f} GiB bf16 random data, read + write counted, median of {sizes.samples}"
     )
-    del src, dst
+    del dst
+
+    # HBM read-only: a stream of reads beats a copy's read + write mix (H200 run 2: decode attention
+    # read 4.5-4.6 TB/s where copy_ moved 4.25), so the fastest of two read-only reductions over
+    # the same buffer is the read ceiling, the bound a read-bound kernel is checked against
+    best, how = None, ""
+    for name, fn in (("torch.sum (fp32 accumulation)", lambda: torch.sum(src, dtype=torch.float32)), ("torch.amax", lambda: torch.amax(src))):
+        t = _median(samples(fn, sizes.samples))
+        if best is None or t < best:
+            best, how = t, name
+    c.read_gb_per_s = n * 2 / best / 1e9
+    c.methods["read memory.bandwidth_gb_per_s"] = (
+        f"{how} of {n * 2 / 2**30:.2f} GiB bf16 random data, the faster of torch.sum and torch.amax, bytes read counted, "
+        f"median of {sizes.samples}: a bound for read-bound kernels; predictions use the copy figure"
+    )
+    del src
 
     # L2: copy_ between buffers that stay resident in L2, replayed back to back
     l2_bytes = _l2_bytes(device)
@@ -471,6 +489,8 @@ def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[st
         mw[f"burst {_BURST_KEYS[key]}"] = f"{_round(value)}"
     for key, value in ceilings.sustained.items():
         mw[f"sustained {_BURST_KEYS[key]}"] = f"{_round(value)}"
+    if ceilings.read_gb_per_s:  # hardware.bound_spec reads it
+        mw["read memory.bandwidth_gb_per_s"] = f"{_round(ceilings.read_gb_per_s)}"
     for key, why in ceilings.skipped.items():
         mw[f"skipped {key}"] = why
     mw["tool"] = "roofline calibrate"
