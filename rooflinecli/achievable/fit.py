@@ -255,9 +255,9 @@ def fit_target_s(r: Row) -> float:
     under the graph time says the graph figure is off. On the H200 run of 2026-11-30 that was a
     1 GiB copy (graph 774.6 us, eager 506.2, 2 s back to back 505.1: a graph memcpy node of 1 GiB
     runs at half bandwidth, pytorch/pytorch#191284), the RMSNorm rows whose copy_ is 512 MiB or
-    more (1.2x), and 16 GQA decode-attention
-    rows of 1.07 and 2.15 GB, 1.11-1.14x their eager times while the MHA rows of the same bytes
-    agree within 1% (and the whole-model decode graphs ran those shapes at the eager rate)."""
+    more (1.2x), and 16 GQA decode-attention rows of 1.07 and 2.15 GB, 1.11-1.14x their eager
+    times while the MHA rows of the same bytes agree within 1% (and the whole-model decode graphs
+    ran those shapes at the eager rate)."""
     if r.op in EAGER_CHECKED_OPS and r.t_eager_s:
         return min(r.t_graph_s, r.t_eager_s)
     return r.t_graph_s
@@ -425,8 +425,7 @@ def gemm_stream_table(gemm: GemmModel, rows: list[Row], switch_s: float = 0.0, f
     with np.errstate(all="ignore"):  # absurd shapes in a hand-edited file: clipped below, not a crash
         ratio = np.log(np.array([r.t_graph_s / stream_pass_s(gemm, r.shape, switch_s, floor_s) for r in rows], dtype=float))
     ratio = np.clip(np.nan_to_num(ratio, nan=0.0), -STREAM_RATIO_LOG_LIMIT, STREAM_RATIO_LOG_LIMIT)
-    ux = np.unique(logm)
-    return ux, np.array([ratio[logm == u].mean() for u in ux])
+    return _residual_table([0] * len(rows), logm, ratio)[0]  # one family: mean per M
 
 
 #: calibration ops of GEMMs in another compute dtype -> that dtype
