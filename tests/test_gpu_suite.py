@@ -70,8 +70,10 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     assert all(s[1].startswith("ok") or s[1] == "skipped(cpu)" for s in stages), stages
     # the summary comes last, and the packed copy holds the whole folder
     tail = p.stdout.strip().splitlines()
-    assert any(line.startswith("gpu_suite summary") for line in tail[-60:])
+    head = max(i for i, line in enumerate(tail) if line.startswith("gpu_suite summary"))
+    assert all(line.startswith("  ") for line in tail[head + 1:]) and len(tail) - head > 30  # every line after it is the summary's
     assert tail[-1].startswith("  flags:")
+    assert any(line.startswith("  calibrate: bf16 ") and "read-only" in line for line in tail[head:])
     import tarfile
 
     with tarfile.open(tar) as t:

@@ -130,13 +130,42 @@ def validation_lines(out: Path) -> list[str]:
     for t in d.get("targets", []):
         val = "-" if t.get("value") is None else f"{t['value']:.2f}"
         lines.append(f"  target {t['name']:<22} {t['status']:<12} {val:>6}  {t['detail']}")
-    lines.append(f"  flags: {len(d.get('flags', []))}; failed checks: {len(d.get('failed', []))}")
+    flags = d.get("flags", [])
+    lines += [f"  flag: {f}" for f in flags[:5]] + ([f"  ... {len(flags) - 5} more flags in validation.json"] if len(flags) > 5 else [])
+    lines.append(f"  flags: {len(flags)}; failed checks: {len(d.get('failed', []))}")
+    return lines
+
+
+def calibration_lines(out: Path) -> list[str]:
+    """The measured spec's ceilings (sustained, burst, read-only) and what the achievable model
+    fitted from the calibration that matters for the next decisions: the streamed-GEMM ratio."""
+    spec_path = out / "measured_spec.toml"
+    if not spec_path.is_file():
+        return ["  no measured_spec.toml"]
+    from rooflinecli.hardware import load_spec_file
+
+    spec = load_spec_file(spec_path)
+    mw = spec.measured_with
+    lines = [f"  calibrate: bf16 {spec.peak_dense_tflops.get('bf16', 0):.1f} TFLOP/s sustained (burst {mw.get('burst peak_dense_tflops.bf16', '-')}), "
+             f"copy {spec.memory_bandwidth_gb_per_s:.0f} GB/s sustained (burst {mw.get('burst memory.bandwidth_gb_per_s', '-')}), "
+             f"read-only {mw.get('read memory.bandwidth_gb_per_s', '-')} GB/s"]
+    from rooflinecli.achievable import models_for
+    from rooflinecli.errors import RooflineError
+
+    try:
+        m = models_for(spec)
+    except RooflineError as e:  # a partial grid (a dry run, a cut budget) may not fit
+        return lines + [f"  achievable fit: none ({e})"]
+    if m is not None:
+        ratio = m.to_dict().get("gemm_stream_ratio") or {}
+        lines.append("  gemm_stream ratio (streamed / single-GEMM fit) per M: "
+                     + (", ".join(f"M{k} {v:.3f}" for k, v in ratio.items()) if ratio else "no gemm_stream rows"))
     return lines
 
 
 def summary(out: Path, total_s: str) -> list[str]:
     lines = [f"\ngpu_suite summary ({total_s} s), {out}"]
-    for part in (stage_lines, tuned_lines, bench_lines, gate_lines, e2e_lines, validation_lines):
+    for part in (stage_lines, tuned_lines, calibration_lines, bench_lines, gate_lines, e2e_lines, validation_lines):
         try:
             lines += part(out)
         except Exception as e:  # noqa: BLE001 - one broken part must not hide the others
