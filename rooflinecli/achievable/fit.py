@@ -13,7 +13,10 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
 - **Decode attention**, **elementwise ops** (rmsnorm, add, SiLU*mul, copy): ``t0 + bytes / BW``,
   with the measured/fitted ratio of the row's family (RMSNorm and add by width, SiLU*mul by F,
   decode attention by heads and head dim: ``FAMILY_FIELDS``) interpolated in log bytes (the
-  bandwidth reached at that size and shape).
+  bandwidth reached at that size and shape; rows within 5% of one size merged). Decode attention
+  also reads the ratio by batch (``LinearModel.by_batch``): per measured batch a curve in log
+  bytes per sequence, interpolated in log B, carried past its largest size by the by-bytes curve
+  and fading into it, so the time grows with the context at every batch.
 - **Graph floor**: the time of one tiny kernel inside a CUDA graph (``launch_floor``).
 - **Graph switch**: what a kernel costs in a graph on top of its calibrated time when the kernel
   before it is a different one (``graph_switch_costs_s``): every other row times one op repeated,
@@ -54,16 +57,33 @@ def _interp_log(x, xs: np.ndarray, ys: np.ndarray):
     return np.interp(np.log(x), xs, ys)
 
 
+#: abscissae of one family closer than this (log scale: 5%) are one point of its ratio curve, at
+#: their mean: decode-attention rows of near-equal bytes but other batch x context splits
+#: (67.1, 67.2, 67.6 MB: 23.1, 22.5, 20.0 us on the H200) otherwise make the curve jump 13%
+#: between neighbours; GEMM M values and elementwise sizes are a factor of 2 or more apart
+MERGE_LOG_X = float(np.log(1.05))
+
+
+def _merge_close(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (x, mean y) with runs of x within ``MERGE_LOG_X`` of the run's first x merged (mean x)."""
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], ys[order]
+    gx, gy, start = [], [], 0
+    for i in range(1, len(xs) + 1):
+        if i == len(xs) or xs[i] - xs[start] > MERGE_LOG_X:
+            gx.append(float(xs[start:i].mean()))
+            gy.append(float(ys[start:i].mean()))
+            start = i
+    return np.array(gx), np.array(gy)
+
+
 def _residual_table(keys, log_x: np.ndarray, log_ratio: np.ndarray) -> dict:
-    """key -> (sorted unique log x, mean log ratio at each)."""
+    """key -> (sorted log x, mean log ratio at each; abscissae within 5% merged)."""
     out = {}
     keys = list(keys)
     for key in set(keys):
         idx = [i for i, k in enumerate(keys) if k == key]
-        xs, ys = log_x[idx], log_ratio[idx]
-        ux = np.unique(xs)
-        uy = np.array([ys[xs == u].mean() for u in ux])
-        out[key] = (ux, uy)
+        out[key] = _merge_close(np.asarray(log_x[idx], dtype=float), np.asarray(log_ratio[idx], dtype=float))
     return out
 
 
@@ -222,12 +242,23 @@ class LinearModel:
     #: family key -> (log bytes, log measured/fitted)
     families: dict = field(default_factory=dict)
     generic: tuple = (np.zeros(0), np.zeros(0))
+    #: decode attention (``BATCHED_OPS``): family key -> (sorted log B, [(log bytes per sequence,
+    #: log measured/fitted)] per B): the ratio at the query's batch and per-sequence size
+    by_batch: dict = field(default_factory=dict)
 
-    def time_s(self, features: list, key: tuple | None = None):
+    def time_s(self, features: list, key: tuple | None = None, batch=None):
+        """Seconds (and the fixed part) at ``features``; a decode-attention model given the
+        ``batch`` reads its family's ratio at that batch (interpolated in log B between the measured
+        batches) and the bytes per sequence, not at the bytes alone, wherever the calibration
+        measured around that point: rows of one size but different batches differ (H200: 67 MB
+        took 23.1 us at B1 x 16k, 20.0 at B32 x 512). Outside them, the ratio by bytes."""
         t = self.coef[0] + sum(c * f for c, f in zip(self.coef[1:], features[1:]))
         if not self.families:
             return t, self.coef[0]
         ratio = np.exp(_interp_log(features[1], *self.families.get(key, self.generic)))
+        if batch is not None and key in self.by_batch:  # inside the measured batches and sizes only
+            by_b, inside = _batch_ratio(features[1], batch, *self.by_batch[key], self.families.get(key, self.generic))
+            ratio = np.where(inside, np.exp(by_b), ratio)
         return t * ratio, self.coef[0] * ratio  # the fixed part scaled alike (time >= fixed)
 
     @property
@@ -263,14 +294,73 @@ def fit_target_s(r: Row) -> float:
     return r.t_graph_s
 
 
+def _batch_ratio(nbytes, batch, log_b: np.ndarray, curves: list, by_bytes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(log ratio, inside) at (batch, nbytes). Each measured batch's curve is read at the bytes per
+    sequence, log(nbytes / batch) (flat below its smallest size, capped at its largest), and the two
+    measured batches around the query are interpolated linearly in log B. Past the largest size
+    the by-bytes curve ``by_bytes`` carries it on: plus by_bytes(query) - by_bytes(at the cap), so
+    the ratio is continuous there, and it fades into the by-bytes ratio over a factor of 4 in size
+    (at large sizes bytes, not the batch split, set the time: the H200's B1 x 128k decode ran at
+    the bandwidth of B8-B32 rows of the same bytes). ``inside``: the batch lies within the measured batches (5%
+    slack); elsewhere the caller keeps the by-bytes ratio (a grid cut short by its budget measures
+    few batches). Broadcasts over arrays of both."""
+    b = np.maximum(np.asarray(batch, dtype=float), 1.0)
+    nb, b = np.broadcast_arrays(np.asarray(nbytes, dtype=float), b)
+    lx, lb = np.log(np.maximum(nb, 1.0) / b).ravel(), np.log(b).ravel()
+    hi_x = np.array([xs[-1] for xs, _ in curves])
+    if len(log_b) == 1:
+        lo = hi = np.zeros(lx.size, dtype=int)
+        w = np.zeros(lx.size)
+    else:
+        hi = np.clip(np.searchsorted(log_b, lb), 1, len(log_b) - 1)
+        lo = hi - 1
+        w = np.clip((lb - log_b[lo]) / (log_b[hi] - log_b[lo]), 0.0, 1.0)
+    cap = np.minimum(lx, np.minimum(hi_x[lo], hi_x[hi]))
+    vals = np.stack([np.interp(cap, xs, ys) for xs, ys in curves])  # (measured B, points)
+    cols = np.arange(lx.size)
+    r = vals[lo, cols] * (1.0 - w) + vals[hi, cols] * w
+    bx, by = by_bytes
+    if bx.size:  # past the cap: carried on by the by-bytes curve, becoming it over BATCH_FADE_LOG_X
+        at = np.interp(lb + lx, bx, by)
+        carried = r + at - np.interp(lb + cap, bx, by)
+        fade = np.clip((lx - cap) / BATCH_FADE_LOG_X, 0.0, 1.0)
+        r = carried * (1.0 - fade) + at * fade
+    inside = (lb >= log_b[0] - MERGE_LOG_X) & (lb <= log_b[-1] + MERGE_LOG_X)
+    return r.reshape(nb.shape), inside.reshape(nb.shape)
+
+
+#: past a batch curve's largest size, its ratio becomes the by-bytes one over this (log: 4x)
+BATCH_FADE_LOG_X = float(np.log(4.0))
+
+#: ops whose family ratio also depends on the batch (``LinearModel.by_batch``): decode attention
+BATCHED_OPS = ("sdpa_decode", "matmul_decode_attention")
+
+
+def _by_batch_table(op: str, rows: list[Row], log_ratio: np.ndarray) -> dict:
+    """family key -> (sorted log B, [(sorted unique log bytes per sequence, mean log ratio)] per B)."""
+    out: dict = {}
+    for key in {family_key(op, r.shape) for r in rows}:
+        idx = [i for i, r in enumerate(rows) if family_key(op, r.shape) == key]
+        batches = sorted({int(rows[i].shape["B"]) for i in idx})
+        curves = []
+        for B in batches:
+            j = [i for i in idx if int(rows[i].shape["B"]) == B]
+            curves.append(_residual_table([0] * len(j), np.log(np.array([rows[i].bytes / B for i in j], dtype=float)), log_ratio[j])[0])
+        out[key] = (np.log(np.array(batches, dtype=float)), curves)
+    return out
+
+
 def fit_linear(op: str, rows: list[Row]) -> LinearModel:
     t = np.array([fit_target_s(r) for r in rows], dtype=float)
     feats = _features_of(op, rows)
     model = LinearModel(op, _nnls_relative(np.stack(feats, axis=1), t))
     if op in FAMILY_FIELDS:
         base, _ = model.time_s(feats)
-        model.families = _residual_table([family_key(op, r.shape) for r in rows], np.log(feats[1]), np.log(t / base))
+        log_ratio = np.log(t / base)
+        model.families = _residual_table([family_key(op, r.shape) for r in rows], np.log(feats[1]), log_ratio)
         model.generic = _mean_curve(model.families)
+        if op in BATCHED_OPS:
+            model.by_batch = _by_batch_table(op, rows, log_ratio)
     return model
 
 
@@ -328,7 +418,8 @@ class FittedModels:
         elif row.op in MIXED_OPS:  # the repeat floor of the same kernels plus one switch each
             return (row.t_blocked_s or self.graph_floor_s) + (self.graph_switch_gemm_s if row.op == "launch_floor_mixed_gemm" else self.graph_switch_s)
         else:
-            t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])], family_key(row.op, row.shape))
+            t, _ = self.linear[row.op].time_s([f[0] for f in _features_of(row.op, [row])], family_key(row.op, row.shape),
+                                              batch=s["B"] if row.op in BATCHED_OPS else None)
         return float(np.maximum(t, self.graph_floor_s))
 
     def to_dict(self) -> dict:

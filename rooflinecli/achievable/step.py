@@ -197,7 +197,7 @@ class _Builder:
             note = "SDPA causal prefill"
         else:
             key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
-            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key)
+            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key, batch=self.seqs)
             note = "SDPA decode over the KV cache"
         self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note,
                  host=("sdpa_prefill_causal" if self.phase == "prefill" else "sdpa_decode", 1))
