@@ -381,7 +381,7 @@ def test_memory_bound_rows_fit_the_lower_of_graph_and_eager_time():
 
 
 def test_gemm_stream_rows_scale_the_graph_phase_gemms(tmp_path):
-    """`gemm_stream` rows (decode-sized GEMMs over 16 layers of distinct weights, one pass per
+    """`gemm_stream` rows (decode-sized GEMMs over 32 layers of distinct weights, one pass per
     launch) set how much slower than their single-GEMM rows a graph-captured step's GEMMs run,
     per M; eager prefill keeps the single-GEMM fit; a calibration without them predicts as before."""
     from rooflinecli.achievable.fit import stream_pass_s
@@ -391,9 +391,9 @@ def test_gemm_stream_rows_scale_the_graph_phase_gemms(tmp_path):
     base = fit_models(parse_calibration(doc, "plain.json"))
     slow = {1: 1.08, 8: 1.08, 64: 1.02}
     for M, f in slow.items():
-        shape = {"M": M, "L": 16, "D": 4096, "F": 14336, "Q": 6144}
+        shape = {"M": M, "L": 32, "D": 4096, "F": 14336, "Q": 6144}
         t = f * stream_pass_s(base.gemm, shape, base.graph_switch_gemm_s, base.graph_floor_s)
-        doc["rows"].append({"op": "gemm_stream", "shape": shape, "flops": 1.0, "bytes": 7e9, "t_graph": t, "t_eager": 1.01 * t})
+        doc["rows"].append({"op": "gemm_stream", "shape": shape, "flops": 1.0, "bytes": 14e9, "t_graph": t, "t_eager": 1.01 * t})
     (tmp_path / "stream.json").write_text(json.dumps(doc))
     m = fit_models(parse_calibration(doc, "stream.json"))
     assert float(m.gemm_stream_ratio(1)) == pytest.approx(1.08) and float(m.gemm_stream_ratio(256)) == pytest.approx(1.02)

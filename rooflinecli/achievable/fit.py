@@ -23,7 +23,7 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   so its ``t_graph`` already holds that op's repeat floor, and only the difference between the
   interleaved and the grouped times of the mixed-kernel rows is added (0 without those rows).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
-- **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 16 layers of
+- **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 32 layers of
   distinct weights) over what the GEMM model predicts for its GEMMs, per M
   (``gemm_stream_ratio``); graph-captured phases scale their GEMMs by it.
 

@@ -35,7 +35,7 @@ switch between different kernels, which no other row holds (``sets`` = k, two gr
 
 The GEMMs of a decode step as it streams its weights: ``gemm_stream`` {M, L, D, F, Q}, one pass
 over L layers of distinct qkv [Q, D], o [D, D], gate_up [2F, D] and down [D, F] weights (Llama-3-8B
-widths, 16 layers, 7 GB) per launch, against which the fit checks the single-GEMM rows, each of
+widths, 32 layers, 14 GB: Llama-3-8B's own layer weights) per launch, against which the fit checks the single-GEMM rows, each of
 which repeats one weight matrix or a few.
 
 Robust by construction: each shape runs under ``try``; a failure is recorded in ``failed`` and the
@@ -95,9 +95,10 @@ MIXED_K = (2, 4, 8)
 MIXED_GEMMS = ((1, 256, 256), (1, 4096, 4096))
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 #: ``gemm_stream``: decode-sized GEMMs over ``STREAM_LAYERS`` layers of distinct Llama-3-8B weights
-#: (qkv, o, gate_up, down: 436 MB a layer, 7 GB in all) in one pass, as a decode step streams them
+#: (qkv, o, gate_up, down: 436 MB a layer; 32 layers, 14 GB, as many as the model has) in one pass,
+#: as a decode step streams them (more than any TLB or cache could keep between passes)
 STREAM_M = (1, 8, 32, 64)
-STREAM_LAYERS = 16
+STREAM_LAYERS = 32
 SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
 
 METHOD = (
@@ -361,7 +362,7 @@ def gemm_stream_case(M: int, L: int, D: int, F: int, Q: int) -> Case:
     """One pass of decode-sized GEMMs over ``L`` layers of distinct weights, in a decode step's
     order: qkv [Q, D], o [D, D], gate_up [2F, D], down [D, F] per layer, M tokens. Every other GEMM
     row repeats one weight matrix (or cycles a few); this one reads each weight once per pass,
-    7 GB of them, so nothing of the last layer's weights, TLB entries included, helps the next:
+    14 GB of them, so nothing of the last layer's weights, TLB entries included, helps the next:
     the fit compares it with the sum of its GEMMs' own rows (``fit.gemm_stream_table``).
     ``t_graph`` / ``t_eager`` are seconds per pass."""
     shapes = [(Q, D), (D, D), (2 * F, D), (D, F)]
