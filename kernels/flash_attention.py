@@ -234,6 +234,11 @@ _GPU_CONFIGS = [
     _config(128, 64, 8, 3),
     _config(128, 64, 8, 4),
     _config(64, 64, 4, 3),
+    # two and three resident CTAs per SM (83 KB and 67 KB of shared memory, 138 and 116 registers
+    # under both Triton 3.6 and 3.9): CTAs that drift out of phase let one's softmax run under
+    # another's wgmma, the overlap one CTA's own loop cannot get (scripts/flash_overlap_probe.py)
+    _config(64, 64, 4, 2),
+    _config(64, 32, 4, 3),
 ]
 _flash_attention_autotuned = triton.autotune(configs=_GPU_CONFIGS, key=["S", "GROUP", "D", "CAUSAL"])(
     _flash_attention_kernel
