@@ -380,3 +380,21 @@ def test_the_measured_roof_flag_uses_the_fastest_measured_ceilings(tmp_path):
     assert dec.predicted_measured_s == pytest.approx(next(r for r in v.rows if (r.op, r.shape, r.impl) == (dec.op, dec.shape, dec.impl)).predicted_measured_s)
     (tmp_path / "bad.toml").write_text(text.replace('tool = "roofline calibrate"', 'tool = "roofline calibrate"\n"read memory.bandwidth_gb_per_s" = "fast"'))
     assert bound_spec(get_spec(str(tmp_path / "bad.toml"))).memory_bandwidth_gb_per_s == pytest.approx(4252.0)  # not a number: ignored
+
+
+def test_results_of_another_gpu_than_the_spec_get_a_note():
+    from rooflinecli.bench.validate import gpu_mismatch_note
+    from rooflinecli.hardware import get_spec
+
+    run2 = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200-2026-11-30-run2" / "results.json"
+    res = load_results(run2)
+    assert res.gpu_name == "NVIDIA H200"
+    assert not [n for n in validate(res).notes if "different GPUs" in n]
+    notes = [n for n in validate(res, hw="h100-sxm").notes if "different GPUs" in n]
+    assert len(notes) == 1 and "NVIDIA H200" in notes[0] and "'h100-sxm'" in notes[0] and "H100" in notes[0]
+    assert gpu_mismatch_note("NVIDIA H100 80GB HBM3", get_spec("h100-sxm")) is None
+    assert gpu_mismatch_note("cpu (Triton interpreter)", get_spec("h200")) is None  # CPU dry runs: no GPU model
+    assert gpu_mismatch_note("NVIDIA H200", get_spec("h200-measured")) is None
+    assert "B200" in gpu_mismatch_note("NVIDIA H200", get_spec("b200"))
+    r = runner.invoke(app, ["validate", str(run2), "--hw", "a100-sxm"])
+    assert r.exit_code == 0 and "note: the results were measured on NVIDIA H200, but spec 'a100-sxm' describes A100" in r.output

@@ -212,7 +212,36 @@ def resolve_specs(results: Results, hw: str | None, measured: str | None) -> tup
         ds = get_spec(ms.base)
     if ds is None and ms is None:
         raise RooflineError(f"{results.path}: no spec to validate against: the results name none; pass --hw (e.g. --hw h200)")
+    for spec in (ds, ms):
+        note = gpu_mismatch_note(results.gpu_name, spec)
+        if note and note not in notes:
+            notes.append(note)
     return ds, ms, notes
+
+
+#: GPU model names as they appear in torch's device names and our spec names
+_GPU_MODELS = ("h100", "h200", "h20", "h800", "b200", "b100", "gb200", "a100", "a800", "l40s", "l40", "l4", "4090", "5090", "mi300x", "mi325x", "mi355x")
+
+
+def _gpu_model(name: str | None) -> str | None:
+    import re
+
+    words = set(re.findall(r"[a-z0-9]+", (name or "").lower()))
+    return next((m for m in _GPU_MODELS if m in words), None)
+
+
+def gpu_mismatch_note(gpu_name: str | None, spec: HardwareSpec | None) -> str | None:
+    """A note when the results were measured on another GPU model than ``spec`` describes (an
+    H100 run validated against the H200 spec compares two GPUs); None when they match, or when
+    either name says no known model (CPU dry runs, custom specs)."""
+    if spec is None:
+        return None
+    ran = _gpu_model(gpu_name)
+    spec_gpu = _gpu_model(spec.measured_with.get("gpu_name")) or _gpu_model(spec.name) or _gpu_model(spec.id)
+    if ran is None or spec_gpu is None or ran == spec_gpu:
+        return None
+    return (f"the results were measured on {gpu_name}, but spec '{spec.id}' describes {spec_gpu.upper()}: "
+            "predictions and errors compare two different GPUs (pass the matching --hw / --measured)")
 
 
 def _p50(r: ResultRow) -> float:
