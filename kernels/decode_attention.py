@@ -349,8 +349,12 @@ _decode_attention_autotuned = triton.autotune(
 )(_decode_attention_kernel)
 # Balanced schedule: the grid is always (P,) = one program per SM, so P replaces SPLITS in the key;
 # B and H_kv still change how many groups each program walks (B64: ~4 per program, B1: 1).
+# Its configs: all but 128-token TMA tiles on 8 warps, which under Triton 3.6 (the H200 machine's)
+# keep one value in an 8-byte stack frame across the KV loop here (2 STL + 2 LDL per group, at 80
+# registers; none under 3.9); 128-token TMA tiles on 4 warps stay.
+_BALANCED_CONFIGS = [c for c in _GPU_CONFIGS if not (c.kwargs["TMA"] and c.kwargs["BLOCK_N"] == 128 and c.num_warps == 8)]
 _decode_attention_balanced_autotuned = triton.autotune(
-    configs=_GPU_CONFIGS,
+    configs=_BALANCED_CONFIGS,
     key=["B", "H_kv", "P", "GROUP", "D", "PAGED", "PAGE_SIZE", "VARLEN"],
     prune_configs_by={"early_config_prune": _keep_fitting_tiles},
 )(_decode_attention_balanced_kernel)
