@@ -392,7 +392,64 @@ def one_wave_splits(groups: int, n_ctx: int, sms: int, min_chunk: int = 256) -> 
 #: decode_attention's work schedules: "splits" (grid (B * H_kv, splits), one_wave_splits) and
 #: "balanced" (grid (SMs,), every program the same number of context units: balanced_plan)
 SCHEDULES = ("splits", "balanced")
+#: the schedule where none is chosen: on a GPU (``AUTO_SCHEDULE``), the faster of the two, timed on
+#: the first call of each shape class (``choose_schedule``); under the interpreter, or while a CUDA
+#: graph is being captured, this one
 DEFAULT_SCHEDULE = "splits"
+AUTO_SCHEDULE = True
+#: "balanced" must beat "splits" by more than this fraction to be chosen (a near-tie keeps splits)
+SCHEDULE_MARGIN = 0.02
+#: shape class -> the schedule chosen for it (``_auto_schedule``)
+_SCHEDULE_CHOICE: dict = {}
+
+
+def choose_schedule(time_ms, margin: float = SCHEDULE_MARGIN) -> tuple[str, dict]:
+    """(schedule, {schedule: ms}): ``time_ms(schedule)`` for each of ``SCHEDULES``; "balanced"
+    only if it is more than ``margin`` faster than "splits"."""
+    times = {s: float(time_ms(s)) for s in SCHEDULES}
+    return ("balanced" if times["balanced"] < (1.0 - margin) * times["splits"] else "splits"), times
+
+
+def _schedule_class(q, k_cache, seq_lens, block_table) -> tuple:
+    """What the schedules' relative speed depends on: batch, heads, head dim, dtype, paging,
+    ragged lengths, and the cache length to a power of two."""
+    paged = block_table is not None
+    n_max = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
+    h_kv = k_cache.shape[2] if paged else k_cache.shape[1]
+    return (tuple(q.shape), h_kv, q.dtype, paged, k_cache.shape[1] if paged else 1, seq_lens is not None, int(n_max).bit_length())
+
+
+def _graph_time_ms(fn) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench_cudagraph(fn, rep=20))
+
+
+def _auto_enabled(q) -> bool:
+    return AUTO_SCHEDULE and q.is_cuda and not interpreting() and not torch.cuda.is_current_stream_capturing()
+
+
+def _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out, timer=None) -> str:
+    """The schedule for this call's shape class: cached, or chosen now by timing both (graph
+    replay; each schedule's own autotuner runs first, unrecorded) on these very inputs."""
+    from kernels.tuning import unrecorded
+
+    cls = _schedule_class(q, k_cache, seq_lens, block_table)
+    choice = _SCHEDULE_CHOICE.get(cls)
+    if choice is None:
+        timer = timer or _graph_time_ms
+
+        def time_ms(schedule: str) -> float:
+            def fn():
+                decode_attention(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out=out, schedule=schedule)
+
+            fn()  # compiles and autotunes that schedule's kernel outside the timing
+            return timer(fn)
+
+        with unrecorded():
+            choice, _ = choose_schedule(time_ms)
+        _SCHEDULE_CHOICE[cls] = choice
+    return choice
 
 
 def balanced_plan(groups: int, units_per_group: int, programs: int) -> tuple[int, int]:
@@ -547,7 +604,8 @@ def decode_attention(
     Paged cache (``block_table`` given): k_cache, v_cache [num_blocks, page_size, H_kv, D] and
     block_table [B, max_blocks] int32, N_max = max_blocks * page_size. H_kv divides H.
     seq_lens [B] int32, each in [1, N_max] (not checked: that would need a device sync); None: all
-    N_max. ``schedule`` (``SCHEDULES``; None: ``DEFAULT_SCHEDULE``): "splits" gives each (batch, KV
+    N_max. ``schedule`` (``SCHEDULES``; None: on a GPU the faster of the two for this shape class,
+    timed on its first call, ``choose_schedule``; else ``DEFAULT_SCHEDULE``): "splits" gives each (batch, KV
     head) ``num_splits`` context chunks, one program each (None picks from the SM count: at most
     one program per SM); "balanced" runs ``num_programs`` programs (None: one per SM) that each
     take an equal share of all (batch, KV head, context) work, across group boundaries.
@@ -557,8 +615,11 @@ def decode_attention(
     key = launch_key(q, k_cache, v_cache, out, seq_lens, block_table, sm_scale, num_splits, schedule, num_programs)
     plan = _PLANS.get(key)
     if plan is None:
+        run_schedule = schedule
+        if schedule is None and num_splits is None and num_programs is None and _auto_enabled(q):
+            run_schedule = _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out)
         kernel, grid, descs, buffers, strides, consts = _plan(q, k_cache, v_cache, seq_lens, block_table, sm_scale,
-                                                              num_splits, schedule, num_programs, out)
+                                                              num_splits, run_schedule, num_programs, out)
         # the launch with everything but q, the caches, lens, table and out fixed (BOUND_SLOTS)
         bound = Bound(kernel, grid, [None, None, None, *descs, None, None, *buffers[:3], None, buffers[3], *strides],
                       consts, BOUND_SLOTS)

@@ -362,6 +362,22 @@ def pruned_configs(autotuner, args: tuple, meta: Mapping[str, Any]) -> tuple:
     return kept or tuple(autotuner.configs)
 
 
+_UNRECORDED = [0]
+
+
+class unrecorded:
+    """``with unrecorded():`` autotuner calls in the block are not recorded by an active
+    ``Recorder`` (a launcher's own trial runs, as ``decode_attention``'s schedule choice, are not
+    the config the case ran with)."""
+
+    def __enter__(self):
+        _UNRECORDED[0] += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _UNRECORDED[0] -= 1
+
+
 class Recorder:
     """While active (``with Recorder(autotuners, committed):``), each autotuner call records a
     ``Call``. ``pin_missing``: a key not yet in the cache gets the autotuner's first config instead
@@ -377,6 +393,8 @@ class Recorder:
         original = at.run
 
         def run(*args, **kwargs):
+            if _UNRECORDED[0]:
+                return original(*args, **kwargs)
             if len(at.configs) <= 1:
                 out = original(*args, **kwargs)
                 self.calls.append(Call(name, (), at.configs[0] if at.configs else None, "fixed"))

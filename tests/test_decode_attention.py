@@ -395,3 +395,40 @@ def test_gpu_configs_compile_for_h100_h200():
         assert row["shared_bytes"] <= 227 * 1024, row
         assert row["stack_bytes"] == 0 and row["LDL"] == 0 and row["STL"] == 0, f"register spill: {row}"
         assert (row["UTMALDG"] > 0) == row["tma"], row
+
+
+def test_the_schedule_is_chosen_by_timing_both_once_per_shape_class(monkeypatch):
+    """On a GPU, no schedule given: the first call of a shape class times both schedules (graph
+    replay there; a stand-in timer here, the interpreter's kernels run for real) and keeps the
+    faster; "balanced" needs more than SCHEDULE_MARGIN; later calls of the class reuse the choice,
+    and an explicit schedule, num_splits or num_programs is never overridden."""
+    times = {"splits": 1.0, "balanced": 0.5}
+    seen = []
+
+    def timer(fn):
+        fn()
+        seen.append(len(seen))
+        return times[da.SCHEDULES[(len(seen) - 1) % 2]]
+
+    monkeypatch.setattr(da, "_auto_enabled", lambda q: True)
+    monkeypatch.setattr(da, "_graph_time_ms", timer)
+    monkeypatch.setattr(da, "_SCHEDULE_CHOICE", {})
+    monkeypatch.setattr(da, "_PLANS", {})
+    assert da.choose_schedule(lambda s: {"splits": 1.0, "balanced": 0.99}[s])[0] == "splits"  # a near-tie keeps splits
+    assert da.choose_schedule(lambda s: {"splits": 1.0, "balanced": 0.97}[s])[0] == "balanced"
+    g = gen("auto-schedule")
+    q = torch.randn(2, 4, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    k = torch.randn(2, 2, 40, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    v = torch.randn(2, 2, 40, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    out = da.decode_attention(q, k, v)
+    assert len(seen) == 2 and list(da._SCHEDULE_CHOICE.values()) == ["balanced"]
+    ref = da.decode_reference(q, k, v)
+    assert compare(out, ref, OP.tolerance["bf16"]).ok
+    da.decode_attention(q, k, v)
+    da.decode_attention(q, k[:, :, :33].contiguous(), v[:, :, :33].contiguous())  # same power of two of length: same class
+    assert len(seen) == 2
+    da.decode_attention(q, k, v, num_splits=2)  # explicit: no choice
+    da.decode_attention(q, k, v, schedule="splits")
+    assert len(seen) == 2
+    da.decode_attention(q, k[:, :, :8].contiguous(), v[:, :, :8].contiguous())  # another class: timed again
+    assert len(seen) == 4 and len(da._SCHEDULE_CHOICE) == 2

@@ -496,3 +496,14 @@ def test_graph_benchmarker_uses_do_bench_cudagraph_and_falls_back_to_events(monk
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", refuses)
     assert bench(lambda: None, quantiles=(0.5, 0.2, 0.8)) == [0.7, 0.6, 0.8]
     assert calls[-1] == ("events", (0.5, 0.2, 0.8))
+
+
+def test_unrecorded_calls_are_left_out_of_the_row():
+    """A launcher's own trial runs (decode attention's schedule choice) are not what the case ran."""
+    at = _toy_autotuner([])
+    with Recorder({"toy": at}) as rec:
+        with tuning.unrecorded():
+            _launch(at, torch.randn(40))
+        assert rec.calls == []
+        _launch(at, torch.randn(40))
+    assert len(rec.calls) == 1 and tuning._UNRECORDED == [0]
