@@ -429,22 +429,28 @@ def _auto_enabled(q) -> bool:
     return AUTO_SCHEDULE and q.is_cuda and not interpreting() and not torch.cuda.is_current_stream_capturing()
 
 
-def _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out, timer=None) -> str:
+def _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out) -> str:
     """The schedule for this call's shape class: cached, or chosen now by timing both (graph
-    replay; each schedule's own autotuner runs first, unrecorded) on these very inputs."""
+    replay; each schedule's own autotuner runs first, unrecorded) on these very inputs. Bad
+    inputs raise as they would without the choice; a schedule that fails otherwise (a compile
+    error, say) counts as infinitely slow."""
     from kernels.tuning import unrecorded
 
     cls = _schedule_class(q, k_cache, seq_lens, block_table)
     choice = _SCHEDULE_CHOICE.get(cls)
     if choice is None:
-        timer = timer or _graph_time_ms
 
         def time_ms(schedule: str) -> float:
             def fn():
                 decode_attention(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out=out, schedule=schedule)
 
-            fn()  # compiles and autotunes that schedule's kernel outside the timing
-            return timer(fn)
+            try:
+                fn()  # compiles and autotunes that schedule's kernel outside the timing
+                return _graph_time_ms(fn)
+            except ValueError:
+                raise
+            except Exception:  # noqa: BLE001 - the other schedule may still run
+                return math.inf
 
         with unrecorded():
             choice, _ = choose_schedule(time_ms)

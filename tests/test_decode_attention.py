@@ -432,3 +432,27 @@ def test_the_schedule_is_chosen_by_timing_both_once_per_shape_class(monkeypatch)
     assert len(seen) == 2
     da.decode_attention(q, k[:, :, :8].contiguous(), v[:, :, :8].contiguous())  # another class: timed again
     assert len(seen) == 4 and len(da._SCHEDULE_CHOICE) == 2
+
+
+def test_a_schedule_that_fails_is_not_chosen_and_bad_input_still_raises(monkeypatch):
+    monkeypatch.setattr(da, "_auto_enabled", lambda q: True)
+    monkeypatch.setattr(da, "_SCHEDULE_CHOICE", {})
+    monkeypatch.setattr(da, "_PLANS", {})
+    real = da._plan
+
+    def plan(*args):
+        if args[7] == "balanced":  # the schedule argument
+            raise RuntimeError("compile error")
+        return real(*args)
+
+    monkeypatch.setattr(da, "_plan", plan)
+    monkeypatch.setattr(da, "_graph_time_ms", lambda fn: (fn(), 1.0)[1])
+    g = gen("auto-fail")
+    q = torch.randn(1, 4, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    k = torch.randn(1, 2, 24, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    out = da.decode_attention(q, k, k)
+    assert list(da._SCHEDULE_CHOICE.values()) == ["splits"]
+    assert compare(out, da.decode_reference(q, k, k), OP.tolerance["bf16"]).ok
+    with pytest.raises(ValueError, match="head dim"):
+        da.decode_attention(torch.zeros(1, 4, 96, dtype=torch.bfloat16), torch.zeros(1, 2, 24, 96, dtype=torch.bfloat16),
+                            torch.zeros(1, 2, 24, 96, dtype=torch.bfloat16))
