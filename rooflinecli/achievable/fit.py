@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rooflinecli import formulas
+
 from .calibration import Calibration, Row
 
 #: ops timed by bytes (t0 + bytes / BW)
@@ -501,7 +503,7 @@ def stream_pass_s(gemm: GemmModel, shape: dict, switch_s: float = 0.0, floor_s: 
     M, L = float(shape["M"]), float(shape["L"])
     one = 0.0
     for N, K in stream_gemm_shapes(shape):
-        t, _ = gemm.time_s(M, N, K, 2.0 * M * N * K, 2.0 * (M * K + N * K + M * N))
+        t, _ = gemm.time_s(M, N, K, formulas.gemm_flops(M, N, K), formulas.gemm_min_bytes(M, N, K, 2))  # bf16 rows
         one += max(float(t), floor_s) + switch_s
     return L * one
 

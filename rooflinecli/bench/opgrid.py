@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rooflinecli import formulas
+
 SCHEMA = "rooflinecli.calibration/1"
 REPLAYS = 7
 MAX_SETS = 64
@@ -379,9 +381,9 @@ def gemm_stream_case(M: int, L: int, D: int, F: int, Q: int) -> Case:
 
         return one_pass
 
-    elems = L * sum(N * K for N, K in shapes)
-    b = 2.0 * (elems + L * sum(M * (N + K) for N, K in shapes))
-    return Case("gemm_stream", {"M": M, "L": L, "D": D, "F": F, "Q": Q}, 2.0 * M * elems, b, b, make,
+    flops = float(L * sum(formulas.gemm_flops(M, N, K) for N, K in shapes))
+    b = float(L * sum(formulas.gemm_min_bytes(M, N, K, 2) for N, K in shapes))
+    return Case("gemm_stream", {"M": M, "L": L, "D": D, "F": F, "Q": Q}, flops, b, b, make,
                 note=f"F.linear bf16 (cuBLAS) over {L} layers of distinct qkv / o / gate_up / down weights, one pass per launch")
 
 
