@@ -29,7 +29,12 @@ def test_calibrated_spec_is_achievable_by_default_with_the_roof_beside():
     assert abs(sum(r["roof_time_s"] for r in dec) - j["roof_tpot_s"]) < 1e-9 * j["roof_tpot_s"]
     roof = _json(["analyze", "--hw", "h200-measured", *ARGS, "--mode", "roof"])
     assert roof["mode"] == "roof" and roof["engine"] is None and roof["calibration"] is None
-    assert roof["tpot_s"] == pytest.approx(j["roof_tpot_s"]) and roof["ttft_s"] == pytest.approx(j["roof_ttft_s"])
+    # roof mode keeps the spec's sustained copy bandwidth; the achievable mode's roof beside is
+    # on the fastest HBM stream measured (``achievable.roof_spec``), so it is a little faster
+    assert j["roof_memory_bandwidth_gb_per_s"] > roof["roof_memory_bandwidth_gb_per_s"] == 4252.0
+    assert j["roof_peak_tflops"] == roof["roof_peak_tflops"]
+    assert j["roof_tpot_s"] < roof["tpot_s"] < j["tpot_s"] and j["roof_ttft_s"] <= roof["ttft_s"] < j["ttft_s"]
+    assert roof["tpot_s"] / j["roof_tpot_s"] < j["roof_memory_bandwidth_gb_per_s"] / 4252.0 + 1e-9
     fused = _json(["analyze", "--hw", "h200-measured", *ARGS, "--engine", "fused"])
     assert fused["engine"] == "fused" and fused["roof_tpot_s"] < fused["tpot_s"] < j["tpot_s"]
 

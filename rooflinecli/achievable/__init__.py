@@ -11,7 +11,9 @@ Public entry points:
   phase; mode "roof" (the datasheet roofline: a measured spec's base), "roof_measured" (the
   roofline on the spec's own ceilings) or "achievable" (the calibrated model);
 - ``predict_step_breakdown(...)``: the same as per-op rows;
-- ``calibration_for(spec)`` and ``models_for(spec)``: the spec's calibration and its fit.
+- ``calibration_for(spec)`` and ``models_for(spec)``: the spec's calibration and its fit;
+- ``roof_spec(spec, models)``: the ceilings of the roof the achievable mode prints beside its
+  times, and that no achievable time goes below.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "predict_step_breakdown",
     "predict_step_s",
     "resolve_mode",
+    "roof_spec",
 ]
 
 
@@ -82,6 +85,38 @@ def models_for(spec):
     """The fitted models of the spec's calibration (cached per file), or None without one."""
     cal = calibration_for(spec)
     return None if cal is None else _fit(cal.path)
+
+
+def roof_spec(spec, models):
+    """The ceilings of the achievable mode's roof: ``spec`` with its HBM bandwidth raised to the
+    fastest stream measured on that GPU, the highest of the spec's own (sustained copy), the
+    memory entries of ``hardware.bound_spec`` (burst copy, read-only ceiling) and the
+    calibration's fastest memory-bound row (``models.stream_bytes_per_s``). Reads outrun copies:
+    on the H200 of 2026-11-30 SDPA decode streamed 4,501 GB/s against the copy's 4,252, so a roof
+    on the copy alone put big-KV decode steps 5% under their own achievable time. Compute peaks
+    stay the spec's sustained ones, which the achievable GEMMs never exceed either. With it the
+    roof is a bound: every achievable row is at least its roof (``step``)."""
+    from rooflinecli.hardware import bound_spec
+
+    bw = max(spec.memory_bandwidth_gb_per_s, bound_spec(spec).memory_bandwidth_gb_per_s,
+             (models.stream_bytes_per_s / 1e9) if models is not None else 0.0)
+    if bw <= spec.memory_bandwidth_gb_per_s:
+        return spec
+    return replace(spec, memory_bandwidth_gb_per_s=bw)
+
+
+def roof_bandwidth_source(spec, models) -> str:
+    """Where the achievable roof's HBM bandwidth comes from, in words (for the summary line)."""
+    from rooflinecli.hardware import bound_spec
+
+    bw = roof_spec(spec, models).memory_bandwidth_gb_per_s
+    if bw == spec.memory_bandwidth_gb_per_s:
+        return "the spec's bandwidth"
+    if models is not None and abs(models.stream_bytes_per_s / 1e9 - bw) < 1e-6 * bw:
+        return f"fastest calibration stream, {models.stream_source}"
+    if bound_spec(spec).memory_bandwidth_gb_per_s == bw:
+        return "fastest measured ceiling in [measured_with]"
+    return "measured"
 
 
 def require_models(spec):

@@ -5,7 +5,8 @@ into the kernels an engine launches (``profiles``), each timed by the fitted ven
 Per row: ``time_s`` (achievable, summed over the row's layers), ``fixed_s`` (its per-kernel fixed
 costs), ``roof_s`` (the roofline time of the analysis ops it covers; 0 for kernels the roofline
 model fuses away: RoPE, residual adds, the KV write), ``kernels`` per layer, and
-``efficiency`` = roof / (achievable - fixed). Arrays broadcast over (batch, context).
+``efficiency`` = roof / (achievable - fixed), at most 1: the roof is on the fastest ceilings measured
+(``roof_spec``) and no row's work is faster than it. Arrays broadcast over (batch, context).
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ class _Builder:
         self.ops = {o.name: o for o in ops}
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
-        self.roof = {t.op.name: t.time_s for t in time_ops(spec, pure, wl.compute_dtype, ops)}
+        from . import roof_spec  # the fastest ceilings measured: no achievable row goes below this roof
+
+        self.roof = {t.op.name: t.time_s for t in time_ops(roof_spec(spec, models), pure, wl.compute_dtype, ops)}
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
         self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
         self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
@@ -118,7 +121,7 @@ class _Builder:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
         return t, t0
 
-    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False, host=(None, 0), switches=None):
+    def add(self, name, kind, layers, kernels, t, fixed, roof_names=(), note="", timed_as_a_whole=False, host=(None, 0), switches=None, clamp=True):
         """One row of GPU time. In a graph each kernel costs at least the graph floor
         (``timed_as_a_whole``: ``t`` is a calibrated time of all the row's kernels together, which
         holds their floors already), plus the graph's switch cost (``graph_switch_s``; GEMM rows
@@ -126,12 +129,19 @@ class _Builder:
         a different kernel in the step but followed the same kernel in their calibration (default:
         every kernel, each timed as one op repeated; see ``_switch_cost``). Eager launches are
         accounted for by ``host_wait``, from ``host`` = (calibrated op, calls per layer): the host's
-        cost of those torch calls."""
+        cost of those torch calls. No row's work runs faster than the roof of the ops it covers:
+        time >= fixed + roof (``clamp``; ``roof_spec``'s ceilings), so its efficiency is at most
+        1. A fit read far from its calibrated shapes, or a bytes-only model on an op that is
+        compute-bound (MLA's absorbed decode at large batch), would otherwise put it under the
+        roof; a row whose roof covers more than its own kernels (the
+        main norms of a model with extra norms) is clamped with them (``_clamp_group``)."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
             extra = self._switch_cost(kind, kernels if switches is None else switches)
             t, fixed = t + extra, np.asarray(fixed, dtype=float) + extra
+        if clamp:
+            t = np.maximum(np.asarray(t, dtype=float), np.asarray(fixed, dtype=float) + roof / layers)
         host_s = self.m.host_call_s(host[0], host[1], kernels)
         self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note, host_s))
 
@@ -163,7 +173,12 @@ class _Builder:
             note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit ({self.gemm_speedup_source})"
         self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))
 
-    def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False):
+    def _clamp_group(self, rows: list[StepRow], roof) -> None:
+        """Raise the first of ``rows`` so that together they take at least ``roof`` seconds."""
+        short = np.maximum(0.0, np.asarray(roof, dtype=float) - sum(np.asarray(r.time_s, dtype=float) for r in rows))
+        rows[0].time_s = rows[0].time_s + short
+
+    def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False, clamp: bool = True):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
         n = self.tokens if name != "final_norm" else self.seqs
         switches = None
@@ -179,7 +194,7 @@ class _Builder:
         else:
             t, f = self.copy_like(count * (4.0 if with_add else 2.0) * n * width * self.b, count)
         self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch",
-                 host=("rmsnorm" if self.p.norm == "torch" else None, count), switches=switches)
+                 host=("rmsnorm" if self.p.norm == "torch" else None, count), switches=switches, clamp=clamp)
 
     def attention_core(self, name: str):
         op = self.ops[name]
@@ -240,9 +255,10 @@ class _Builder:
             elif "linear" in op.extra:
                 self.linear(name, (name,))
             elif name == "norms":
-                self.norms("norms", 2, cfg.hidden_size, L, ("norms",), with_add=p.residual_add_kernels == 0)
+                self.norms("norms", 2, cfg.hidden_size, L, ("norms",), with_add=p.residual_add_kernels == 0, clamp=op.kernels <= 2)
                 if op.kernels > 2:  # MLA latent norms, q/k norms: plain norms of their mean width
                     self.norms("norms.extra", op.kernels - 2, self._extra_norm_width(), L)
+                    self._clamp_group(self.rows[-2:], self.rows[-2].roof_s)
             elif name == "final_norm":
                 self.norms("final_norm", 1, cfg.hidden_size, 1, ("final_norm",))
             elif op.kind == "attention":

@@ -36,7 +36,7 @@ def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, b
     batch = np.asarray(batch, dtype=float)
     context = np.asarray(context, dtype=float)
     shape = np.broadcast_shapes(batch.shape, context.shape)
-    out = sum_ops(phase_times(cfg, spec, wl, phase, batch, context), shape)
+    out = sum_ops(phase_times(cfg, roof_spec_of(spec, wl), wl, phase, batch, context), shape)
     out["roof_time_s"] = out["time_s"]
     if wl.mode == "achievable":
         from rooflinecli.achievable import phase_achievable
@@ -49,6 +49,17 @@ def phase_grid(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, b
     for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "activation_workspace_bytes_per_gpu", "total_bytes_per_gpu", "fits"):
         out[k] = np.broadcast_to(mem[k], shape)
     return out
+
+
+def roof_spec_of(spec: HardwareSpec, wl: Workload) -> HardwareSpec:
+    """The ceilings of the roofline figures of a workload: the spec's own in roof mode; in
+    achievable mode the fastest measured ones (``achievable.roof_spec``), the roof that no
+    achievable time goes below."""
+    if wl.mode != "achievable":
+        return spec
+    from rooflinecli.achievable import models_for, roof_spec
+
+    return roof_spec(spec, models_for(spec))
 
 
 def _scalar(x):
@@ -175,6 +186,8 @@ class Analysis:
     calibration: dict | None = None  # source of the calibration (achievable mode)
     #: achievable mode: per-op rows {"prefill": [...], "decode": [...]} (decode: mean over steps)
     achievable_ops: dict | None = None
+    #: the ceilings of the roofline figures (``roof_spec_of``): ``spec`` in roof mode
+    roof_spec: HardwareSpec | None = None
 
     @property
     def num_gpus(self) -> int:
@@ -198,6 +211,8 @@ class Analysis:
             "tpot_s": self.tpot_s,
             "roof_ttft_s": self.roof_ttft_s,
             "roof_tpot_s": self.roof_tpot_s,
+            "roof_memory_bandwidth_gb_per_s": (self.roof_spec or self.spec).memory_bandwidth_gb_per_s,
+            "roof_peak_tflops": (self.roof_spec or self.spec).peak_flops_per_s(self.workload.compute_dtype) / 1e12,
             "tpot_first_s": self.tpot_first_s,
             "tpot_last_s": self.tpot_last_s,
             "e2e_latency_s": self.e2e_latency_s,
@@ -333,9 +348,10 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
             "(measured specs carry one: `roofline calibrate --from-results`)"
         )
 
-    prefill = _phase_result("prefill", B, str(S), phase_times(cfg, spec, wl, "prefill", float(B), float(S)))
+    rspec = roof_spec_of(spec, wl)
+    prefill = _phase_result("prefill", B, str(S), phase_times(cfg, rspec, wl, "prefill", float(B), float(S)))
     steps = np.arange(S, S + G, dtype=float)
-    timed = phase_times(cfg, spec, wl, "decode", float(B), steps)
+    timed = phase_times(cfg, rspec, wl, "decode", float(B), steps)
     decode = _phase_result("decode", B, f"{S}..{S + G - 1}", timed)
     step_times = sum_ops(timed, steps.shape)["time_s"]
     naive = None
@@ -343,7 +359,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         other = "naive" if wl.mla_decode == "absorbed" else "absorbed"
         from dataclasses import replace
 
-        naive = _phase_result("decode", B, f"{S}..{S + G - 1}", phase_times(cfg, spec, replace(wl, mla_decode=other), "decode", float(B), steps))
+        naive = _phase_result("decode", B, f"{S}..{S + G - 1}", phase_times(cfg, rspec, replace(wl, mla_decode=other), "decode", float(B), steps))
         naive.phase = f"decode ({other} MLA)"
 
     roof_ttft, roof_tpot = prefill.time_s, float(np.mean(step_times))
@@ -360,7 +376,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         cost = wl.price_per_gpu_hour * n_gpus / 3600.0 * e2e / (B * G) * 1e6
 
     mid = S + G // 2
-    cb_step, cb_gemm = decode_compute_bound_batches(cfg, spec, wl, mid)
+    cb_step, cb_gemm = decode_compute_bound_batches(cfg, rspec, wl, mid)
     mem = memory_totals(cfg, spec, wl, S, S + G, float(B))
     memory = {k: _scalar(v) for k, v in mem.items()}
     memory["weights_bytes"] = memory["weights_bytes_per_gpu"]
@@ -404,7 +420,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         decode_compute_bound_batch=cb_step,
         decode_gemm_compute_bound_batch=cb_gemm,
         decode_compute_bound_context=mid,
-        ridge_point_flop_per_byte=spec.ridge_point(wl.compute_dtype),
+        ridge_point_flop_per_byte=rspec.ridge_point(wl.compute_dtype),
         kv_crossover_context=kv_crossover_context(cfg, spec, wl),
         cost_per_million_output_tokens_usd=cost,
         memory=memory,
@@ -415,6 +431,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         roof_tpot_s=roof_tpot,
         calibration=ach["calibration"] if ach else None,
         achievable_ops=ach["ops"] if ach else None,
+        roof_spec=rspec,
     )
 
 

@@ -166,9 +166,10 @@ def render(a, show_ops: bool = True) -> None:
     eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
     if ach:
         eff = "1.0 for the roof; the achievable times use the calibrated models"
+    rspec = a.roof_spec or spec
     c.print(
-        f"ridge point {a.ridge_point_flop_per_byte:.0f} FLOP/B ({spec.peak_flops_per_s(wl.compute_dtype) / 1e12:.0f} TFLOP/s / "
-        f"{spec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
+        f"ridge point {a.ridge_point_flop_per_byte:.0f} FLOP/B ({rspec.peak_flops_per_s(wl.compute_dtype) / 1e12:.0f} TFLOP/s / "
+        f"{rspec.memory_bandwidth_bytes_per_s / 1e12:.3g} TB/s); efficiency {eff}"
         + (f"; launch overhead {wl.launch_overhead_s * 1e6:g} us/kernel" if wl.launch_overhead_s else "")
     )
     if ach:
@@ -176,6 +177,11 @@ def render(a, show_ops: bool = True) -> None:
 
         cal = a.calibration or {}
         c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {Path(cal.get('path', '?')).name}); the roof beside")
+        if rspec.memory_bandwidth_gb_per_s != spec.memory_bandwidth_gb_per_s:
+            from rooflinecli.achievable import models_for, roof_bandwidth_source
+
+            c.print(f"roof on the fastest ceilings measured: HBM {rspec.memory_bandwidth_gb_per_s:,.0f} GB/s "
+                    f"({roof_bandwidth_source(spec, models_for(spec))}; the spec's copy: {spec.memory_bandwidth_gb_per_s:,.0f})", markup=False)
         for note in cal.get("notes", []):
             c.print(f"calibration: {note}", markup=False)
     elif spec.kind == "datasheet":

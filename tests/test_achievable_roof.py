@@ -1,0 +1,98 @@
+"""The achievable mode's roof is a bound: its HBM ceiling is the fastest stream measured (reads
+outrun the copy behind a spec's bandwidth), and no achievable row or phase goes below it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rooflinecli.achievable import models_for, phase_achievable, roof_spec
+from rooflinecli.achievable.calibration import Row
+from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fastest_stream, fit_target_s
+from rooflinecli.analysis import Workload, analyze
+from rooflinecli.hardware import get_spec
+from rooflinecli.model_registry import get_model, preset_ids
+
+
+def _row(op, nbytes, t, eager=None, **shape):
+    return Row(op=op, shape=shape, flops=1.0, bytes=nbytes, t_graph_s=t, t_eager_s=eager)
+
+
+def test_fastest_stream_takes_big_memory_bound_rows_at_their_fitted_time():
+    rows = [
+        _row("copy", 2e9, 2e9 / 4.2e12, bytes=1),
+        _row("sdpa_decode", 4e9, 4e9 / 4.0e12, eager=4e9 / 4.5e12, B=8),  # eager under graph: the fit takes eager
+        _row("copy", 1e8, 1e8 / 9e12, bytes=2),  # could sit in L2: too small to count
+        _row("silu_mul_strided", 2e9, 2e9 / 6e12, T=1),  # strided: its bytes formula may undercount
+        _row("gemm", 2e9, 2e9 / 7e12, M=1, N=1, K=1),  # not a memory-bound op
+    ]
+    bw, where = fastest_stream(rows)
+    assert bw == pytest.approx(4e9 / fit_target_s(rows[1])) == pytest.approx(4.5e12)
+    assert where.startswith("sdpa_decode B8") and "4,500 GB/s" in where
+    assert fastest_stream([r for r in rows if r.bytes < STREAM_MIN_BYTES or r.op == "gemm"]) == (0.0, "")
+
+
+def test_roof_spec_raises_only_the_bandwidth():
+    spec = get_spec("h200-measured")
+    models = models_for(spec)
+    fast = roof_spec(spec, models)
+    assert models.stream_bytes_per_s / 1e9 == pytest.approx(fast.memory_bandwidth_gb_per_s)
+    # the shipped H200 calibration: SDPA decode reads ran 7-8% over the sustained copy
+    assert 1.04 < fast.memory_bandwidth_gb_per_s / spec.memory_bandwidth_gb_per_s < 1.12
+    assert fast.memory_bandwidth_gb_per_s < get_spec("h200").memory_bandwidth_gb_per_s  # under the datasheet
+    assert fast.peak_dense_tflops == spec.peak_dense_tflops  # sustained compute stays
+    assert roof_spec(get_spec("h100-sxm"), None) is get_spec("h100-sxm") or roof_spec(get_spec("h100-sxm"), None) == get_spec("h100-sxm")
+
+
+GRID_B = np.array([1.0, 16.0, 256.0])[:, None]
+GRID_N = np.array([128.0, 8192.0, 131072.0])[None, :]
+
+
+@pytest.mark.parametrize("model_id", preset_ids())
+def test_no_achievable_phase_beats_its_roof(model_id):
+    """Every preset, dtypes and engines over batch 1-256 x context 128-128k: the achievable total
+    of each phase is at least its roof, and so is every row's work beyond its fixed costs but a group's first (the main norms
+    of a model with extra norms, which is clamped with them). Before the clamp DeepSeek-V3's
+    absorbed MLA decode at batch 256 x 128k with fp8 KV came out at 0.52x its roof: a bytes-only
+    attention fit on a compute-bound op."""
+    spec = get_spec("h200-measured")
+    cfg = get_model(model_id)
+    for kvd, wd, engine in (("bf16", "bf16", "torch"), ("fp8", "int4", "torch"), ("fp8", "fp8", "fused")):
+        wl = Workload(batch=1, prompt_len=1024, gen_len=1, kv_dtype=kvd, weight_dtype=wd, engine=engine)
+        for phase in ("decode", "prefill"):
+            rows = phase_achievable(cfg, spec, wl, phase, GRID_B, GRID_N, engine)
+            shape = np.broadcast_shapes(GRID_B.shape, GRID_N.shape)
+            t = sum(np.broadcast_to(r.time_s, shape) for r in rows)
+            roof = sum(np.broadcast_to(r.roof_s, shape) for r in rows)
+            assert (t >= roof * (1 - 1e-12)).all(), (model_id, kvd, wd, engine, phase, (t / roof).min())
+            grouped = {"norms"} if any(r.name == "norms.extra" for r in rows) else set()
+            for r in rows:
+                if r.name not in grouped:  # the work beyond the fixed costs runs at most at the roof
+                    work = np.asarray(r.time_s) - np.asarray(r.fixed_s)
+                    assert (work >= np.asarray(r.roof_s) * (1 - 1e-12)).all(), (model_id, r.name, phase)
+
+
+def test_mla_decode_at_large_batch_is_held_at_its_compute_roof():
+    spec = get_spec("h200-measured")
+    cfg = get_model("deepseek-v3")
+    wl = Workload(batch=256, prompt_len=1024, gen_len=1, kv_dtype="fp8")
+    rows = {r.name: r for r in phase_achievable(cfg, spec, wl, "decode", 256.0, 131072.0)}
+    core = rows["attn.core"]
+    assert float(core.time_s) >= float(core.roof_s) > 0
+    assert float(core.efficiency) <= 1.0 + 1e-9
+
+
+def test_analyze_prints_the_fastest_ceilings_and_a_ratio_of_at_least_one(capsys):
+    from rooflinecli.cli.analyze import render
+
+    spec = get_spec("h200-measured")
+    a = analyze(get_model("llama-3-8b"), spec, Workload(batch=64, prompt_len=131072, gen_len=4, kv_dtype="fp8", mode="achievable"))
+    assert a.tpot_s >= a.roof_tpot_s and a.ttft_s >= a.roof_ttft_s
+    assert a.roof_spec.memory_bandwidth_gb_per_s > spec.memory_bandwidth_gb_per_s
+    assert a.to_json()["roof_memory_bandwidth_gb_per_s"] == a.roof_spec.memory_bandwidth_gb_per_s
+    render(a, show_ops=False)
+    out = capsys.readouterr().out
+    assert "roof on the fastest ceilings measured: HBM 4," in out and "fastest calibration stream, sdpa_decode" in out
+    # roof mode on the same spec keeps the spec's own (sustained copy) bandwidth
+    r = analyze(get_model("llama-3-8b"), spec, Workload(batch=64, prompt_len=131072, gen_len=4, kv_dtype="fp8", mode="roof"))
+    assert r.roof_spec is spec and r.tpot_s > a.roof_tpot_s
