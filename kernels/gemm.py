@@ -18,8 +18,8 @@ Two kernels, both loading A and W through TMA tensor descriptors (host-side
   ``EPILOGUE_SUBTILE``) through a TMA store when the output rows are 16-byte aligned, else through
   masked pointer stores; the next tile's loads are issued while the epilogue drains.
 - ``_skinny_kernel`` (M <= ``SKINNY_MAX_M``, decode-like): swap-AB, C^T = W @ A^T, so the weight's
-  64 rows fill the wgmma M dimension and the few tokens its N dimension (8..256). Each program owns
-  one 64-row band of W and either all of K (``SPLIT_K`` = 1: one launch, no workspace) or 1/SPLIT_K
+  rows fill the wgmma M dimension and the few tokens its N dimension (8..256). Each program owns
+  one band of W (``BLOCK_N``: 64 rows, or 128 in some 128-token configs) and either all of K (``SPLIT_K`` = 1: one launch, no workspace) or 1/SPLIT_K
   of it; split programs write fp32 partials to a cached workspace and bump a per-tile counter, and
   the last one to arrive sums the partials in split order (deterministic) and writes C, then resets
   the counter: still one launch (a "serial fix-up" split-K, no reduce kernel).
@@ -54,8 +54,10 @@ from rooflinecli.dtypes import bytes_per_element
 SKINNY_MAX_M = 256
 #: M at or below which the skinny kernel runs with SPLIT_K = 1 only (one launch, no workspace)
 NO_WORKSPACE_MAX_M = 16
-#: rows of W per skinny program (the wgmma M dimension of the swapped product)
+#: rows of W per skinny program (the wgmma M dimension of the swapped product): the default band,
+#: and every band a config may take (``BLOCK_N``; the workspace and counters are sized for all)
 SKINNY_BLOCK_N = 64
+SKINNY_BANDS = (64, 128)
 #: the K split the skinny configs may take above NO_WORKSPACE_MAX_M (sizes the workspace)
 MAX_SPLIT_K = 2
 #: largest fp8 e4m3 magnitude, for per-tensor scaling
@@ -111,8 +113,8 @@ PERSISTENT_FP8 = [
 ]
 
 
-def _skinny_cfg(bk, split, warps, stages):
-    return triton.Config({"BLOCK_K": bk, "SPLIT_K": split}, num_warps=warps, num_stages=stages,
+def _skinny_cfg(bk, split, warps, stages, band=SKINNY_BLOCK_N):
+    return triton.Config({"BLOCK_K": bk, "SPLIT_K": split, "BLOCK_N": band}, num_warps=warps, num_stages=stages,
                          pre_hook=_set_skinny_block_shapes)
 
 
@@ -120,7 +122,7 @@ def _skinny_cfg(bk, split, warps, stages):
 def _set_skinny_block_shapes(nargs):
     bk = nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [nargs["BLOCK_M"], bk]
-    nargs["w_desc"].block_shape = [SKINNY_BLOCK_N, bk]
+    nargs["w_desc"].block_shape = [nargs["BLOCK_N"], bk]
 
 
 # untuned: a decode GEMM streams W; each SM needs about 36 KB in flight (Little's law: 4.8 TB/s x
@@ -139,8 +141,17 @@ def skinny_configs(block_m: int) -> list:
     # second H200 run picked (64, 4) split 2 (45.4 us, 0.84x cuBLAS) over (128, 3), while 256 tokens
     # won with (64, 5) unsplit; (64, 6) unsplit (147 KB, one program per SM, 128 programs) replaces
     # (128, 3), the deep single-pass pipeline of the 256-token tile.
+    #
+    # 128 tokens (0.84x cuBLAS on the second run, 378 TFLOP/s against 644 at 256 tokens): with 8
+    # warps a 64-row W band splits into two m64n64 wgmmas, half the width the 256-token tile runs
+    # at. Two configs attack that: a 128-row band (``BLOCK_N`` 128: two m64n128 wgmmas, 64 programs
+    # at N = 8192, split 2 for one wave of 128, and half the re-reads of the token tile from L2)
+    # and the 64-row band with 4 warps (one m64n128 wgmma per program, 128 programs unsplit); they
+    # replace the unmeasured (64, 4) unsplit and (64, 6) split-2 configs of the 8-warp band.
+    if block_m == 128:
+        return [_skinny_cfg(64, 2, 8, 4), _skinny_cfg(64, 1, 8, 6), _skinny_cfg(64, 2, 8, 4, band=128), _skinny_cfg(64, 1, 4, 6)]
     bk_stages = {16: ((256, 4), (128, 6), (128, 4)), 32: ((256, 4), (128, 4)), 64: ((256, 3), (128, 6)),
-                 128: ((64, 4), (64, 6)), 256: ((64, 4), (64, 5))}[block_m]
+                 256: ((64, 4), (64, 5))}[block_m]
     return [_skinny_cfg(bk, split, 8 if block_m >= 128 else 4, stages) for split in splits for bk, stages in bk_stages]
 
 
@@ -149,7 +160,7 @@ SKINNY_BLOCK_MS = (16, 32, 64, 128, 256)
 
 #: the configs the CPU interpreter runs (small tiles: the interpreter's cost is per tile op)
 INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4, "EPILOGUE_SUBTILE": True, "FLATTEN": True}
-INTERPRET_SKINNY_CONFIG = {"BLOCK_K": 32, "SPLIT_K": 1}
+INTERPRET_SKINNY_CONFIG = {"BLOCK_K": 32, "SPLIT_K": 1, "BLOCK_N": SKINNY_BLOCK_N}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -389,9 +400,15 @@ def _workspace(device: torch.device, floats: int, tiles: int) -> tuple[torch.Ten
 
 
 def skinny_workspace_floats(M: int, N: int, split_k: int) -> int:
-    """fp32 partials the serial fix-up needs: one [64, BLOCK_M] tile per program."""
+    """fp32 partials the serial fix-up needs: one [band, BLOCK_M] tile per program, for the band of
+    ``SKINNY_BANDS`` that needs the most (N padded to it)."""
     bm = skinny_block_m(M)
-    return triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm) * split_k * SKINNY_BLOCK_N * bm
+    return max(triton.cdiv(N, band) * band for band in SKINNY_BANDS) * triton.cdiv(M, bm) * split_k * bm
+
+
+def skinny_tiles(M: int, N: int, band: int = SKINNY_BLOCK_N) -> int:
+    """Output tiles (programs per K split) of the skinny kernel: bands of W x token tiles."""
+    return triton.cdiv(N, band) * triton.cdiv(M, skinny_block_m(M))
 
 
 class _Plan:
@@ -446,8 +463,11 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
     upcast = interp and a.dtype == torch.bfloat16
     if M <= SKINNY_MAX_M:
         bm = skinny_block_m(M)
-        tiles = triton.cdiv(N, SKINNY_BLOCK_N) * triton.cdiv(M, bm)
+        tiles = max(skinny_tiles(M, N, band) for band in SKINNY_BANDS)  # the counters: one per tile
         cfg = config if config is not None else (INTERPRET_SKINNY_CONFIG if interp else None)
+        band = cfg.get("BLOCK_N", SKINNY_BLOCK_N) if cfg is not None else SKINNY_BLOCK_N
+        if band not in SKINNY_BANDS:
+            raise ValueError(f"gemm: the skinny kernel's BLOCK_N (rows of W per program) must be one of {SKINNY_BANDS}, got {band}")
         max_split = cfg["SPLIT_K"] if cfg is not None else (1 if bm <= NO_WORKSPACE_MAX_M else MAX_SPLIT_K)
         if max_split < 1:
             raise ValueError(f"gemm: SPLIT_K must be >= 1, got {max_split}")
@@ -457,13 +477,13 @@ def _plan(a, w, out, a_scale, w_scale, M, N, K, config) -> _Plan:
             plan.ws = plan.counts = out  # never touched with SPLIT_K = 1
         bk = cfg["BLOCK_K"] if cfg is not None else 16  # the autotuner's pre-hook sets its own
         plan.a_desc = TensorDescriptor(a, [M, K], [_row_stride(a), 1], [bm, bk])
-        plan.w_desc = TensorDescriptor(w, [N, K], [_row_stride(w), 1], [SKINNY_BLOCK_N, bk])
+        plan.w_desc = TensorDescriptor(w, [N, K], [_row_stride(w), 1], [band, bk])
         plan.c_desc = None
-        plan.flags = dict(BLOCK_M=bm, BLOCK_N=SKINNY_BLOCK_N, HAS_SCALES=plan.fp8, UPCAST=upcast)
-        plan.grid = lambda meta: (tiles, meta["SPLIT_K"])
+        plan.flags = dict(BLOCK_M=bm, HAS_SCALES=plan.fp8, UPCAST=upcast)
+        plan.grid = lambda meta: (skinny_tiles(M, N, meta["BLOCK_N"]), meta["SPLIT_K"])
         if cfg is not None:
             plan.kernel = _skinny_kernel
-            plan.meta = dict(BLOCK_K=cfg["BLOCK_K"], SPLIT_K=cfg["SPLIT_K"],
+            plan.meta = dict(BLOCK_K=cfg["BLOCK_K"], SPLIT_K=cfg["SPLIT_K"], BLOCK_N=band,
                              num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
         else:
             plan.tuner = _skinny[bm]
@@ -516,7 +536,8 @@ def gemm(
     ``w_scale`` are one-element fp32 tensors and C is bf16); K a multiple of 16, rows contiguous
     and 16-byte aligned (TMA). ``config`` bypasses autotuning: for M > ``SKINNY_MAX_M`` it holds
     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M (optional EPILOGUE_SUBTILE, num_warps, num_stages), for
-    M <= ``SKINNY_MAX_M`` BLOCK_K and SPLIT_K (optional num_warps, num_stages)."""
+    M <= ``SKINNY_MAX_M`` BLOCK_K and SPLIT_K (optional BLOCK_N, the band of W rows per program,
+    one of ``SKINNY_BANDS``; num_warps, num_stages)."""
     key = None
     if config is None:
         key = _plan_key(a, w, a_scale, w_scale, out)

@@ -80,6 +80,28 @@ def test_skinny_split_k_serial_fixup(split_k, M, gen):
     assert torch.equal(again, out)
 
 
+# a 128-row band of W per program (``BLOCK_N`` 128, the 128-token configs): N = 300 leaves the
+# last band partial (44 rows), M = 100 one partial 128-token tile; unsplit, and split 2 and 3
+@pytest.mark.parametrize("split_k", [1, 2, 3])
+def test_skinny_band_of_128_rows(split_k, gen):
+    inputs = _pair(100, 300, 256, "bf16", gen)
+    out = poisoned((100, 300), torch.bfloat16, DEVICE)
+    gemm(**inputs, out=out, config=dict(BLOCK_K=32, SPLIT_K=split_k, BLOCK_N=128))
+    _check(out, inputs, "bf16")
+    if split_k > 1:
+        _, counts = G._WORKSPACE[str(out.device)]
+        assert int(counts.abs().sum()) == 0
+        again = gemm(**inputs, config=dict(BLOCK_K=32, SPLIT_K=split_k, BLOCK_N=64))  # the other band: same C
+        _check(again, inputs, "bf16")
+
+
+def test_skinny_band_outside_the_sized_workspace_is_refused():
+    a = torch.randn(4, 64).to(torch.bfloat16)
+    w = torch.randn(40, 64).to(torch.bfloat16)
+    with pytest.raises(ValueError, match=r"BLOCK_N \(rows of W per program\) must be one of \(64, 128\), got 256"):
+        gemm(a, w, config=dict(BLOCK_K=16, SPLIT_K=1, BLOCK_N=256))
+
+
 def test_skinny_fp8_split_k(gen):
     inputs = _pair(9, 80, 256, "fp8", gen)
     out = gemm(**inputs, config=dict(BLOCK_K=32, SPLIT_K=3))
@@ -207,8 +229,14 @@ def test_skinny_tiles_and_workspace():
     assert {c.kwargs["SPLIT_K"] for c in G.skinny_configs(16)} == {1}
     assert max(c.kwargs["SPLIT_K"] for bm in G.SKINNY_BLOCK_MS for c in G.skinny_configs(bm)) == G.MAX_SPLIT_K
     # N = 8192: 128 programs of 64 W rows, one per SM of 132 (one wave); M = 64, split 2: 4 MiB
-    assert triton_cdiv(8192, G.SKINNY_BLOCK_N) == 128
+    assert triton_cdiv(8192, G.SKINNY_BLOCK_N) == 128 == G.skinny_tiles(64, 8192)
     assert G.skinny_workspace_floats(64, 8192, 2) * 4 == 4 * 2**20
+    # 128 tokens: a 128-row band gives 64 tiles, split 2 makes one wave of 128 programs
+    band128 = [c for c in G.skinny_configs(128) if c.kwargs["BLOCK_N"] == 128]
+    assert band128 and all(c.kwargs["SPLIT_K"] * G.skinny_tiles(128, 8192, 128) == 128 for c in band128)
+    assert {c.kwargs["BLOCK_N"] for bm in G.SKINNY_BLOCK_MS for c in G.skinny_configs(bm)} == set(G.SKINNY_BANDS)
+    # N = 8200 is not a whole number of either band: the workspace covers the larger padding
+    assert G.skinny_workspace_floats(128, 8200, 2) == triton_cdiv(8200, 128) * 128 * 128 * 2
     # few configs per token tile: the decode sweep autotunes within the GPU run's bench budget
     assert sum(len(G.skinny_configs(bm)) for bm in G.SKINNY_BLOCK_MS) <= 20
 
@@ -267,14 +295,15 @@ for bm in G.SKINNY_BLOCK_MS:
     top = max(c.kwargs["SPLIT_K"] for c in configs)
     for dt in ((bf, f8) if bm in (16, 64) else (bf,)):
         for cfg in configs:
-            if cfg.kwargs["SPLIT_K"] != top or (dt is f8 and cfg is not configs[-1]):
+            # 128 tokens: every config (two bands, 4 and 8 warps); the others at their top split
+            if (bm != 128 and cfg.kwargs["SPLIT_K"] != top) or (dt is f8 and cfg is not configs[-1]):
                 continue
-            bk = cfg.kwargs["BLOCK_K"]
+            bk, band = cfg.kwargs["BLOCK_K"], cfg.kwargs["BLOCK_N"]
             a, w, out = torch.empty((bm, 8192), dtype=dt), torch.empty((8192, 8192), dtype=dt), torch.empty((bm, 8192), dtype=bf)
-            args = dict(a_desc=desc(a, [bm, bk]), w_desc=desc(w, [G.SKINNY_BLOCK_N, bk]), c_ptr=out,
+            args = dict(a_desc=desc(a, [bm, bk]), w_desc=desc(w, [band, bk]), c_ptr=out,
                         ws_ptr=torch.empty(1), count_ptr=torch.empty(1, dtype=torch.int32),
                         a_scale_ptr=torch.ones(1), w_scale_ptr=torch.ones(1), M=bm, N=8192, K=8192,
-                        stride_cm=8192, stride_cn=1, BLOCK_M=bm, BLOCK_N=G.SKINNY_BLOCK_N, HAS_SCALES=dt is f8, UPCAST=False)
+                        stride_cm=8192, stride_cn=1, BLOCK_M=bm, HAS_SCALES=dt is f8, UPCAST=False)
             add(f"skinny {dt} bm{bm}", G._skinny_kernel, args, cfg)
 print(json.dumps(rows))
 """
@@ -287,9 +316,9 @@ def test_gpu_configs_compile_to_wgmma_and_tma_for_h200():
     from kernels.testing import run_without_interpreter
 
     rows = json.loads(run_without_interpreter(_COMPILE, timeout_s=600).splitlines()[-1])
-    # persistent: every config + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 2 x 4
-    # (bm32 .. bm256) + 2 fp8
-    assert len(rows) == len(G.PERSISTENT_16BIT) + len(G.PERSISTENT_FP8) + 2 + 13
+    # persistent: every config + a pointer epilogue each for bf16 and fp8; skinny: 3 (bm16) + 2 x 3
+    # (bm32, bm64, bm256 at split 2) + 4 (bm128, every config) + 2 fp8
+    assert len(rows) == len(G.PERSISTENT_16BIT) + len(G.PERSISTENT_FP8) + 2 + 15
     limit = get_spec("h200").smem_per_sm_bytes - 1024
     for row in rows:
         fp8 = "float8" in row["name"]
@@ -338,7 +367,8 @@ def test_autotuned_path_then_direct_launch(M, gen, monkeypatch):
     # with the descriptors' tile shapes set by the config's pre-hook. fp16: no UPCAST needed.
     import triton
 
-    skinny = triton.autotune(configs=[G._skinny_cfg(32, 2, 4, 2)], key=["M", "N", "K", "HAS_SCALES"])(G._skinny_kernel)
+    # the skinny config takes a 128-row band of W: the grid and the W descriptor follow the config
+    skinny = triton.autotune(configs=[G._skinny_cfg(32, 2, 4, 2, band=128)], key=["M", "N", "K", "HAS_SCALES"])(G._skinny_kernel)
     persistent = triton.autotune(configs=[G._persistent_cfg(32, 32, 32, 4, 2)], key=G._PERSISTENT_KEY)(G._persistent_kernel)
     monkeypatch.setattr(G, "_interpreting", lambda: False)
     monkeypatch.setattr(G, "_skinny", {bm: skinny for bm in G.SKINNY_BLOCK_MS})
