@@ -17,7 +17,9 @@ CUDA graph:
    rank within its chunk's slots of its expert), ``_align_scan_kernel`` (per expert: prefix sums of
    the chunk counts, and the totals) and ``_align_scatter_kernel`` (per chunk: each slot to expert
    start + chunk prefix + rank; the padding sentinel and block experts), same result. (So the
-   layer is four to six launches.)
+   layer is four to six launches.) One token (T = 1, int32 ids: batch-1 decode) needs no
+   alignment: block j is slot j alone, its expert ``topk_ids[0, j]`` read straight from the ids,
+   and the sorted slots a constant pattern the plan writes once (``direct_slots``): three launches.
 2. ``_moe_gate_up_kernel`` (Triton): per block and band of ``BLOCK_N`` intermediate columns, gathers
    its tokens' rows of ``hidden`` and multiplies by the expert's gate and up rows of ``w1`` (one w13
    GEMM, two fp32 accumulators), writing silu(gate) * up.
@@ -325,6 +327,17 @@ def padded_slots(num_slots: int, E: int, block_m: int) -> int:
     return -(-(num_slots + min(E, num_slots) * (block_m - 1)) // block_m) * block_m
 
 
+def direct_slots(k: int, block_m: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The sorted-slot list of one token's k slots with one slot per block (``_MoEPlan.direct``):
+    block j holds slot j in its first row and padding (``k``, the slot count) in the others; the
+    blocks' experts are the ids themselves. [k * block_m] int32."""
+    rows = torch.arange(k * block_m, dtype=torch.int32, device=None if out is None else out.device)
+    pattern = torch.where(rows % block_m == 0, rows // block_m, torch.full_like(rows, k))
+    if out is None:
+        return pattern
+    return out.copy_(pattern)
+
+
 def align_multi(num_slots: int) -> bool:
     """Whether ``num_slots`` routed slots take the multi-program alignment (more than
     ``ALIGN_MULTI_MIN_CHUNKS`` chunks of ``ALIGN_CHUNK``)."""
@@ -511,6 +524,8 @@ class _MoEPlan:
         self.e_pad = triton.next_power_of_2(E + 1)
         self.nb = self.P // cfg["BLOCK_M"]
         self.align_multi = align_multi(T * k)
+        # one token: block j is slot j alone (P = k * BLOCK_M, nb = k), no alignment launch
+        self.direct = T == 1
         # shape-only stand-ins (no memory) for the per-call buffers, replaced at every launch
         empty = torch.empty(0, dtype=torch.int32, device="meta")
         act = torch.empty((self.P, self.I), dtype=hidden.dtype, device="meta")
@@ -549,9 +564,13 @@ class _MoEPlan:
             align_elems = P + self.nb + align_scratch_elems(T * k, self.E, self.align_multi)
             bufs = (hidden.device, torch.empty(align_elems, dtype=torch.int32, device=hidden.device),
                     torch.empty(P * I + T * k * d, dtype=hidden.dtype, device=hidden.device))
+            if self.direct:
+                direct_slots(k, self.cfg["BLOCK_M"], out=bufs[1][:P])
             if bufs[2].numel() * bufs[2].element_size() <= KEEP_SCRATCH_MAX_BYTES:
                 self.bufs = bufs
-        if self.bound_align is not None:  # decode sizes: the one-program alignment kernel
+        if self.direct and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
+            sorted_slots, block_expert = bufs[1][:P], topk_ids.view(-1)  # block j: slot j, expert ids[0, j]
+        elif self.bound_align is not None:  # decode sizes: the one-program alignment kernel
             sorted_slots, block_expert = bufs[1][:P], bufs[1][P:P + self.nb]
             self.bound_align(topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous(), sorted_slots, block_expert)
         else:

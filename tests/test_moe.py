@@ -377,3 +377,33 @@ def test_repeated_calls_reuse_the_plan_with_new_tensors(gen):
     _check(moe(**second), second, case.dtype)
     assert len(MOE._PLANS) == n_plans
     _check(moe(**first), first, case.dtype)
+
+
+@pytest.mark.parametrize("ids_dtype", [torch.int32, torch.int64])
+def test_one_token_skips_the_alignment(ids_dtype, gen, monkeypatch):
+    """T = 1 with int32 ids: block j is slot j alone, its expert read from the ids, no alignment
+    launch (three launches in all); int64 ids take the alignment as before. Both match the
+    reference, repeated ids included (slot 2 repeats expert 5: computed twice, summed twice)."""
+    E, k, d, I = 7, 3, 64, 48
+    inputs = {
+        "hidden": randn((1, d), torch.bfloat16, DEVICE, gen),
+        "w1": randn((E, 2 * I, d), torch.bfloat16, DEVICE, gen, scale=d**-0.5),
+        "w2": randn((E, d, I), torch.bfloat16, DEVICE, gen, scale=I**-0.5),
+        "topk_ids": torch.tensor([[5, 0, 5]], dtype=ids_dtype, device=DEVICE),
+        "topk_weights": torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float32, device=DEVICE),
+    }
+    monkeypatch.setattr(MOE, "_PLANS", {})
+    out = poisoned((1, d), torch.bfloat16, DEVICE)
+    moe(**inputs, out=out)
+    _check(out, inputs, "bf16")
+    (plan,) = MOE._PLANS.values()
+    assert plan.direct and plan.P == k * plan.cfg["BLOCK_M"] and plan.nb == k
+    aligned = []
+    real = plan.bound_align
+    plan.bound_align = lambda *a: (aligned.append(a), real(*a))  # count the alignment launches
+    out = poisoned((1, d), torch.bfloat16, DEVICE)
+    moe(**inputs, out=out)  # the repeated call, through the plan
+    _check(out, inputs, "bf16")
+    assert len(aligned) == (0 if ids_dtype == torch.int32 else 1)
+    bm = plan.cfg["BLOCK_M"]
+    assert MOE.direct_slots(k, bm).tolist() == [j if i == 0 else k for j in range(k) for i in range(bm)]
