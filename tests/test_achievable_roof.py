@@ -8,7 +8,7 @@ import pytest
 
 from rooflinecli.achievable import models_for, phase_achievable, roof_spec
 from rooflinecli.achievable.calibration import Row
-from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fastest_stream, fit_target_s
+from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fastest_stream, fit_target_s, stream_rates
 from rooflinecli.analysis import Workload, analyze
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model, preset_ids
@@ -30,13 +30,16 @@ def test_fastest_stream_takes_big_memory_bound_rows_at_their_fitted_time():
     assert bw == pytest.approx(4e9 / fit_target_s(rows[1])) == pytest.approx(4.5e12)
     assert where.startswith("sdpa_decode B8") and "4,500 GB/s" in where
     assert fastest_stream([r for r in rows if r.bytes < STREAM_MIN_BYTES or r.op == "gemm"]) == (0.0, "")
+    # under a datasheet ceiling of 4.4 TB/s the 4.5 TB/s row is not HBM: the copy is the fastest
+    assert fastest_stream(rows, 4.4e12)[0] == pytest.approx(4.2e12)
+    assert [round(bw / 1e12, 2) for bw, _ in stream_rates(rows)] == [4.5, 4.2]
 
 
 def test_roof_spec_raises_only_the_bandwidth():
     spec = get_spec("h200-measured")
     models = models_for(spec)
     fast = roof_spec(spec, models)
-    assert models.stream_bytes_per_s / 1e9 == pytest.approx(fast.memory_bandwidth_gb_per_s)
+    assert models.streams[0][0] / 1e9 == pytest.approx(fast.memory_bandwidth_gb_per_s)
     # the shipped H200 calibration: SDPA decode reads ran 7-8% over the sustained copy
     assert 1.04 < fast.memory_bandwidth_gb_per_s / spec.memory_bandwidth_gb_per_s < 1.12
     assert fast.memory_bandwidth_gb_per_s < get_spec("h200").memory_bandwidth_gb_per_s  # under the datasheet
@@ -96,3 +99,27 @@ def test_analyze_prints_the_fastest_ceilings_and_a_ratio_of_at_least_one(capsys)
     # roof mode on the same spec keeps the spec's own (sustained copy) bandwidth
     r = analyze(get_model("llama-3-8b"), spec, Workload(batch=64, prompt_len=131072, gen_len=4, kv_dtype="fp8", mode="roof"))
     assert r.roof_spec is spec and r.tpot_s > a.roof_tpot_s
+
+
+def test_a_mistimed_row_cannot_raise_the_roof_past_the_datasheet(tmp_path):
+    """One SDPA decode row timed at 0.1 us (10.7 PB/s): left out of the roof's bandwidth, which
+    stays at the fastest real stream, and the summary line says a row was left out."""
+    import json
+    import shutil
+
+    from rooflinecli.achievable import roof_bandwidth_source
+    from rooflinecli.hardware import load_spec_file
+
+    shipped = get_spec("h200-measured")
+    doc = json.loads(open(shipped.path.replace("h200.toml", "h200-calibration.json"), encoding="utf-8").read())
+    bad = next(r for r in doc["rows"] if r["op"] == "sdpa_decode" and r["bytes"] > STREAM_MIN_BYTES)
+    bad["t_graph"] = bad["t_eager"] = 1e-7
+    (tmp_path / "h200-calibration.json").write_text(json.dumps(doc), encoding="utf-8")
+    shutil.copy(shipped.path, tmp_path / "h200.toml")
+    spec = load_spec_file(tmp_path / "h200.toml")
+    models = models_for(spec)
+    assert models.streams[0][0] > 1e15  # the bad row is the "fastest"
+    fast = roof_spec(spec, models)
+    assert fast.memory_bandwidth_gb_per_s == pytest.approx(roof_spec(shipped, models_for(shipped)).memory_bandwidth_gb_per_s)
+    assert fast.memory_bandwidth_gb_per_s <= get_spec("h200").memory_bandwidth_gb_per_s
+    assert "1 calibration row(s) over the datasheet's 4,800 GB/s left out" in roof_bandwidth_source(spec, models)

@@ -91,32 +91,54 @@ def roof_spec(spec, models):
     """The ceilings of the achievable mode's roof: ``spec`` with its HBM bandwidth raised to the
     fastest stream measured on that GPU, the highest of the spec's own (sustained copy), the
     memory entries of ``hardware.bound_spec`` (burst copy, read-only ceiling) and the
-    calibration's fastest memory-bound row (``models.stream_bytes_per_s``). Reads outrun copies:
-    on the H200 of 2026-11-30 SDPA decode streamed 4,501 GB/s against the copy's 4,252, so a roof
-    on the copy alone put big-KV decode steps 5% under their own achievable time. Compute peaks
-    stay the spec's sustained ones, which the achievable GEMMs never exceed either. With it the
-    roof is a bound: every achievable row is at least its roof (``step``)."""
-    from rooflinecli.hardware import bound_spec
-
-    bw = max(spec.memory_bandwidth_gb_per_s, bound_spec(spec).memory_bandwidth_gb_per_s,
-             (models.stream_bytes_per_s / 1e9) if models is not None else 0.0)
+    calibration's fastest memory-bound row (``fit.fastest_stream``), each only up to the
+    datasheet's bandwidth (the spec's base): a figure above it is a mistimed row, not HBM. Reads
+    outrun copies: on the H200 of 2026-11-30 SDPA decode streamed 4,576 GB/s against the copy's
+    4,252, so a roof on the copy alone put big-KV decode steps 4% under their own achievable
+    time. Compute peaks stay the spec's sustained ones, which the achievable GEMMs never exceed
+    either. With it the roof is a bound: every achievable row is at least its roof (``step``)."""
+    bw, _ = _roof_bandwidth(spec, models)
     if bw <= spec.memory_bandwidth_gb_per_s:
         return spec
     return replace(spec, memory_bandwidth_gb_per_s=bw)
 
 
-def roof_bandwidth_source(spec, models) -> str:
-    """Where the achievable roof's HBM bandwidth comes from, in words (for the summary line)."""
+def _datasheet_bandwidth_gb_per_s(spec) -> float | None:
+    """The HBM bandwidth of the spec's datasheet base, or None (no base, or one that does not load)."""
+    if not spec.base or spec.kind != "measured":
+        return None
+    from rooflinecli.hardware import get_spec
+
+    try:
+        return get_spec(spec.base).memory_bandwidth_gb_per_s
+    except RooflineError:
+        return None
+
+
+def _roof_bandwidth(spec, models) -> tuple[float, str]:
+    """(GB/s, where it comes from) of ``roof_spec``."""
     from rooflinecli.hardware import bound_spec
 
-    bw = roof_spec(spec, models).memory_bandwidth_gb_per_s
-    if bw == spec.memory_bandwidth_gb_per_s:
-        return "the spec's bandwidth"
-    if models is not None and abs(models.stream_bytes_per_s / 1e9 - bw) < 1e-6 * bw:
-        return f"fastest calibration stream, {models.stream_source}"
-    if bound_spec(spec).memory_bandwidth_gb_per_s == bw:
-        return "fastest measured ceiling in [measured_with]"
-    return "measured"
+    cap = _datasheet_bandwidth_gb_per_s(spec)
+    if cap is None:  # nothing to tell a real stream from a mistimed row: the spec's own figure
+        return spec.memory_bandwidth_gb_per_s, "the spec's bandwidth"
+    best, where = spec.memory_bandwidth_gb_per_s, "the spec's bandwidth"
+    measured = bound_spec(spec).memory_bandwidth_gb_per_s
+    if best < measured <= cap:
+        best, where = measured, "fastest measured ceiling in [measured_with]"
+    if models is not None:
+        stream = next(((bw / 1e9, w) for bw, w in models.streams if bw / 1e9 <= cap), None)
+        if stream is not None and stream[0] > best:
+            best, where = stream[0], f"fastest calibration stream, {stream[1]}"
+        over = sum(1 for bw, _ in models.streams if bw / 1e9 > cap)
+        if over:
+            where += f"; {over} calibration row(s) over the datasheet's {cap:,.0f} GB/s left out"
+    return best, where
+
+
+def roof_bandwidth_source(spec, models) -> str:
+    """Where the achievable roof's HBM bandwidth comes from, in words (for the summary line)."""
+    return _roof_bandwidth(spec, models)[1]
 
 
 def require_models(spec):

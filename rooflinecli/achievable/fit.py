@@ -24,8 +24,9 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   interleaved and the grouped times of the mixed-kernel rows is added (0 without those rows).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
 - **Fastest HBM stream**: the highest bytes / time of the memory-bound rows of at least
-  ``STREAM_MIN_BYTES`` (``fastest_stream``): what the achievable mode's roof uses for HBM, since
-  reads (decode attention) outrun the copy that the spec's bandwidth measures.
+  ``STREAM_MIN_BYTES`` that does not exceed the datasheet (``fastest_stream``): what the
+  achievable mode's roof uses for HBM, since reads (decode attention) outrun the copy that the
+  spec's bandwidth measures.
 - **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 32 layers of
   distinct weights) over what the GEMM model predicts for its GEMMs, per M
   (``gemm_stream_ratio``); graph-captured phases scale their GEMMs by it.
@@ -398,10 +399,9 @@ class FittedModels:
     #: (log M, log ratio): a ``gemm_stream`` pass over its single-GEMM predictions (``gemm_stream_table``);
     #: empty without those rows (ratio 1)
     gemm_stream: tuple = (np.zeros(0), np.zeros(0))
-    #: the fastest HBM stream of the calibration (bytes/s) and the row that ran it (``fastest_stream``);
-    #: 0 and "" without memory-bound rows of at least ``STREAM_MIN_BYTES``
-    stream_bytes_per_s: float = 0.0
-    stream_source: str = ""
+    #: the calibration's HBM streams (``stream_rates``: bytes/s and the row, fastest first); empty
+    #: without memory-bound rows of at least ``STREAM_MIN_BYTES``
+    streams: tuple = ()
 
     def gemm_stream_ratio(self, M):
         """How much slower (> 1) or faster GEMMs of M tokens run streamed through distinct weights,
@@ -451,25 +451,30 @@ class FittedModels:
             "graph_switch_s": float(self.graph_switch_s),
             "graph_switch_gemm_s": float(self.graph_switch_gemm_s),
             "sustained_gemm_tflops": None if self.sustained_gemm_flops_per_s is None else self.sustained_gemm_flops_per_s / 1e12,
-            "fastest_stream_gb_per_s": self.stream_bytes_per_s / 1e9,
-            "fastest_stream_row": self.stream_source,
+            "fastest_stream_gb_per_s": self.streams[0][0] / 1e9 if self.streams else None,
+            "fastest_stream_row": self.streams[0][1] if self.streams else None,
         }
 
 
-def fastest_stream(rows: list[Row]) -> tuple[float, str]:
-    """(bytes/s, which row) of the fastest HBM stream among the memory-bound rows (``STREAM_OPS``)
-    of at least ``STREAM_MIN_BYTES``, each at its fitted time (``fit_target_s``); (0, "") if none.
-    H200 run 2: SDPA decode B128 H64/8 S16384 D128 read 8.59 GB at 4,501 GB/s, where the copy
-    behind the spec's bandwidth ran 4,252 sustained."""
-    best, where = 0.0, ""
+def stream_rates(rows: list[Row]) -> list[tuple[float, str]]:
+    """(bytes/s, which row) of every HBM stream among the memory-bound rows (``STREAM_OPS``) of at
+    least ``STREAM_MIN_BYTES``, each at its fitted time (``fit_target_s``), fastest first."""
+    out = []
     for r in rows:
         if r.op not in STREAM_OPS or not r.bytes or r.bytes < STREAM_MIN_BYTES:
             continue
         bw = r.bytes / fit_target_s(r)
-        if bw > best:
-            shape = " ".join(f"{k}{v}" for k, v in r.shape.items())
-            best, where = bw, f"{r.op} {shape}: {r.bytes / 1e9:.3g} GB at {bw / 1e9:,.0f} GB/s"
-    return best, where
+        shape = " ".join(f"{k}{v}" for k, v in r.shape.items())
+        out.append((bw, f"{r.op} {shape}: {r.bytes / 1e9:.3g} GB at {bw / 1e9:,.0f} GB/s"))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def fastest_stream(rows: list[Row], ceiling_bytes_per_s: float = float("inf")) -> tuple[float, str]:
+    """(bytes/s, which row) of the fastest HBM stream (``stream_rates``) at or under
+    ``ceiling_bytes_per_s`` (a datasheet's bandwidth: a row over it did not stream from HBM, or
+    was mistimed); (0, "") if none. H200 run 2: SDPA decode B128 H32/32 S4096 D128 read 8.59 GB at
+    4,576 GB/s, where the copy behind the spec's bandwidth ran 4,252 sustained."""
+    return next(((bw, where) for bw, where in stream_rates(rows) if bw <= ceiling_bytes_per_s), (0.0, ""))
 
 
 def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:
@@ -588,7 +593,6 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
     switch_s, switch_gemm_s = graph_switch_costs_s(rows, floor)
     gemm = fit_gemm(by_op["gemm"])
     speedup = {dt: fit_gemm_speedup(gemm, by_op[op]) for op, dt in GEMM_DTYPE_OPS.items() if by_op.get(op)}
-    stream_bw, stream_src = fastest_stream(rows)
     return FittedModels(
         gemm=gemm,
         gemm_speedup=speedup,
@@ -600,8 +604,7 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
         eager_call_s=eager_call_costs_s(rows),
         graph_switch_s=switch_s,
         graph_switch_gemm_s=switch_gemm_s,
-        stream_bytes_per_s=stream_bw,
-        stream_source=stream_src,
+        streams=tuple(stream_rates(rows)),
     )
 
 

@@ -177,11 +177,12 @@ def render(a, show_ops: bool = True) -> None:
 
         cal = a.calibration or {}
         c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {Path(cal.get('path', '?')).name}); the roof beside")
-        if rspec.memory_bandwidth_gb_per_s != spec.memory_bandwidth_gb_per_s:
-            from rooflinecli.achievable import models_for, roof_bandwidth_source
+        from rooflinecli.achievable import models_for, roof_bandwidth_source
 
+        source = roof_bandwidth_source(spec, models_for(spec))
+        if rspec.memory_bandwidth_gb_per_s != spec.memory_bandwidth_gb_per_s or "left out" in source:
             c.print(f"roof on the fastest ceilings measured: HBM {rspec.memory_bandwidth_gb_per_s:,.0f} GB/s "
-                    f"({roof_bandwidth_source(spec, models_for(spec))}; the spec's copy: {spec.memory_bandwidth_gb_per_s:,.0f})", markup=False)
+                    f"({source}; the spec's copy: {spec.memory_bandwidth_gb_per_s:,.0f})", markup=False)
         for note in cal.get("notes", []):
             c.print(f"calibration: {note}", markup=False)
     elif spec.kind == "datasheet":
