@@ -353,9 +353,10 @@ def test_targets_take_the_paired_speedup_where_bench_measured_one(measured_spec)
 
 def test_the_measured_roof_flag_uses_the_fastest_measured_ceilings(tmp_path):
     """H200 run 2: GEMM 4096^3 ran at 707 TFLOP/s, over the sustained 670.8 but under the burst
-    781.9: no flag; decode attention read 4.55 TB/s, over the 4,252 GB/s copy ceiling: flagged
-    until the spec carries a read-only ceiling at least that fast. Predictions keep the spec's own
-    ceilings either way."""
+    781.9: no flag; decode attention read 4.55 TB/s, over the 4,252 GB/s copy ceiling but under
+    the 4,576 GB/s torch's SDPA decode streamed in the spec's calibration: no flag. A spec without
+    the calibration flags it until it carries a read-only ceiling at least that fast. Predictions
+    keep the spec's own ceilings either way."""
     from rooflinecli.bench.validate import validate
     from rooflinecli.hardware import bound_spec, get_spec
 
@@ -365,14 +366,18 @@ def test_the_measured_roof_flag_uses_the_fastest_measured_ceilings(tmp_path):
     b = bound_spec(shipped)
     assert b.peak_dense_tflops["bf16"] == pytest.approx(781.9) and b.memory_bandwidth_gb_per_s == pytest.approx(4252.0)
     assert shipped.peak_dense_tflops["bf16"] == pytest.approx(670.8)  # unchanged: predictions use it
-    v = validate(load_results(run2))
+    v_cal = validate(load_results(run2))
+    assert not any(r.above_measured_roof for r in v_cal.rows if r.op in ("decode_attention", "gemm"))
+    text = (ROOT / "hardware_specs" / "measured" / "h200.toml").read_text()
+    assert 'calibration = "h200-calibration.json"' in text
+    text = text.replace('calibration = "h200-calibration.json"\n', "")  # the ceilings in the spec alone
+    (tmp_path / "nocal.toml").write_text(text)
+    v = validate(load_results(run2), measured=str(tmp_path / "nocal.toml"))
     flagged = {(r.op, r.shape) for r in v.rows if r.above_measured_roof}
     assert ("gemm", "M4096-N4096-K4096") not in flagged
     assert ("decode_attention", "B16-H32-Hkv8-N131072-D128") in flagged
     gemm = next(r for r in v.rows if r.op == "gemm" and r.shape == "M4096-N4096-K4096" and r.impl == "triton")
     assert gemm.predicted_measured_s > gemm.measured_s > gemm.measured_bound_s * 0.95
-    text = (ROOT / "hardware_specs" / "measured" / "h200.toml").read_text()
-    (tmp_path / "h200-calibration.json").write_text((ROOT / "hardware_specs" / "measured" / "h200-calibration.json").read_text())
     (tmp_path / "h200.toml").write_text(text.replace('tool = "roofline calibrate"', 'tool = "roofline calibrate"\n"read memory.bandwidth_gb_per_s" = "4620.0"'))
     v2 = validate(load_results(run2), measured=str(tmp_path / "h200.toml"))
     assert not any(r.above_measured_roof for r in v2.rows if r.op == "decode_attention")
