@@ -10,7 +10,11 @@ baseline's:
 - ``*_back_to_back_us``: wall us per call of 200 calls without syncs (the host's launch rate while
   the GPU queue fills; GPU-bound for large cases);
 
-then capture the launcher in a CUDA graph, put fresh random values into the floating-point inputs,
+plus ``tma_encode_us_per_call`` / ``tma_encodes_per_call``: the host time a call spends in
+Triton's TMA descriptor encoding (``fill_tma_descriptor``, ``..._tiled`` in newer Triton: one
+``cuTensorMapEncodeTiled`` per host ``TensorDescriptor`` per launch), timed by wrapping it during
+one more back-to-back pass, to tell that cost from the rest of the launch; then capture the
+launcher in a CUDA graph, put fresh random values into the floating-point inputs,
 replay it once and check the output against the reference again. Committed tuned configs
 (``kernels/tuned/``) are applied first and a key without one runs the autotuner's first config
 (no run-time tuning: it would spend the budget compiling every config); a case that would start
@@ -58,6 +62,53 @@ def _back_to_back_us(fn, sync, calls: int = BACK_TO_BACK_CALLS) -> float:
 
 def _fast_calls(launch) -> int:
     return sum(v["fast_calls"] for v in launch.stats().values())
+
+
+#: Triton's host functions that encode one TMA descriptor (3.6: the first; 3.9: the others)
+TMA_ENCODERS = ("fill_tma_descriptor", "fill_tma_descriptor_tiled", "fill_tma_descriptor_im2col")
+
+
+class TmaEncodeTimer:
+    """While entered, every call of ``utils``' TMA encoders (``TMA_ENCODERS``, those it has) is
+    counted and timed; ``utils`` defaults to ``triton.runtime.driver.active.utils``. Restores
+    the originals on exit."""
+
+    def __init__(self, utils=None):
+        self.utils, self.calls, self.seconds, self._saved = utils, 0, 0.0, {}
+
+    def __enter__(self):
+        if self.utils is None:
+            import triton
+
+            self.utils = triton.runtime.driver.active.utils
+        for name in TMA_ENCODERS:
+            fn = getattr(self.utils, name, None)
+            if fn is None:
+                continue
+            self._saved[name] = fn
+
+            def timed(*args, _fn=fn):
+                t0 = time.perf_counter()
+                try:
+                    return _fn(*args)
+                finally:
+                    self.seconds += time.perf_counter() - t0
+                    self.calls += 1
+
+            setattr(self.utils, name, timed)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, fn in self._saved.items():
+            setattr(self.utils, name, fn)
+        self._saved = {}
+
+
+def _tma_encode_per_call(fn, sync, calls: int, utils=None) -> tuple[float, float]:
+    """(us of TMA encoding per call, encodes per call) over ``calls`` back-to-back calls."""
+    with TmaEncodeTimer(utils) as t:
+        _back_to_back_us(fn, sync, calls)
+    return t.seconds * 1e6 / calls, t.calls / calls
 
 
 def _first(x):
@@ -128,6 +179,8 @@ def _run_case(op, case, gen, device: str = "cuda", tuned=None) -> dict:
     row["fast_back_to_back_us"] = _back_to_back_us(ours, sync, n_b2b)
     # launches the fast path made while timing "fast" (n_eager + n_b2b calls x kernels per call)
     row["fast_launches"] = _fast_calls(launch) - fast_before
+    if device == "cuda":
+        row["tma_encode_us_per_call"], row["tma_encodes_per_call"] = _tma_encode_per_call(ours, sync, n_b2b)
     launch.set_enabled(False)
     row["normal_eager_us"] = _eager_us(ours, sync, n_eager)
     row["normal_back_to_back_us"] = _back_to_back_us(ours, sync, n_b2b)
@@ -216,7 +269,8 @@ def main(argv=None) -> int:
             doc["rows"].append(row)
             print(f"{name:17s} {case.id:40s} ours fast {row['fast_eager_us']:6.1f} us, normal "
                   f"{row['normal_eager_us']:6.1f} us, torch {row.get('torch_eager_us', float('nan')):6.1f} us "
-                  f"(eager, sync before each); back-to-back fast {row['fast_back_to_back_us']:6.1f} us; "
+                  f"(eager, sync before each); back-to-back fast {row['fast_back_to_back_us']:6.1f} us "
+                  f"(TMA encoding {row.get('tma_encode_us_per_call', float('nan')):.1f} us); "
                   f"check {'ok' if row['check_ok'] else 'FAIL'}, graph {'ok' if row['graph_ok'] else 'FAIL'}",
                   flush=True)
             doc["launch_stats"], doc["launch_disabled"] = launch.stats(), launch.disabled()

@@ -50,3 +50,36 @@ def test_cpu_dryrun_checks_and_times(tmp_path):
             assert row[k] > 0
     assert doc["launch_stats"] == {}  # the interpreter never takes the fast path
     assert not doc["skipped"] and not doc["errors"]
+
+
+def test_tma_encode_timer_counts_and_restores():
+    """The timer wraps whichever encoders the driver's utils has (Triton 3.6: fill_tma_descriptor;
+    3.9: fill_tma_descriptor_tiled), counts and times their calls, passes results through, and
+    puts the originals back."""
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("host_overhead", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    TmaEncodeTimer, _tma_encode_per_call = mod.TmaEncodeTimer, mod._tma_encode_per_call
+
+    class Utils36:
+        def fill_tma_descriptor(self, ptr, *rest):
+            time.sleep(0.001)
+            return ("map", ptr)
+
+    class Utils39:
+        def fill_tma_descriptor_tiled(self, ptr, *rest):
+            return ("tiled", ptr)
+
+    for utils, name in ((Utils36(), "fill_tma_descriptor"), (Utils39(), "fill_tma_descriptor_tiled")):
+        original = getattr(utils, name)
+        with TmaEncodeTimer(utils) as t:
+            assert getattr(utils, name)(7, 128, 2) == (original(7, 128, 2)[0], 7)
+            assert getattr(utils, name) is not original
+        assert t.calls == 1 and getattr(utils, name) == original
+        assert not hasattr(utils, "fill_tma_descriptor_im2col")
+    u = Utils36()
+    us, per = _tma_encode_per_call(lambda: (u.fill_tma_descriptor(1), u.fill_tma_descriptor(2)), lambda: None, 3, utils=u)
+    assert per == 2.0 and 2 * 1000 <= us < 2 * 1000 * 20  # two 1 ms encodes per call
