@@ -1,0 +1,100 @@
+"""scripts/import_gpu_run.py on the real H200 run 2 folder: into a scratch checkout, from a folder
+and from the suite's .tgz; shipped spec, calibration and tuned configs load back; bad input is one
+line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN2 = ROOT / "reports" / "h200-2026-11-30-run2"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("import_gpu_run", ROOT / "scripts" / "import_gpu_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def suite(tmp_path):
+    """Run 2's suite folder as the suite wrote it (no README of ours), its tuned file the
+    committed one (run 2's predates the skinny GEMM's BLOCK_N config key)."""
+    s = tmp_path / "suite"
+    shutil.copytree(RUN2, s, ignore=shutil.ignore_patterns("README.md"))
+    shutil.copy(ROOT / "kernels" / "tuned" / "nvidia-h200-triton3.6.0.json", s / "tuned" / "nvidia-h200-triton3.6.0.json")
+    return s
+
+
+def _checkout(tmp_path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "reports").mkdir(parents=True)
+    return root
+
+
+def test_import_and_ship_from_a_folder(tool, suite, tmp_path, capsys):
+    from kernels import tuning
+    from rooflinecli.achievable import models_for
+    from rooflinecli.hardware import load_spec_file
+
+    root = _checkout(tmp_path)
+    assert tool.main([str(suite), "--name", "h200-2026-12-02-run4", "--ship", "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    rep = root / "reports" / "h200-2026-12-02-run4"
+    assert (rep / "results.json").is_file() and (rep / "logs" / "bench.log").is_file()
+    readme = (rep / "README.md").read_text()
+    assert readme.startswith("# h200-2026-12-02-run4: `scripts/gpu_suite.sh` on one NVIDIA H200")
+    assert "commit 0d21157" in readme and "gpu_suite summary (297 s)" in readme and "TODO (a person)" in readme
+    spec = load_spec_file(root / "hardware_specs" / "measured" / "h200.toml")
+    assert spec.id == "h200-measured" and spec.measured_with["calibration"] == "h200-calibration.json"
+    assert "reports/h200-2026-12-02-run4/" in spec.measured_with["source"]
+    assert models_for(spec) is not None and spec.memory_bandwidth_gb_per_s == pytest.approx(4252.0)
+    tuned = root / "kernels" / "tuned" / "nvidia-h200-triton3.6.0.json"
+    assert tuning.load_committed(tuned, tuning.discover_autotuners(), "NVIDIA H200", "3.6.0").status == "applied"
+    # the README validation table rows, from the run's own validation-e2e.json (run 2: 44 points)
+    assert "| achievable model (`--hw h200-measured`, engine `torch`) | 44 |" in out
+    assert "roofline report --hw h200,h100-sxm --results reports/h200-2026-12-02-run4/results.json" in out
+    # the same name twice: refused, nothing changed
+    assert tool.main([str(suite), "--name", "h200-2026-12-02-run4", "--root", str(root)]) == 2
+    assert "already there" in capsys.readouterr().err
+
+
+def test_import_from_the_suite_tgz_without_shipping(tool, suite, tmp_path):
+    root = _checkout(tmp_path)
+    tgz = tmp_path / "suite.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(suite, arcname="suite")
+    assert tool.main([str(tgz), "--name", "h200-run5", "--root", str(root)]) == 0
+    assert (root / "reports" / "h200-run5" / "stages.tsv").is_file()
+    assert not (root / "hardware_specs").exists() and not (root / "kernels").exists()  # not shipped
+
+
+@pytest.mark.parametrize("breakage, message", [
+    ("no-results", "no results.json: not a gpu_suite.sh output folder"),
+    ("old-tuned", "does not load against this checkout's kernels"),
+    ("bad-name", "--name 'Run 4': use lower-case letters"),
+    ("schema", "results schema"),
+])
+def test_bad_runs_are_one_line_and_write_nothing(tool, suite, tmp_path, capsys, breakage, message):
+    root = _checkout(tmp_path)
+    name = "h200-bad"
+    if breakage == "no-results":
+        (suite / "results.json").unlink()
+    elif breakage == "old-tuned":
+        shutil.copy(RUN2 / "tuned" / "nvidia-h200-triton3.6.0.json", suite / "tuned" / "nvidia-h200-triton3.6.0.json")
+    elif breakage == "bad-name":
+        name = "Run 4"
+    elif breakage == "schema":
+        (suite / "results.json").write_text('{"schema": "rooflinecli.calibration/1", "rows": []}')
+    assert tool.main([str(suite), "--name", name, "--ship", "--root", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert sorted(p.name for p in (root / "reports").iterdir()) == []  # no report, no scratch left
+    assert not (root / "hardware_specs").exists() and not (root / "kernels").exists()
