@@ -89,6 +89,20 @@ def test_hw_show_by_path_with_measured_spec(tmp_path):
     assert d["memory"]["capacity_gb"] == 141 and d["measured_keys"] == ["memory.bandwidth_gb_per_s"]
     r = run("hw", "show", str(p))
     assert "4,300 GB/s (m)" in r.stdout and "gemm" in r.stdout
+    assert "achievable mode's roof" not in r.stdout  # no calibration named
+
+
+def test_hw_show_names_the_achievable_roofs_bandwidth(tmp_path):
+    r = run("hw", "show", "h200-measured")
+    assert r.exit_code == 0, r.output
+    assert "achievable mode's roof: HBM 4,576 GB/s (fastest calibration stream, sdpa_decode B128" in r.stdout
+    # a spec naming a calibration that does not load: shown, with one line saying so
+    p = tmp_path / "lab.toml"
+    p.write_text('id = "h200-lab"\nkind = "measured"\nbase = "h200"\n[memory]\nbandwidth_gb_per_s = 4300\n'
+                 '[measured_with]\ncalibration = "missing.json"\n')
+    r = run("hw", "show", str(p))
+    assert r.exit_code == 0 and "4,300 GB/s (m)" in r.stdout
+    assert "calibration: does not load (" in r.stdout and "no such calibration file" in r.stdout
 
 
 def test_hw_validate_reports_each_file(tmp_path):

@@ -131,6 +131,7 @@ def show_cmd(
             + (" (L2 bandwidth is an estimate)" if s.is_estimate("cache.l2_bandwidth_gb_per_s") else ""))
     c.print(f"shared memory, all SMs: {s.smem_total_bytes / 1e6:.1f} MB (vs {_num(s.l2_size_mb)} MB of L2)")
     c.print(f"estimates: {', '.join(sorted(s.estimates)) or 'none'}")
+    _achievable_roof_line(c, s)
 
     if s.efficiency:
         eff = Table(title="Fitted efficiency (measured)", title_justify="left")
@@ -178,3 +179,22 @@ def register(app: typer.Typer) -> None:
     hw_app.command("show")(show_cmd)
     hw_app.command("validate")(validate_cmd)
     app.add_typer(hw_app, name="hw")
+
+
+def _achievable_roof_line(c, s) -> None:
+    """A calibrated spec: the HBM ceiling of the achievable mode's roof and where it comes from
+    (``achievable.roof_spec``); a calibration that does not load is said in one line."""
+    if s.kind != "measured":
+        return
+    from rooflinecli.achievable import models_for, roof_bandwidth_source, roof_spec
+    from rooflinecli.errors import RooflineError
+
+    try:
+        models = models_for(s)
+    except RooflineError as e:
+        c.print(f"calibration: does not load ({e})", markup=False)
+        return
+    if models is None:
+        return
+    bw = roof_spec(s, models).memory_bandwidth_gb_per_s
+    c.print(f"achievable mode's roof: HBM {bw:,.0f} GB/s ({roof_bandwidth_source(s, models)})", markup=False)
