@@ -123,3 +123,18 @@ def test_a_mistimed_row_cannot_raise_the_roof_past_the_datasheet(tmp_path):
     assert fast.memory_bandwidth_gb_per_s == pytest.approx(roof_spec(shipped, models_for(shipped)).memory_bandwidth_gb_per_s)
     assert fast.memory_bandwidth_gb_per_s <= get_spec("h200").memory_bandwidth_gb_per_s
     assert "1 calibration row(s) over the datasheet's 4,800 GB/s left out" in roof_bandwidth_source(spec, models)
+
+
+def test_multi_gpu_collectives_are_flagged_as_uncalibrated():
+    """TP 8: the 160 all-reduces of a Llama-3-70B decode step are at the link roofline (plus the
+    graph floor), with no calibrated latency: the rows and a warning say so; one GPU: no warning."""
+    from rooflinecli.achievable.step import COMM_NOTE
+
+    spec = get_spec("h200-measured")
+    a = analyze(get_model("llama-3-70b"), spec, Workload(batch=1, prompt_len=1024, gen_len=2, tp=8, mode="achievable"))
+    comm = [r for r in a.achievable_ops["decode"] if r["kind"] == "comm"]
+    assert len(comm) == 2 and all(COMM_NOTE in r["note"] for r in comm)
+    assert sum(r["layers"] * r["kernels_per_layer"] for r in comm) == 160
+    assert [w for w in a.warnings if "the 160 collectives of a decode step" in w and "not calibrated" in w]
+    one = analyze(get_model("llama-3-8b"), spec, Workload(batch=1, prompt_len=1024, gen_len=2, mode="achievable"))
+    assert not [w for w in one.warnings if "collectives" in w]

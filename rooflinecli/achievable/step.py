@@ -25,6 +25,8 @@ from rooflinecli.models import ModelConfig
 from .fit import FittedModels
 from .profiles import EngineProfile
 
+#: what a communication row of the achievable model is (and is not)
+COMM_NOTE = "at the link roofline: collective latency not calibrated (one GPU measured)"
 #: analysis linear ops fused into one GEMM by ``fuse_qkv`` / ``fuse_gate_up``
 FUSED_GEMMS = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "mlp.gate_up": ("mlp.gate", "mlp.up")}
 
@@ -267,8 +269,9 @@ class _Builder:
                 self.attention_core(name)
             elif name.endswith(".act") and name.startswith("mlp") and cfg.gated_mlp:
                 self._act(op)
-            elif op.kind == "comm":
-                self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,), op.note)
+            elif op.kind == "comm":  # nothing calibrated: the link's roofline (one GPU cannot time a collective)
+                self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,),
+                         (op.note + "; " if op.note else "") + COMM_NOTE)
             elif op.kind in ("moe", "gemm"):
                 self.fitted_form_op(name)
             else:

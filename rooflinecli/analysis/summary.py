@@ -444,6 +444,13 @@ def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.nd
     B = float(wl.batch)
     pre = phase_achievable(cfg, spec, wl, "prefill", B, float(wl.prompt_len), wl.engine)
     dec = phase_achievable(cfg, spec, wl, "decode", B, steps, wl.engine)
+    calls = sum(r.layers * r.kernels for r in dec if r.kind == "comm")
+    if calls:
+        warnings.append(
+            f"achievable mode, {wl.num_gpus} GPUs: the {calls:g} collectives of a decode step are timed at the link's "
+            "roofline plus the graph floor; their latency (NCCL's small-message all-reduce) was not calibrated "
+            "(one GPU measured), so multi-GPU decode is optimistic by about that latency per collective"
+        )
 
     def rows(rs):
         return [
