@@ -215,7 +215,8 @@ class _Builder:
         else:
             key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
             t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key, batch=self.seqs)
-            note = "SDPA decode over the KV cache"
+            note = ("no MLA kernel calibrated: SDPA decode's fit on its bytes, held at least at its roof" if cfg.mla is not None
+                    else "SDPA decode over the KV cache")
         self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note,
                  host=("sdpa_prefill_causal" if self.phase == "prefill" else "sdpa_decode", 1))
 
