@@ -26,12 +26,12 @@ def test_fastest_stream_takes_big_memory_bound_rows_at_their_fitted_time():
         _row("silu_mul_strided", 2e9, 2e9 / 6e12, T=1),  # strided: its bytes formula may undercount
         _row("gemm", 2e9, 2e9 / 7e12, M=1, N=1, K=1),  # not a memory-bound op
     ]
-    bw, where = fastest_stream(rows)
+    bw, where = fastest_stream(stream_rates(rows))
     assert bw == pytest.approx(4e9 / fit_target_s(rows[1])) == pytest.approx(4.5e12)
     assert where.startswith("sdpa_decode B8") and "4,500 GB/s" in where
-    assert fastest_stream([r for r in rows if r.bytes < STREAM_MIN_BYTES or r.op == "gemm"]) == (0.0, "")
+    assert fastest_stream(stream_rates([r for r in rows if r.bytes < STREAM_MIN_BYTES or r.op == "gemm"])) == (0.0, "")
     # under a datasheet ceiling of 4.4 TB/s the 4.5 TB/s row is not HBM: the copy is the fastest
-    assert fastest_stream(rows, 4.4e12)[0] == pytest.approx(4.2e12)
+    assert fastest_stream(stream_rates(rows), 4.4e12)[0] == pytest.approx(4.2e12)
     assert [round(bw / 1e12, 2) for bw, _ in stream_rates(rows)] == [4.5, 4.2]
 
 

@@ -127,9 +127,11 @@ def _roof_bandwidth(spec, models) -> tuple[float, str]:
     if best < measured <= cap:
         best, where = measured, "fastest measured ceiling in [measured_with]"
     if models is not None:
-        stream = next(((bw / 1e9, w) for bw, w in models.streams if bw / 1e9 <= cap), None)
-        if stream is not None and stream[0] > best:
-            best, where = stream[0], f"fastest calibration stream, {stream[1]}"
+        from .fit import fastest_stream
+
+        stream_bw, stream_row = fastest_stream(models.streams, cap * 1e9)
+        if stream_bw / 1e9 > best:
+            best, where = stream_bw / 1e9, f"fastest calibration stream, {stream_row}"
         over = sum(1 for bw, _ in models.streams if bw / 1e9 > cap)
         if over:
             where += f"; {over} calibration row(s) over the datasheet's {cap:,.0f} GB/s left out"

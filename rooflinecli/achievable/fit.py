@@ -469,12 +469,12 @@ def stream_rates(rows: list[Row]) -> list[tuple[float, str]]:
     return sorted(out, key=lambda x: -x[0])
 
 
-def fastest_stream(rows: list[Row], ceiling_bytes_per_s: float = float("inf")) -> tuple[float, str]:
-    """(bytes/s, which row) of the fastest HBM stream (``stream_rates``) at or under
-    ``ceiling_bytes_per_s`` (a datasheet's bandwidth: a row over it did not stream from HBM, or
-    was mistimed); (0, "") if none. H200 run 2: SDPA decode B128 H32/32 S4096 D128 read 8.59 GB at
-    4,576 GB/s, where the copy behind the spec's bandwidth ran 4,252 sustained."""
-    return next(((bw, where) for bw, where in stream_rates(rows) if bw <= ceiling_bytes_per_s), (0.0, ""))
+def fastest_stream(streams, ceiling_bytes_per_s: float = float("inf")) -> tuple[float, str]:
+    """(bytes/s, which row) of the fastest of ``streams`` (``stream_rates``, fastest first) at or
+    under ``ceiling_bytes_per_s`` (a datasheet's bandwidth: a row over it did not stream from HBM,
+    or was mistimed); (0, "") if none. H200 run 2: SDPA decode B128 H32/32 S4096 D128 read
+    8.59 GB at 4,576 GB/s, where the copy behind the spec's bandwidth ran 4,252 sustained."""
+    return next(((bw, where) for bw, where in streams if bw <= ceiling_bytes_per_s), (0.0, ""))
 
 
 def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:
