@@ -264,13 +264,15 @@ def speculative_expected_tokens(acceptance, draft_tokens):
     return np.where(a >= 1.0, k + 1.0, val)
 
 
-def speculative_speedup(acceptance, draft_tokens, draft_cost_ratio=0.0):
+def speculative_speedup(acceptance, draft_tokens, draft_cost_ratio=0.0, verify_cost=1.0):
     """Expected wall-clock speed-up of speculative decoding over plain decoding (Leviathan et al.,
     2023, Theorem 3.8): tokens per step over the step's cost in target-step units,
-    (1 - a^(k+1)) / ((1 - a) * (1 + k*c)), where c is one draft step's cost over one target step
-    and the verification pass is taken to cost one target step."""
+    (1 - a^(k+1)) / ((1 - a) * (v + k*c)), where c is one draft step's cost over one target step
+    and v the verification pass's (k + 1 tokens per sequence through the target model): 1 in the
+    paper's memory-bound setting, more once those tokens make the step compute-bound."""
     k = np.asarray(draft_tokens, dtype=float)
-    return speculative_expected_tokens(acceptance, draft_tokens) / (1.0 + k * np.asarray(draft_cost_ratio, dtype=float))
+    return speculative_expected_tokens(acceptance, draft_tokens) / (
+        np.asarray(verify_cost, dtype=float) + k * np.asarray(draft_cost_ratio, dtype=float))
 
 
 def ring_allreduce_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):

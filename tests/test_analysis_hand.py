@@ -332,3 +332,29 @@ def test_activation_workspace_by_hand_chunked_prefill():
     assert close(m["total_bytes_per_gpu"], m["weights_bytes_per_gpu"] + m["kv_cache_bytes_per_gpu"] + 8192 * per_token + logits)
     a = analyze(cfg, spec, Workload(4, 32768, 1, prefill_chunk_tokens=2048))
     assert close(a.memory["activation_workspace_bytes"], 2048 * per_token + logits)
+
+
+def test_a_verification_pass_reads_weights_and_cache_once():
+    """decode_tokens = q (a speculative verification pass): every layer and the LM head see q times
+    the tokens (FLOPs x q), the weights and the KV cache are read once, q entries are written."""
+    import numpy as np
+
+    from rooflinecli.analysis import Workload
+    from rooflinecli.analysis.ops import phase_ops
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_model
+
+    cfg, spec = get_model("llama-3-8b"), get_spec("h100-sxm")
+    one = {o.name: o for o in phase_ops(cfg, spec, Workload(batch=4, prompt_len=2048, gen_len=1), "decode", 4.0, 2048.0)}
+    five = {o.name: o for o in phase_ops(cfg, spec, Workload(batch=4, prompt_len=2048, gen_len=1, decode_tokens=5), "decode", 4.0, 2048.0)}
+    assert one.keys() == five.keys()
+    for name in ("attn.q", "mlp.down", "lm_head", "attn.core", "final_norm"):
+        assert float(np.sum(five[name].flops)) == pytest.approx(5 * float(np.sum(one[name].flops)), rel=1e-12), name
+    for name in ("attn.q", "mlp.down", "lm_head"):
+        assert float(five[name].weights_bytes) == float(one[name].weights_bytes)
+    assert float(five["attn.core"].kv_read_bytes) == float(one["attn.core"].kv_read_bytes)
+    assert float(five["attn.core"].kv_write_bytes) == pytest.approx(5 * float(one["attn.core"].kv_write_bytes))
+    with pytest.raises(Exception, match="decode tokens per sequence must be a whole number >= 1"):
+        from rooflinecli.analysis.workload import validate_workload
+
+        validate_workload(Workload(batch=1, prompt_len=1, gen_len=1, decode_tokens=0))

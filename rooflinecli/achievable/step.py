@@ -92,7 +92,9 @@ class _Builder:
         self.batch = np.asarray(batch, dtype=float)
         self.context = np.asarray(context, dtype=float)
         self.seqs = self.batch / wl.attention_dp
-        self.tokens = self.seqs * self.context if phase == "prefill" else self.seqs
+        q = wl.decode_tokens if phase == "decode" else 1  # a verification pass: q tokens per sequence
+        self.tokens = self.seqs * self.context if phase == "prefill" else self.seqs * q
+        self.last = self.seqs * q  # tokens through the final norm and the LM head
         self.b = wl.act_bytes_per_element
         self.graph = profile.prefill_graph if phase == "prefill" else profile.decode_graph
         self.rows: list[StepRow] = []
@@ -164,7 +166,7 @@ class _Builder:
         d_in, _, count = ops[0].extra["linear"]
         N = sum(o.extra["linear"][1] for o in ops)
         nbytes = sum(o.bytes for o in ops)
-        M = self.seqs if name == "lm_head" else self.tokens
+        M = self.last if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         if self.graph and self.m.gemm_stream[0].size:  # weights streamed once per step, as gemm_stream times them
@@ -182,7 +184,7 @@ class _Builder:
 
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False, clamp: bool = True):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
-        n = self.tokens if name != "final_norm" else self.seqs
+        n = self.tokens if name != "final_norm" else self.last
         switches = None
         if self.p.norm == "torch" and "rmsnorm" in self.m.linear:  # F.rms_norm timed alone
             t, f = self.m.linear["rmsnorm"].time_s([1.0, 2.0 * n * width * self.b + 2.0 * width], (int(width),))

@@ -8,7 +8,9 @@ All quantities broadcast over ``batch`` and ``context`` (numpy), so one call ser
 Conventions (docs/analysis.md has the full list):
 
 - prefill: ``batch`` sequences of ``context`` (= S) tokens, causal; decode: one step of ``batch``
-  sequences, each attending ``context`` (= N) cached tokens and appending one.
+  sequences, each attending ``context`` (= N) cached tokens and appending one (``decode_tokens``
+  of the workload: q > 1 for a speculative verification pass, q tokens per sequence through every
+  layer and the LM head, q queries over the cache, read once).
 - Linear layers: weights read once, input read and output written once (``linear_*`` formulas).
   Attention, MLP, shared-expert weights follow ``weight_dtype``; embedding, LM head, router and
   norms stay 16-bit.
@@ -267,6 +269,7 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
             )
         ]
     N = entries_read(cfg, group, ctx)
+    q = wl.decode_tokens  # queries per sequence (each over ~N entries); the cache is read once
     if cfg.mla is None:
         D = cfg.head_dim
         h_kv = kv_heads_per_gpu(cfg, wl.tp)
@@ -276,10 +279,10 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
                 kind="attention",
                 group=group,
                 layers=layers,
-                flops=F.attention_decode_flops(seqs, h, N, D) + F.softmax_flops(seqs, h, N),
-                activation_bytes=F.attention_qo_bytes(seqs, h, 1, D, b_a) + F.attention_qo_bytes(seqs, h_kv, 1, D, b_a),
+                flops=q * (F.attention_decode_flops(seqs, h, N, D) + F.softmax_flops(seqs, h, N)),
+                activation_bytes=F.attention_qo_bytes(seqs, h, q, D, b_a) + F.attention_qo_bytes(seqs, h_kv, q, D, b_a),
                 kv_read_bytes=kv_layer_bytes(cfg, wl, N, seqs),
-                kv_write_bytes=kv_layer_bytes(cfg, wl, 1, seqs),
+                kv_write_bytes=kv_layer_bytes(cfg, wl, q, seqs),
                 note=window_note,
             )
         ]
@@ -293,10 +296,10 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
                 group=group,
                 layers=layers,
                 # scores over the latent (r + rope per head), PV over the latent (r)
-                flops=F.attention_decode_flops(seqs, h, N, r + rope, r) + F.softmax_flops(seqs, h, N),
-                activation_bytes=F.attention_qo_bytes(seqs, h, 1, r + rope, b_a, r),
+                flops=q * (F.attention_decode_flops(seqs, h, N, r + rope, r) + F.softmax_flops(seqs, h, N)),
+                activation_bytes=F.attention_qo_bytes(seqs, h, q, r + rope, b_a, r),
                 kv_read_bytes=kv_layer_bytes(cfg, wl, N, seqs),
-                kv_write_bytes=kv_layer_bytes(cfg, wl, 1, seqs),
+                kv_write_bytes=kv_layer_bytes(cfg, wl, q, seqs),
                 note=("MLA absorbed: attends over the latent " + window_note).strip(),
             )
         ]
@@ -320,11 +323,11 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
             kind="attention",
             group=group,
             layers=layers,
-            flops=F.attention_decode_flops(seqs, h, N, nope + rope, v) + F.softmax_flops(seqs, h, N),
-            activation_bytes=F.attention_qo_bytes(seqs, h, 1, nope + rope, b_a, v),
+            flops=q * (F.attention_decode_flops(seqs, h, N, nope + rope, v) + F.softmax_flops(seqs, h, N)),
+            activation_bytes=F.attention_qo_bytes(seqs, h, q, nope + rope, b_a, v),
             # materialized per-head K_nope and V, plus the shared RoPE key from the cache
             kv_read_bytes=F.attention_qo_bytes(seqs, h, N, nope, b_a, v) + F.mla_kv_cache_bytes(1, 0, rope, N, b_kv, seqs),
-            kv_write_bytes=kv_layer_bytes(cfg, wl, 1, seqs),
+            kv_write_bytes=kv_layer_bytes(cfg, wl, q, seqs),
             note=("MLA naive: attends over up-projected K/V " + window_note).strip(),
         ),
     ]
@@ -344,8 +347,10 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
     link = link_bytes_per_s_one_way(spec)
     G, tp = wl.num_gpus, wl.tp
     seqs = batch / wl.attention_dp  # sequences each GPU attends for
-    tokens_total = batch * context if phase == "prefill" else batch  # tokens of the step, whole replica
-    tokens = seqs * context if phase == "prefill" else seqs  # tokens each GPU's dense part sees
+    q = wl.decode_tokens if phase == "decode" else 1  # tokens per sequence of a decode step
+    tokens_total = batch * context if phase == "prefill" else batch * q  # tokens of the step, whole replica
+    tokens = seqs * context if phase == "prefill" else seqs * q  # tokens each GPU's dense part sees
+    last = seqs * q  # tokens through the final norm and the LM head (prefill: the last of each sequence)
     ops: list[OpCost] = []
 
     # ---- embedding (reads one row per token) ----------------------------------------------------
@@ -503,14 +508,14 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
             kind="elementwise",
             group="model",
             layers=1,
-            flops=F.norm_flops(seqs, d),
-            activation_bytes=F.streaming_bytes(seqs * d, b_a),
+            flops=F.norm_flops(last, d),
+            activation_bytes=F.streaming_bytes(last * d, b_a),
             weights_bytes=weight_bytes(P.final_norm_params(cfg), wl, quantized=False),
-            note="last token per sequence",
+            note="last token per sequence" if q == 1 else f"{q} tokens per sequence",
         )
     )
     head = P.lm_head_linear(cfg) or P.Linear("lm_head", "lm_head", d, cfg.vocab_size)  # tied: reads the embedding table
-    ops.append(_linear_op(cfg, wl, head, seqs, "", "gemm", "model", 1, quantized=False))
+    ops.append(_linear_op(cfg, wl, head, last, "", "gemm", "model", 1, quantized=False))
     ops[-1].name = "lm_head"
-    ops[-1].note += ", last token per sequence" + (" (tied)" if cfg.tie_embeddings else "")
+    ops[-1].note += (", last token per sequence" if q == 1 else f", {q} tokens per sequence") + (" (tied)" if cfg.tie_embeddings else "")
     return ops

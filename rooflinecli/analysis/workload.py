@@ -59,6 +59,10 @@ class Workload:
     #: vendor-kernel model, ``rooflinecli.achievable``; needs a calibrated measured spec)
     mode: str = "roof"
     engine: str = "torch"  # achievable mode: the engine profile (``achievable.ENGINES``)
+    #: tokens each sequence runs through one decode step: 1, or k + 1 for the verification pass
+    #: of speculative decoding / MTP (k drafts and the token after them), which reads the weights
+    #: and the KV cache once for all of them
+    decode_tokens: int = 1
 
     # ---- derived -------------------------------------------------------------------------------
     @property
@@ -107,6 +111,7 @@ def validate_workload(wl: Workload) -> Workload:
     whole(wl.tp, "--tp", 1)
     whole(wl.ep, "--ep", 1)
     whole(wl.weight_group_size, "--weight-group-size", 1)
+    whole(wl.decode_tokens, "decode tokens per sequence", 1)
     if wl.kv_block_size is not None:
         whole(wl.kv_block_size, "--kv-block-size", 1)
     if wl.prefill_chunk_tokens is not None and (isinstance(wl.prefill_chunk_tokens, bool) or not isinstance(wl.prefill_chunk_tokens, int) or wl.prefill_chunk_tokens < 1):

@@ -120,6 +120,7 @@ def speculative_cmd(
 
     source = "given"
     step_time = None
+    verify = None  # the verification pass's cost in plain steps, per k = 1.. (with a model)
     warning = None
     if model is not None and hw is None:
         hw = "h100-sxm"  # the default GPU of every other command
@@ -138,15 +139,18 @@ def speculative_cmd(
         if hw is not None:
             from rooflinecli.hardware import get_spec
             from rooflinecli.whatif.rope import context_warning
-            from rooflinecli.whatif.speculative import target_step_time_s
+            from rooflinecli.whatif.speculative import verify_costs
 
             warning = context_warning(cfg, context)
             spec = get_spec(hw)
-            step_time = target_step_time_s(cfg, spec, batch, context, dtype, weight_dtype, kv_dtype, **_mode_kwargs(spec, mode, engine))
+            # the table's k = 1..8 and the k asked for, each verification pass timed by the model
+            step_time, verify = verify_costs(cfg, spec, batch, context, sorted({*range(1, 9), draft_tokens}), dtype=dtype,
+                                             weight_dtype=weight_dtype, kv_dtype=kv_dtype, **_mode_kwargs(spec, mode, engine))
     elif hw is not None:
         raise RooflineError("--hw needs --model (the decode step time is the model's)")
-    res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source)
-    table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens))
+    res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source,
+                      verify[draft_tokens] if verify else 1.0)
+    table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens), verify)
     _warn(warning)
     if as_json:
         _echo_json({**res.to_json(), "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
@@ -156,7 +160,9 @@ def speculative_cmd(
         f"k = {res.draft_tokens} drafts, acceptance a = {res.acceptance:g}, draft cost c = {res.draft_cost_ratio:.4g} "
         f"({'MTP module' if source == 'mtp' else 'given'})"
     )
-    c.print(f"expected tokens per step: {res.expected_tokens_per_step:.4g}   step cost: {res.step_cost_target_steps:.4g} target steps")
+    c.print(f"expected tokens per step: {res.expected_tokens_per_step:.4g}   step cost: {res.step_cost_target_steps:.4g} target steps "
+            + (f"(verifying {res.draft_tokens + 1} tokens per sequence: {res.verify_cost_target_steps:.3f} steps, from the model)" if verify
+               else "(verification taken as one target step: give --model for its cost)"))
     c.print(f"speed-up over plain decoding: {res.speedup:.3g}x")
     if res.tpot_s is not None:
         c.print(

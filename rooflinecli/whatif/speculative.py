@@ -14,11 +14,14 @@ class SpeculativeResult:
     acceptance: float
     draft_cost_ratio: float  # one draft step's time over one target decode step's time
     expected_tokens_per_step: float  # (1 - a^(k+1)) / (1 - a)
-    step_cost_target_steps: float  # 1 + k*c: verification (one target step) plus k draft steps
+    step_cost_target_steps: float  # v + k*c: verification (v target steps) plus k draft steps
     speedup: float  # expected_tokens_per_step / step_cost_target_steps
     target_step_time_s: float | None = None  # the model's plain decode step, when a model is given
     tpot_s: float | None = None  # effective time per output token with speculation
     draft_cost_source: str = "given"  # "given" | "mtp" (derived from the model's MTP module)
+    #: v: the verification pass (k + 1 tokens per sequence) over one plain decode step; 1 without a
+    #: model (the memory-bound assumption), else the model's own ratio (``verify_cost``)
+    verify_cost_target_steps: float = 1.0
 
     @property
     def tokens_per_s_per_sequence(self) -> float | None:
@@ -43,12 +46,14 @@ def speculative(
     draft_cost_ratio: float = 0.0,
     target_step_time_s: float | None = None,
     draft_cost_source: str = "given",
+    verify_cost: float = 1.0,
 ) -> SpeculativeResult:
-    """Expected tokens per verification step and speed-up net of the draft's cost."""
+    """Expected tokens per verification step and speed-up net of the draft's cost and of the
+    verification pass's (``verify_cost`` target steps)."""
     check_inputs(draft_tokens, acceptance, draft_cost_ratio)
     tokens = float(formulas.speculative_expected_tokens(acceptance, draft_tokens))
-    speedup = float(formulas.speculative_speedup(acceptance, draft_tokens, draft_cost_ratio))
-    cost = 1.0 + draft_tokens * draft_cost_ratio
+    speedup = float(formulas.speculative_speedup(acceptance, draft_tokens, draft_cost_ratio, verify_cost))
+    cost = verify_cost + draft_tokens * draft_cost_ratio
     tpot = None if target_step_time_s is None else target_step_time_s * cost / tokens
     return SpeculativeResult(
         draft_tokens=int(draft_tokens),
@@ -60,17 +65,34 @@ def speculative(
         target_step_time_s=target_step_time_s,
         tpot_s=tpot,
         draft_cost_source=draft_cost_source,
+        verify_cost_target_steps=float(verify_cost),
     )
 
 
-def speedup_by_draft_tokens(acceptance: float, draft_cost_ratio: float, max_draft_tokens: int = 8) -> list[tuple[int, float, float]]:
-    """(k, expected tokens per step, speed-up) for k = 1..max_draft_tokens: where more drafts stop paying."""
+def speedup_by_draft_tokens(acceptance: float, draft_cost_ratio: float, max_draft_tokens: int = 8,
+                            verify_costs: dict | None = None) -> list[tuple[int, float, float]]:
+    """(k, expected tokens per step, speed-up) for k = 1..max_draft_tokens: where more drafts stop
+    paying. ``verify_costs`` ({k: the verification pass's cost in plain steps}, ``verify_costs``):
+    the rows are its k, each at its own cost; None: every k up to the largest at cost 1."""
     import numpy as np
 
-    k = np.arange(1, max_draft_tokens + 1)
+    ks = sorted(verify_costs) if verify_costs else range(1, max_draft_tokens + 1)
+    k = np.asarray(list(ks))
+    v = np.asarray([verify_costs[i] for i in ks], dtype=float) if verify_costs else np.ones(k.shape)
     tokens = formulas.speculative_expected_tokens(acceptance, k)
-    speed = formulas.speculative_speedup(acceptance, k, draft_cost_ratio)
+    speed = formulas.speculative_speedup(acceptance, k, draft_cost_ratio, v)
     return [(int(a), float(b), float(c)) for a, b, c in zip(k, tokens, speed)]
+
+
+def verify_costs(cfg, spec, batch: int, context: int, draft_tokens, **kw) -> tuple[float, dict]:
+    """(the plain decode step's seconds, {k: verification pass / plain step} for each k of
+    ``draft_tokens``): the target model run over k + 1 tokens per sequence at once
+    (``Workload.decode_tokens``: the weights and the KV cache read once, the GEMMs and attention
+    over k + 1 times the tokens). At batch 1 it stays near 1 (memory-bound); at large batch the
+    GEMMs turn compute-bound and the pass costs more plain steps, and an MoE model's k + 1 tokens
+    touch more experts: that is where speculation stops paying."""
+    step = target_step_time_s(cfg, spec, batch, context, **kw)
+    return step, {int(k): target_step_time_s(cfg, spec, batch, context, decode_tokens=int(k) + 1, **kw) / step for k in draft_tokens}
 
 
 def mtp_module_params(cfg) -> float:
@@ -101,12 +123,14 @@ def mtp_draft_cost_ratio(cfg) -> float:
 
 
 def target_step_time_s(cfg, spec, batch: int, context: int, dtype: str = "bf16", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-                       mode: str = "roof", engine: str = "torch") -> float:
-    """The model's plain decode step time (the analytical model's ``phase_grid``, in ``mode``) at one point."""
+                       mode: str = "roof", engine: str = "torch", decode_tokens: int = 1) -> float:
+    """The model's decode step time (the analytical model's ``phase_grid``, in ``mode``) at one
+    point: plain (one token per sequence) or a verification pass (``decode_tokens`` per sequence)."""
     import numpy as np
 
     from rooflinecli.analysis import Workload, phase_grid
 
-    wl = Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mode=mode, engine=engine)
+    wl = Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mode=mode,
+                  engine=engine, decode_tokens=decode_tokens)
     grid = phase_grid(cfg, spec, wl, "decode", np.asarray([batch]), np.asarray([context]))
     return float(np.asarray(grid["time_s"]).reshape(-1)[0])
