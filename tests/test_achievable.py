@@ -463,3 +463,37 @@ def test_decode_attention_predicts_the_held_out_bench_shapes(h200m):
         step = predict_step_breakdown(cfg, h200m, Workload(batch=B, prompt_len=N, gen_len=1), "decode", B, N, mode="achievable")
         per_layer = next(x for x in step if x["kind"] == "attention")["time_s"] / cfg.num_layers
         assert per_layer == pytest.approx(r.p50_s, rel=0.05), (r.shape, per_layer, r.p50_s)
+
+
+def test_absorbed_mla_decode_rows_are_fitted_and_used(h200m):
+    """``mla_decode_matmul`` rows (absorbed MLA decode as torch ops): the grid's FLOPs and bytes
+    are the analysis op's own formulas; a calibration with them fits t0 + bytes/BW + FLOPs/P and
+    the decode step of an MLA model takes it (without them: the SDPA fit, and the row says so)."""
+    from rooflinecli.achievable.profiles import get_engine
+    from rooflinecli.achievable.step import step_rows
+    from rooflinecli.analysis.ops import phase_ops
+    from rooflinecli.bench.opgrid import MLA_P, MLA_R, build_grid
+
+    grid = build_grid()["mla"]
+    assert {c.shape["H"] for c in grid} == {16, 128} and {(c.shape["R"], c.shape["P"]) for c in grid} == {(MLA_R, MLA_P)}
+    cfg = get_model("deepseek-v2-lite")  # 16 heads, kv_lora_rank 512, rope 64
+    case = next(c for c in grid if c.shape["H"] == 16 and c.shape["B"] == 8 and c.shape["S"] == 8192)
+    op = next(o for o in phase_ops(cfg, h200m, Workload(batch=8, prompt_len=8192, gen_len=1), "decode", 8.0, 8192.0) if o.name == "attn.core")
+    assert case.flops == pytest.approx(float(op.flops), rel=1e-12)
+    assert case.bytes == pytest.approx(float(op.kv_read_bytes + op.activation_bytes), rel=1e-12)
+
+    # a calibration with rows timed by a known law
+    doc = json.loads(Path(calibration_for(h200m).path).read_text())
+    law = lambda c: 6e-6 + c.bytes / 4.0e12 + c.flops / 3.0e14  # noqa: E731
+    doc["rows"] = [r for r in doc["rows"] if r["op"] != "mla_decode_matmul"] + [
+        {"op": c.op, "shape": c.shape, "flops": c.flops, "bytes": c.bytes, "t_graph": law(c), "t_eager": law(c) + 3e-5} for c in grid]
+    models = fit_models(parse_calibration(doc, "synthetic.json"))
+    mla = models.linear["mla_decode_matmul"]
+    for c in grid:
+        assert float(mla.time_s([1.0, c.bytes, c.flops])[0]) == pytest.approx(law(c), rel=0.02)
+    wl = Workload(batch=8, prompt_len=8192, gen_len=1)
+    row = next(r for r in step_rows(cfg, h200m, wl, "decode", 8.0, 8192.0, models, get_engine("torch")) if r.name == "attn.core")
+    assert "as torch ops (bmm, fp32 softmax, bmm), calibrated" in row.note
+    assert float(row.time_s) == pytest.approx(cfg.num_layers * law(case), rel=0.05)
+    shipped = next(r for r in step_rows(cfg, h200m, wl, "decode", 8.0, 8192.0, models_for(h200m), get_engine("torch")) if r.name == "attn.core")
+    assert "no MLA kernel calibrated" in shipped.note  # the shipped calibration predates the rows

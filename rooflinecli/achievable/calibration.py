@@ -54,6 +54,8 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "sdpa_prefill_causal_expanded": ("B", "H", "KVH", "S", "D"),
     "sdpa_decode": ("B", "H", "KVH", "S", "D"),
     "matmul_decode_attention": ("B", "H", "KVH", "S", "D"),
+    # absorbed MLA decode as torch ops (bmm, fp32 softmax, bmm) over a latent cache [B, S, R + P]
+    "mla_decode_matmul": ("B", "H", "S", "R", "P"),
     "launch_floor": (),
     # k distinct tiny kernels interleaved in one graph (``t_graph``) and grouped (``t_blocked``)
     "launch_floor_mixed": ("k",),

@@ -10,6 +10,8 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
 - **SDPA prefill** (causal): ``t0 + flops / P + c * S * D``: the last term is the critical path
   of the longest query tile (it scans all S keys), which is why short sequences reach a small
   fraction of the peak.
+- **Absorbed MLA decode** (torch ops, ``mla_decode_matmul``): ``t0 + a * bytes + b * FLOPs``:
+  memory-bound at few heads, compute-bound at many (used only when the calibration has the rows).
 - **Decode attention**, **elementwise ops** (rmsnorm, add, SiLU*mul, copy): ``t0 + bytes / BW``,
   with the measured/fitted ratio of the row's family (RMSNorm and add by width, SiLU*mul by F,
   decode attention by heads and head dim: ``FAMILY_FIELDS``) interpolated in log bytes (the
@@ -48,6 +50,8 @@ from .calibration import Calibration, Row
 BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdpa_decode", "matmul_decode_attention",
              "rope_qkv_strided", "silu_mul_strided", "kv_write")
 PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
+#: ops timed by bytes and FLOPs together (t0 + a * bytes + b * FLOPs), with the rows they need
+BYTES_FLOPS_OPS = {"mla_decode_matmul": 3}
 #: rows that time launches of distinct tiny kernels (interleaved and grouped), not an op
 MIXED_OPS = ("launch_floor_mixed", "launch_floor_mixed_gemm")
 #: rows kept out of the host-cost medians: the floor rows are not ops an engine calls
@@ -216,6 +220,11 @@ def bytes_features(nbytes):
     return [np.ones_like(nbytes), nbytes]
 
 
+def bytes_flops_features(nbytes, flops):
+    """Absorbed MLA decode: [1, bytes, FLOPs]."""
+    return [np.ones_like(nbytes), nbytes, flops]
+
+
 def prefill_features(flops, qo_elements):
     """SDPA prefill: [1, FLOPs, B*H*S*D]. The last is the query/output traffic, which the
     kernel does not hide under its matmuls (it costs about 4 bytes per element at HBM speed)."""
@@ -273,6 +282,8 @@ class LinearModel:
 
 
 def _features_of(op: str, rows: list[Row]) -> list:
+    if op in BYTES_FLOPS_OPS:
+        return bytes_flops_features(np.array([r.bytes for r in rows], dtype=float), np.array([r.flops for r in rows], dtype=float))
     if op in PREFILL_OPS:
         fl = np.array([r.flops for r in rows], dtype=float)
         qo = np.array([r.shape["B"] * r.shape["H"] * r.shape["S"] * r.shape["D"] for r in rows], dtype=float)
@@ -589,6 +600,7 @@ def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
         by_op.setdefault(r.op, []).append(r)
     floor = min(r.t_graph_s for r in by_op.get("launch_floor", [])) if by_op.get("launch_floor") else min(r.t_graph_s for r in rows)
     linear = {op: fit_linear(op, by_op[op]) for op in (*BYTES_OPS, *PREFILL_OPS) if len(by_op.get(op, ())) >= 2}
+    linear.update({op: fit_linear(op, by_op[op]) for op, least in BYTES_FLOPS_OPS.items() if len(by_op.get(op, ())) >= least})
     sustained = cal.sustained.get("gemm_bf16_tflops")
     switch_s, switch_gemm_s = graph_switch_costs_s(rows, floor)
     gemm = fit_gemm(by_op["gemm"])

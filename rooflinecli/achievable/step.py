@@ -214,6 +214,11 @@ class _Builder:
             lm = self.m.linear["sdpa_prefill_causal"]
             t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
             note = "SDPA causal prefill"
+        elif cfg.mla is not None and wl.mla_decode == "absorbed" and "mla_decode_matmul" in self.m.linear:
+            t, t0 = self.m.linear["mla_decode_matmul"].time_s([1.0, op.bytes, op.flops])
+            self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "")
+                     + "as torch ops (bmm, fp32 softmax, bmm), calibrated", timed_as_a_whole=True, host=("mla_decode_matmul", 1))
+            return
         else:
             key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
             t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key, batch=self.seqs)

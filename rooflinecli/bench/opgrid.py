@@ -33,6 +33,12 @@ each kernel repeated as every other row repeats its op); ``t_graph - t_blocked``
 switch between different kernels, which no other row holds (``sets`` = k, two graphs per row;
 ``flops`` and ``bytes``: of the k kernels together, one launch of each).
 
+Absorbed MLA decode as a torch engine runs it (``kernels.mla_decode.matmul_baseline``'s ops):
+``mla_decode_matmul`` {B, H, S, R, P}: scores = [q_latent | q_rope] @ [c_kv | k_rope]^T over a
+latent cache [B, S, R + P] (one bmm), softmax in fp32, then @ c_kv (FLOPs and bytes: the analysis
+op's formulas, ``attention_decode_flops`` + ``softmax_flops`` and ``mla_kv_cache_bytes`` +
+``attention_qo_bytes``). DeepSeek-V2-Lite's 16 heads and V3's 128, R 512, P 64.
+
 The GEMMs of a decode step as it streams its weights: ``gemm_stream`` {M, L, D, F, Q}, one pass
 over L layers of distinct qkv [Q, D], o [D, D], gate_up [2F, D] and down [D, F] weights (Llama-3-8B
 widths, 32 layers, 14 GB: Llama-3-8B's own layer weights) per launch, against which the fit checks the single-GEMM rows, each of
@@ -96,6 +102,10 @@ MIXED_K = (2, 4, 8)
 #: switch still shows behind a long kernel
 MIXED_GEMMS = ((1, 256, 256), (1, 4096, 4096))
 COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
+#: absorbed MLA decode: (heads, batches) at R 512, P 64 over MLA_S cached tokens
+MLA_SHAPES = ((16, (1, 8, 32)), (128, (1, 8)))
+MLA_S = (1024, 8192, 32768)
+MLA_R, MLA_P = 512, 64
 #: ``gemm_stream``: decode-sized GEMMs over ``STREAM_LAYERS`` layers of distinct Llama-3-8B weights
 #: (qkv, o, gate_up, down: 436 MB a layer; 32 layers, 14 GB, as many as the model has) in one pass,
 #: as a decode step streams them (more than any TLB or cache could keep between passes)
@@ -438,6 +448,31 @@ def attention_case(op: str, B: int, H: int, KVH: int, S: int, D: int) -> Case:
     return Case(op, {"B": B, "H": H, "KVH": KVH, "S": S, "D": D}, flops, b, b, make, backends=SDPA_BACKENDS)
 
 
+def mla_decode_case(B: int, H: int, S: int, R: int = MLA_R, P: int = MLA_P) -> Case:
+    """Absorbed MLA decode through torch: one bmm for the scores over the whole latent row, softmax
+    in fp32, one bmm with c_kv (the ops of ``kernels.mla_decode.matmul_baseline``, written here so
+    that calibrate needs torch only)."""
+
+    def make(device, gen):
+        import torch
+
+        q = _randn((B, H, R + P), device, gen)
+        cache = _randn((B, S, R + P), device, gen)
+        scale = 1.0 / math.sqrt(R + P)
+
+        def fn():
+            s = torch.matmul(q, cache.transpose(1, 2))  # [B, H, S]
+            p = torch.softmax(s.float() * scale, dim=-1).to(q.dtype)
+            return torch.matmul(p, cache[:, :, :R])
+
+        return fn
+
+    flops = float(formulas.attention_decode_flops(B, H, S, R + P, R) + formulas.softmax_flops(B, H, S))
+    nbytes = float(formulas.mla_kv_cache_bytes(1, R, P, S, 2, B) + formulas.attention_qo_bytes(B, H, 1, R + P, 2, R))
+    return Case("mla_decode_matmul", {"B": B, "H": H, "S": S, "R": R, "P": P}, flops, nbytes, nbytes, make,
+                note="absorbed MLA decode as torch ops: bmm scores over [c_kv | k_rope], fp32 softmax, bmm with c_kv")
+
+
 def strided_grid(tokens=STRIDED_T, heads=STRIDED_HEADS, widths=STRIDED_F, batches=KV_WRITE_B, N: int = KV_WRITE_N) -> dict[str, list[Case]]:
     """The decode step's RoPE, SiLU*mul and KV write on their real layouts: three small categories
     placed right after the launch floor, so the round-robin reaches all of them early."""
@@ -486,6 +521,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
             "copy": [copy_case(b) for b in (4096, 65536)],
             "decode": [attention_case("sdpa_decode", 2, 4, 2, 64, 64)],
             "prefill": [attention_case("sdpa_prefill_causal", 1, 4, 2, 32, 64)],
+            "mla": [mla_decode_case(B, 4, 64, 64, 16) for B in (1, 2, 3)],
         }
     gemm = []
     for prefix, preset in presets:
@@ -505,7 +541,8 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
         for S in PREFILL_S:
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
-    grid = {"floor": [launch_floor_case()], **mixed_grid(), **stream_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8}
+    mla = [mla_decode_case(B, H, S) for H, batches in MLA_SHAPES for B in batches for S in MLA_S]
+    grid = {"floor": [launch_floor_case()], **mixed_grid(), **stream_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8, "mla": mla}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 
