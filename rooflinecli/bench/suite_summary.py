@@ -160,6 +160,11 @@ def calibration_lines(out: Path) -> list[str]:
         ratio = m.to_dict().get("gemm_stream_ratio") or {}
         lines.append("  gemm_stream ratio (streamed / single-GEMM fit) per M: "
                      + (", ".join(f"M{k} {v:.3f}" for k, v in ratio.items()) if ratio else "no gemm_stream rows"))
+        mla = m.linear.get("mla_decode_matmul")
+        lines.append("  absorbed MLA decode (torch ops): " + (
+            f"t0 {mla.coef[0] * 1e6:.1f} us, {1 / mla.coef[1] / 1e9:,.0f} GB/s, {1 / mla.coef[2] / 1e12:,.0f} TFLOP/s (fitted, summed terms)"
+            if mla is not None and mla.coef[1] > 0 and mla.coef[2] > 0 else
+            "fitted" if mla is not None else "no mla_decode_matmul rows"))
     return lines
 
 
