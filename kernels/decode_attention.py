@@ -146,6 +146,21 @@ def _store_and_reduce(
 
 
 @triton.jit
+def sequence_length(Seq_lens, b, N_ctx, VARLEN: tl.constexpr):
+    """Cached tokens of sequence ``b``: its own length (ragged, ``VARLEN``) or the cache's."""
+    if VARLEN:
+        return tl.load(Seq_lens + b)
+    return N_ctx
+
+
+@triton.jit
+def chunk_bounds(Seq_lens, b, N_ctx, pid_split, chunk, VARLEN: tl.constexpr):
+    """[start, end) of split ``pid_split``'s chunk of sequence ``b`` (end clipped to its length)."""
+    start = pid_split * chunk
+    return start, tl.minimum(start + chunk, sequence_length(Seq_lens, b, N_ctx, VARLEN))
+
+
+@triton.jit
 def _decode_attention_kernel(
     Q, K, V, desc_k, desc_v, Seq_lens, Block_table, M_part, L_part, Acc_part, O, Counter,
     stride_qb, stride_qh,
@@ -167,12 +182,7 @@ def _decode_attention_kernel(
     pid_split = tl.program_id(1)
     b = pid_bh // H_kv
     h_kv = pid_bh % H_kv
-    if VARLEN:
-        seq_len = tl.load(Seq_lens + b)
-    else:
-        seq_len = N_ctx
-    start = pid_split * chunk
-    end = tl.minimum(start + chunk, seq_len)
+    start, end = chunk_bounds(Seq_lens, b, N_ctx, pid_split, chunk, VARLEN)
     m_i, l_i, acc = _attend(
         Q, K, V, desc_k, desc_v, Block_table, b, h_kv, start, end,
         stride_qb, stride_qh, stride_kb, stride_kh, stride_kn, stride_vb, stride_vh, stride_vn, stride_bt,
@@ -222,10 +232,7 @@ def _decode_attention_balanced_kernel(
         p_last = (((first_unit + units_per_group).to(tl.int64) * P - 1) // n_units).to(tl.int32)
         b = g // H_kv
         h_kv = g % H_kv
-        if VARLEN:
-            seq_len = tl.load(Seq_lens + b)
-        else:
-            seq_len = N_ctx
+        seq_len = sequence_length(Seq_lens, b, N_ctx, VARLEN)
         start = (tl.maximum(lo, first_unit) - first_unit) * UNIT
         end = tl.minimum((tl.minimum(hi, first_unit + units_per_group) - first_unit) * UNIT, seq_len)
         m_i, l_i, acc = _attend(

@@ -27,6 +27,7 @@ import triton.language as tl
 from kernels.decode_attention import (
     MAX_SPLITS,
     choose_splits,
+    chunk_bounds,
     decode_case,
     decode_options,
     random_block_table,
@@ -123,12 +124,7 @@ def _mla_decode_kernel(
     pid_h = tl.program_id(0)
     pid_split = tl.program_id(1)
     b = tl.program_id(2)
-    if VARLEN:
-        seq_len = tl.load(Seq_lens + b)
-    else:
-        seq_len = N_ctx
-    start = pid_split * chunk
-    end = tl.minimum(start + chunk, seq_len)
+    start, end = chunk_bounds(Seq_lens, b, N_ctx, pid_split, chunk, VARLEN)
 
     heads = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
     h_mask = heads < H
