@@ -568,8 +568,9 @@ class _MoEPlan:
                 direct_slots(k, self.cfg["BLOCK_M"], out=bufs[1][:P])
             if bufs[2].numel() * bufs[2].element_size() <= KEEP_SCRATCH_MAX_BYTES:
                 self.bufs = bufs
-        if self.direct and topk_ids.dtype == torch.int32 and topk_ids.is_contiguous():
-            sorted_slots, block_expert = bufs[1][:P], topk_ids.view(-1)  # block j: slot j, expert ids[0, j]
+        if self.direct and topk_ids.dtype == torch.int32:  # the plan's ids dtype: it never aligns, its pattern stays
+            # block j: slot j, expert ids[0, j] (a strided [1, k] view is copied: k ints)
+            sorted_slots, block_expert = bufs[1][:P], (topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous()).view(-1)
         elif self.bound_align is not None:  # decode sizes: the one-program alignment kernel
             sorted_slots, block_expert = bufs[1][:P], bufs[1][P:P + self.nb]
             self.bound_align(topk_ids if topk_ids.is_contiguous() else topk_ids.contiguous(), sorted_slots, block_expert)

@@ -407,3 +407,13 @@ def test_one_token_skips_the_alignment(ids_dtype, gen, monkeypatch):
     assert len(aligned) == (0 if ids_dtype == torch.int32 else 1)
     bm = plan.cfg["BLOCK_M"]
     assert MOE.direct_slots(k, bm).tolist() == [j if i == 0 else k for j in range(k) for i in range(bm)]
+    # the same plan given a strided view of the ids (every other entry of [1, 2k]): the same
+    # result, and the plan's slot pattern intact for the next contiguous call
+    wide = torch.stack([inputs["topk_ids"][0], torch.zeros_like(inputs["topk_ids"][0])], dim=1).reshape(1, 2 * k)
+    strided = dict(inputs, topk_ids=wide[:, ::2])
+    assert not strided["topk_ids"].is_contiguous() and torch.equal(strided["topk_ids"], inputs["topk_ids"])
+    for call in (strided, inputs):
+        out = poisoned((1, d), torch.bfloat16, DEVICE)
+        moe(**call, out=out)
+        _check(out, inputs, "bf16")
+    assert len(aligned) == (0 if ids_dtype == torch.int32 else 3)
