@@ -55,7 +55,10 @@ def _suite_dir(src: Path, scratch: Path) -> Path:
             for m in tar.getmembers():
                 if m.issym() or m.islnk() or m.name.startswith("/") or ".." in Path(m.name).parts:
                     raise RooflineError(f"{src}: refusing archive member {m.name!r} (a link or a path outside the archive)")
-            tar.extractall(scratch)
+            if hasattr(tarfile, "data_filter"):  # Python 3.12+: refuse links, devices, absolute paths
+                tar.extractall(scratch, filter="data")
+            else:
+                tar.extractall(scratch)
     except (tarfile.TarError, OSError) as e:
         raise RooflineError(f"{src}: not a readable .tgz ({e})") from None
     found = sorted(p.parent for p in scratch.rglob("stages.tsv"))
