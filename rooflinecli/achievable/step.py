@@ -211,21 +211,21 @@ class _Builder:
                 t, f = self.copy_like(n * 2.0 * self.tokens * h * D * self.b, n)
                 self.add("attn.layout", "elementwise", op.layers, n, t, f, (), "q and the attention output between token-major and head-major layouts",
                          host=("copy", n))
-            lm = self.m.linear["sdpa_prefill_causal"]
-            t, t0 = lm.time_s([1.0, op.flops, self.seqs * h * self.context * D])
+            model, whole = "sdpa_prefill_causal", False
+            t, t0 = self.m.linear[model].time_s([1.0, op.flops, self.seqs * h * self.context * D])
             note = "SDPA causal prefill"
         elif cfg.mla is not None and wl.mla_decode == "absorbed" and "mla_decode_matmul" in self.m.linear:
-            t, t0 = self.m.linear["mla_decode_matmul"].time_s([1.0, op.bytes, op.flops])
-            self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "")
-                     + "as torch ops (bmm, fp32 softmax, bmm), calibrated", timed_as_a_whole=True, host=("mla_decode_matmul", 1))
-            return
+            model, whole = "mla_decode_matmul", True  # its calibrated time holds its few kernels' floors
+            t, t0 = self.m.linear[model].time_s([1.0, op.bytes, op.flops])
+            note = "as torch ops (bmm, fp32 softmax, bmm), calibrated"
         else:
+            model, whole = "sdpa_decode", False
             key = (int(h), int(kv_heads_per_gpu(cfg, wl.tp)), int(cfg.head_dim)) if cfg.mla is None else None
-            t, t0 = self.m.linear["sdpa_decode"].time_s([1.0, op.bytes], key, batch=self.seqs)
+            t, t0 = self.m.linear[model].time_s([1.0, op.bytes], key, batch=self.seqs)
             note = ("no MLA kernel calibrated: SDPA decode's fit on its bytes, held at least at its roof" if cfg.mla is not None
                     else "SDPA decode over the KV cache")
         self.add(name, "attention", op.layers, 1, t, t0, (name,), (op.note + "; " if op.note else "") + note,
-                 host=("sdpa_prefill_causal" if self.phase == "prefill" else "sdpa_decode", 1))
+                 timed_as_a_whole=whole, host=(model, 1))
 
     def elementwise_op(self, name: str):
         """An analysis elementwise op without a dedicated model: single-pass kernels (copy model)."""
