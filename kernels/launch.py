@@ -91,6 +91,14 @@ def stats() -> dict:
     return out
 
 
+def forget_entries() -> None:
+    """Drop every kept launch entry, so each kernel's next call takes the normal path again (and
+    its autotuner's cache is read anew: ``roofline tune`` after it puts another config in it). A
+    kernel whose fast path was turned off stays off."""
+    for t in _TABLES.values():
+        t.entries.clear()
+
+
 def reset() -> None:
     """Forget every kept kernel and every recorded failure (tests)."""
     _TABLES.clear()

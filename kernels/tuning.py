@@ -308,6 +308,23 @@ def graph_benchmarker(rep_ms: float = GRAPH_BENCH_REP_MS):
     return bench
 
 
+def forget_plans() -> None:
+    """Make the next call of every kernel read its autotuner's cache again. The launchers keep a
+    plan per shape (``_PLANS``: descriptors, grid and the config the autotuner chose on the plan's
+    first call, then launched directly) and the fast launch path keeps the config of its first call
+    per launch key (``kernels.launch``); both would go on launching that first config after
+    ``roofline tune`` puts another one in the cache. Clears both (loaded kernel modules only)."""
+    import sys
+
+    from kernels import launch
+
+    launch.forget_entries()
+    for mod in kernel_modules():
+        plans = getattr(sys.modules.get(f"kernels.{mod}"), "_PLANS", None)
+        if isinstance(plans, dict):
+            plans.clear()
+
+
 def use_graph_benchmarks(autotuners: Mapping[str, Any], bench=None) -> None:
     """Make every autotuner time its configs with ``bench`` (default ``graph_benchmarker()``).
     ``Autotuner.do_bench`` is a ``cached_property`` over the ``do_bench`` argument in Triton 3.6

@@ -97,12 +97,12 @@ def main(argv: list[str] | None = None) -> int:
             row["moe_us_one_program"] = round(_moe_us(MOE, hidden, w1, w2, ids_t, w_t, 1 << 30), 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
+        if args.out:  # after every shape: a run cut short by its budget keeps the rows it timed
+            from rooflinecli.atomic import write_text_atomic
+
+            write_text_atomic(args.out, json.dumps(rows, indent=1) + "\n")
         del w1, w2
         torch.cuda.empty_cache()
-    if args.out:
-        from rooflinecli.atomic import write_text_atomic
-
-        write_text_atomic(args.out, json.dumps(rows, indent=1) + "\n")
     if not all_equal:
         print("error: the one-program and multi-program alignments differ (paths_equal false above)", file=sys.stderr)
         return 1

@@ -449,16 +449,21 @@ def test_on_a_gpu_ours_and_the_chosen_baseline_are_also_timed_in_pairs(monkeypat
     assert len(seen) == 1 and off.paired == []
 
 
-def test_on_a_gpu_the_direct_launch_path_is_checked_too():
-    """The timed calls launch through kernels/launch.py's direct path (from the third call of a
-    launch key): bench checks the third call's result as well, and a wrong one is a red row."""
-    calls = {"n": 0}
+def test_on_a_gpu_the_direct_launch_path_is_checked_too(monkeypatch):
+    """The timed calls launch through kernels/launch.py's direct path, which a plan such as gemm's
+    reaches at its fifth call (Recorder, autotuner, kept, self-check, direct): bench checks calls
+    until one ran on the direct path alone, and a wrong one is a red row."""
+    import rooflinecli.bench.runner as runner
+
+    calls = {"n": 0, "wrong_from": 5}
     copy = load_op("copy")
+    # (normal, direct) launches through kernels.launch after call n, as gemm's plan makes them
+    monkeypatch.setattr(runner, "launch_counts", lambda: (max(0, min(calls["n"], 4) - 2), max(0, calls["n"] - 4)))
 
     def run(src):
         calls["n"] += 1
         out = copy.run(src)
-        if calls["n"] >= 3:  # Triton's path right, the direct path wrong
+        if calls["n"] >= calls["wrong_from"]:  # Triton's path right, the direct path wrong
             out[0] += 1
         return out
 
@@ -469,12 +474,32 @@ def test_on_a_gpu_the_direct_launch_path_is_checked_too():
     bencher = GpuLike(BenchOptions(kernels=("copy",), suite="test", device="cpu", baseline=False))
     bencher.cuda = True
     (row,) = bencher.bench_case(replace(copy, run=run), Case("N1000", {"n": 1000}, "fp32"))
-    assert not row.correct and row.method == "untimed" and calls["n"] == 3
+    assert not row.correct and row.method == "untimed" and calls["n"] == 5
     assert row.note.startswith("direct launch path (kernels/launch.py): rel error")
-    calls["n"] = -100  # right on every call: checked three times, then timed
+    calls.update(n=0, wrong_from=10**9)  # right on every call: checked up to the first direct one, then timed
     bencher.time = lambda fn, rotating, between=None: __import__("rooflinecli.bench.timing", fromlist=["Timing"]).Timing((1e-3,) * 20, "cuda_graph")
     (row,) = bencher.bench_case(replace(copy, run=run), Case("N1000", {"n": 1000}, "fp32"))
-    assert row.correct and calls["n"] == -97
+    assert row.correct and calls["n"] == 5
+
+
+def test_direct_path_checks_stop_at_the_first_call_without_a_normal_launch(monkeypatch):
+    import rooflinecli.bench.runner as runner
+    from rooflinecli.bench.runner import Check, check_direct_path
+
+    counts = iter([(0, 0), (1, 0), (1, 0), (2, 0), (2, 0), (2, 1), (2, 1), (3, 2)])  # before/after each call
+    monkeypatch.setattr(runner, "launch_counts", lambda: next(counts))
+    n = {"calls": 0}
+
+    def ok():
+        n["calls"] += 1
+        return Check(True, 0.0, "ok")
+
+    # call 1 launched normally, call 2 too, call 3 directly only; call 4 (direct and normal) never runs
+    assert check_direct_path(ok) == (Check(True, 0.0, "ok"), True) and n["calls"] == 3
+    # no launch through kernels.launch at all (torch-only, or the interpreter): every call is checked
+    monkeypatch.setattr(runner, "launch_counts", lambda: (0, 0))
+    n["calls"] = 0
+    assert check_direct_path(ok, calls=4) == (Check(True, 0.0, "ok"), False) and n["calls"] == 4
 
 
 def _toy_op(bench_calls: list):

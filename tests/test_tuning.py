@@ -507,3 +507,57 @@ def test_unrecorded_calls_are_left_out_of_the_row():
         assert rec.calls == []
         _launch(at, torch.randn(40))
     assert len(rec.calls) == 1 and tuning._UNRECORDED == [0]
+
+
+def test_tune_key_makes_the_launchers_read_each_config_anew(monkeypatch):
+    """Launchers keep a plan per shape with the config of its first call (gemm's ``_PLANS``), and
+    the fast launch path keeps the first call's config per launch key: tune_key must forget both
+    before each config, or it times the first config under every name."""
+    import kernels.gemm as gemm
+    import rooflinecli.bench.timing as timing
+    from rooflinecli.bench.tuner import tune_key
+
+    clock = _Clock()
+    clock.install(monkeypatch)
+    at = triton.autotune(configs=list(_CONFIGS), key=["n"])(_scale_kernel)
+    key = (100, "torch.float32", "torch.float32")
+    monkeypatch.setattr(gemm, "_PLANS", {})
+
+    def launcher():  # as gemm's plan: the autotuner's choice on the plan's first call, kept
+        return gemm._PLANS.setdefault("toy", at.cache[key]).kwargs["BLOCK"]
+
+    checked: list[int] = []
+    us = {32: 100.0, 64: 50.0}
+
+    def check():
+        checked.append(launcher())
+        return None
+
+    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, str(launcher()), us[launcher()] * launches / 1e3))
+    chosen, medians, _ = tune_key(at, key, [launcher], rounds=5, check=check)
+    assert checked == [32, 64]
+    assert sorted(round(v * 1e6, 6) for v in medians.values()) == [50.0, 100.0]
+    assert chosen.kwargs == {"BLOCK": 64} and launcher() == 64  # the later cases run the choice
+
+
+def test_forget_plans_clears_plans_and_fast_path_entries_but_not_a_disabled_kernel(monkeypatch):
+    import kernels.decode_attention as decode_attention
+    import kernels.gemm as gemm
+    from kernels import launch
+
+    monkeypatch.setattr(gemm, "_PLANS", {"k": object()})
+    monkeypatch.setattr(decode_attention, "_PLANS", {"k": object()})
+    launch.reset()
+    try:
+        kept, off = launch._table(_scale_kernel), launch._table(_CONFIGS_AT)
+        kept.reason = None  # under the interpreter the table turns itself off: as on a GPU here
+        kept.entries["key"] = object()
+        off.disable("unsupported")
+        tuning.forget_plans()
+        assert gemm._PLANS == {} and decode_attention._PLANS == {}
+        assert kept.entries == {} and kept.reason is None and off.reason == "unsupported"
+    finally:
+        launch.reset()
+
+
+_CONFIGS_AT = triton.autotune(configs=list(_CONFIGS), key=["n"])(_scale_kernel)

@@ -257,9 +257,35 @@ def _bind(fn: Callable[..., Any]) -> Callable[..., Callable[[], Any]]:
     return lambda **inputs: partial(fn, **inputs)
 
 
-#: the call of a launch key from which kernels/launch.py launches directly (1: Triton's path,
-#: kept; 2: Triton's path again, self-check; 3: direct)
-FAST_PATH_CALL = 3
+#: checked calls after the first, at most, until one runs every launch on kernels/launch.py's direct
+#: path (the first call runs under the tuning ``Recorder``, which takes Triton's path; then a launch
+#: key's first call is Triton's path, kept, its second a self-check, and gemm's plan adds one call
+#: before its ``Bound`` launches: the fifth call is the first direct one there)
+DIRECT_CHECK_CALLS = 8
+
+
+def launch_counts() -> tuple[int, int]:
+    """(normal, direct) launches through ``kernels.launch`` so far, over every kernel."""
+    from kernels import launch
+
+    rows = launch.stats().values()
+    return sum(r["normal_calls"] for r in rows), sum(r["fast_calls"] for r in rows)
+
+
+def check_direct_path(call_check: Callable[[], Check], calls: int = DIRECT_CHECK_CALLS) -> tuple[Check, bool]:
+    """Check calls (``call_check()``) until one launches only on the direct path (direct launches
+    and no normal one), or ``calls`` of them: (the last check, or the first wrong one; whether a
+    direct-only call was checked). The timed launches are direct: their result must be checked."""
+    c = None
+    for _ in range(calls):
+        normal0, direct0 = launch_counts()
+        c = call_check()
+        normal1, direct1 = launch_counts()
+        if not c.ok:
+            return c, False
+        if direct1 > direct0 and normal1 == normal0:
+            return c, True
+    return c, False
 #: do_bench_cudagraph's ``rep`` for --crosscheck, ms: each of its 10 replays lasts this long
 CROSSCHECK_REP_MS = 25.0
 NOT_AVAILABLE = "not available for these inputs"  # a baseline factory returned None
@@ -434,10 +460,9 @@ class Bencher:
         with Recorder(self.autotuners, self.committed) as rec:
             ours_check = run_check(op.run, inputs, ref, tol, self.sync)  # the first call: any run-time tuning happens here
         if ours_check.ok and self.cuda:
-            # the timed launches take kernels.launch's fast path, which starts at the third call of
-            # a launch key (the first two go through Triton's own): its result is checked too
-            for _ in range(FAST_PATH_CALL - 1):
-                again = run_check(op.run, inputs, ref, tol, self.sync)
+            # the timed launches take kernels.launch's direct path, a few calls into a launch key:
+            # a call on that path is checked too
+            again, _ = check_direct_path(lambda: run_check(op.run, inputs, ref, tol, self.sync))
             if not again.ok:
                 ours_check = Check(False, again.rel_error, f"direct launch path (kernels/launch.py): {again.message}")
         config, how = summarize_calls(rec.calls)

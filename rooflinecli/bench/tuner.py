@@ -8,7 +8,9 @@ For each bench case (in suite order, round-robin over kernels under a time budge
    ``kernels.tuning.Recorder(pin_missing=True)``): which (autotuner, key) pairs the case hits, and
    which configs the autotuner's own ``prune_configs_by`` keeps for each;
 3. for each pair not tuned yet in this run: every kept config is put in the cache for that key
-   (the other autotuners keep their choice so far), the launcher's output is checked against the
+   (the other autotuners keep their choice so far; the launchers' plans and fast-path entries,
+   which keep the config of their first call, are forgotten: ``kernels.tuning.forget_plans``),
+   the launcher's output is checked against the
    reference (a wrong result leaves the config out), and the whole launcher is captured as a CUDA
    graph of ``n`` launches over the rotating sets (``n`` from a pilot replay: a replay lasts
    >= 1 ms); a config that fails to compile or capture is left out, noted;
@@ -88,7 +90,7 @@ def tune_key(
     (chosen Config, {config json: median s}, {config json: failure})."""
     import torch
 
-    from kernels.tuning import config_json, pick_config
+    from kernels.tuning import config_json, forget_plans, pick_config
     from rooflinecli.bench.timing import capture_graph, graph_launches, replay_samples
 
     graphs: dict[str, Any] = {}
@@ -99,6 +101,7 @@ def tune_key(
         cid = json.dumps(config_json(cfg), sort_keys=True)
         by_id[cid] = cfg
         at.cache[key] = cfg
+        forget_plans()  # else the launchers' plans and the fast path keep launching the first config
         try:
             wrong = check() if check is not None else None
             if wrong is not None:
@@ -122,6 +125,7 @@ def tune_key(
     del graphs
     chosen = pick_config(medians, {k: json.loads(k) for k in medians}, NEAR_TIE)
     at.cache[key] = by_id[chosen]
+    forget_plans()  # the later cases launch the chosen config
     return by_id[chosen], medians, failed
 
 
