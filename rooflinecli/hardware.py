@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from rooflinecli.dtypes import COMPUTE_DTYPES
 from rooflinecli.errors import RooflineError, parse_toml_text, read_user_file, unknown_name_error
 
 GB = 1e9
@@ -316,14 +317,14 @@ def get_spec(name_or_path: str) -> HardwareSpec:
 #: ``[measured_with]`` entries of a measured spec that hold faster ceilings than the ones its
 #: predictions use: (entry, the ceiling it raises)
 BOUND_ENTRIES = (
-    ("burst peak_dense_tflops.bf16", "bf16"),
+    *((f"burst peak_dense_tflops.{dt}", dt) for dt in COMPUTE_DTYPES),  # bf16's, and the bursts calibrate scaled
     ("burst memory.bandwidth_gb_per_s", "memory"),
     ("read memory.bandwidth_gb_per_s", "memory"),
 )
 
 
 def bound_spec(spec: HardwareSpec) -> HardwareSpec:
-    """``spec`` with the fastest ceilings it measured: the burst bf16 peak (20 single launches,
+    """``spec`` with the fastest ceilings it measured: the burst peaks (20 single launches,
     before the clocks settle) and the higher of the copy bandwidth and the read-only bandwidth
     (a stream of reads beats a copy's read + write mix), where ``[measured_with]`` has them. What a
     measured kernel must not beat; predictions keep the spec's own (sustained, copy) ceilings.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.dtypes import COMPUTE_DTYPES
+from rooflinecli.dtypes import COMPUTE_DTYPES, bytes_per_element
 from rooflinecli.errors import RooflineError, closest, has_control
 
 KINDS = ("datasheet", "measured")
@@ -214,6 +214,12 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
             peaks[dtype] = c.number(value, key, Field(dtype, float, lo=PEAK_LO_TFLOPS, hi=PEAK_HI_TFLOPS, unit="TFLOP/s"))
     if "bf16" not in peaks:
         raise c.fail(f"{PEAK_TABLE}.bf16", "missing required key (the bf16 peak sets the ridge point)")
+    derived: dict[str, tuple[float, str]] = {}
+    if kind == "measured" and base_spec is not None and table:
+        # a dtype the file does not measure: the datasheet figure at a measured peer's ratio, not
+        # the datasheet's own (beside a sustained bf16 it would make int8 2.95x bf16 on an H200)
+        derived = derive_unmeasured_peaks(base_spec.peak_dense_tflops, {d: peaks[d] for d in table})
+        peaks.update({d: v for d, (v, _) in derived.items()})
     values["peak_dense_tflops"] = peaks
 
     # ---- numeric tables ------------------------------------------------------------------------
@@ -243,6 +249,7 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
     estimates: set[str] = set()
     if base_spec is not None:  # a figure this file measures is no longer the base's estimate
         estimates = {k for k in base_spec.estimates if k not in own_keys}
+    estimates |= {f"{PEAK_TABLE}.{d}" for d in derived}
     if "estimates" in raw:
         est = raw["estimates"]
         if not isinstance(est, list):
@@ -268,9 +275,37 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
     # ---- measured extras -----------------------------------------------------------------------
     values["efficiency"] = _efficiency(c, raw) if "efficiency" in raw else dict(inherited.get("efficiency", {}))
     values["measured_with"] = _measured_with(c, raw) if "measured_with" in raw else {}
+    for d, (_, how) in derived.items():
+        values["measured_with"].setdefault(f"method {PEAK_TABLE}.{d}", how)
     values["base"] = base_spec.id if base_spec is not None else None
     values["measured_keys"] = frozenset(own_keys) if kind == "measured" else frozenset()
     return HardwareSpec(**values)
+
+
+def peak_peer(base: Mapping[str, float], measured, dtype: str) -> str | None:
+    """The measured dtype whose datasheet peak equals ``dtype``'s (within 0.5%; the closest
+    element width first: int8 -> fp8 on Hopper), or None."""
+    v = base.get(dtype)
+    peers = [p for p in measured if p != dtype and v and base.get(p) and abs(base[p] - v) <= 0.005 * v]
+    return min(peers, key=lambda p: (abs(bytes_per_element(p) - bytes_per_element(dtype)), p)) if peers else None
+
+
+def derive_unmeasured_peaks(base: Mapping[str, float], measured: Mapping[str, float]) -> dict[str, tuple[float, str]]:
+    """dtype -> (TFLOP/s, how) for each datasheet peak a measured spec does not measure: the
+    datasheet figure times measured / datasheet of a *peer*, a measured dtype with the same
+    datasheet figure (int8 -> fp8 on Hopper; the closest element width first), else of bf16. Those
+    units run at the same rate on the datasheet, and a measured spec's ceilings all come from one
+    run at one clock."""
+    out: dict[str, tuple[float, str]] = {}
+    for dt, v in base.items():
+        if dt in measured:
+            continue
+        peer = peak_peer(base, measured, dt) or ("bf16" if "bf16" in measured and base.get("bf16") else None)
+        if peer is None:
+            continue
+        ratio = measured[peer] / base[peer]
+        out[dt] = (v * ratio, f"not measured: the datasheet's {v:g} TFLOP/s x {ratio:.3f}, {peer}'s measured / datasheet ratio")
+    return out
 
 
 def _resolve_base(c: _Checker, base: str):

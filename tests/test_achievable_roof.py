@@ -54,8 +54,9 @@ GRID_N = np.array([128.0, 8192.0, 131072.0])[None, :]
 @pytest.mark.parametrize("model_id", preset_ids())
 def test_no_achievable_phase_beats_its_roof(model_id):
     """Every preset, dtypes and engines over batch 1-256 x context 128-128k: the achievable total
-    of each phase is at least its roof, and so is every row's work beyond its fixed costs but a group's first (the main norms
-    of a model with extra norms, which is clamped with them). Before the clamp DeepSeek-V3's
+    of each phase is at least its roof, and so is every row's work beyond its fixed costs (the main
+    norms of a model with extra norms share their roof with them by bytes: with all of it, Qwen3's
+    main norms printed an efficiency of 1.48). Before the clamp DeepSeek-V3's
     absorbed MLA decode at batch 256 x 128k with fp8 KV came out at 0.52x its roof: a bytes-only
     attention fit on a compute-bound op."""
     spec = get_spec("h200-measured")
@@ -68,11 +69,12 @@ def test_no_achievable_phase_beats_its_roof(model_id):
             t = sum(np.broadcast_to(r.time_s, shape) for r in rows)
             roof = sum(np.broadcast_to(r.roof_s, shape) for r in rows)
             assert (t >= roof * (1 - 1e-12)).all(), (model_id, kvd, wd, engine, phase, (t / roof).min())
-            grouped = {"norms"} if any(r.name == "norms.extra" for r in rows) else set()
-            for r in rows:
-                if r.name not in grouped:  # the work beyond the fixed costs runs at most at the roof
-                    work = np.asarray(r.time_s) - np.asarray(r.fixed_s)
-                    assert (work >= np.asarray(r.roof_s) * (1 - 1e-12)).all(), (model_id, r.name, phase)
+            for r in rows:  # the work beyond the fixed costs runs at most at the roof
+                work = np.asarray(r.time_s) - np.asarray(r.fixed_s)
+                assert (work >= np.asarray(r.roof_s) * (1 - 1e-12)).all(), (model_id, r.name, phase)
+            extra = [r for r in rows if r.name == "norms.extra"]
+            if extra:  # the extra norms carry their share of the norms' roof
+                assert (np.asarray(extra[0].roof_s) > 0).all(), (model_id, phase)
 
 
 def test_mla_decode_at_large_batch_is_held_at_its_compute_roof():

@@ -62,7 +62,9 @@ def test_measured_spec_writes_loads_and_inherits(tmp_path):
     assert spec.memory_bandwidth_gb_per_s == pytest.approx(4312.3456, rel=1e-3)
     assert spec.l2_bandwidth_gb_per_s == pytest.approx(9876.5, rel=1e-3)
     assert spec.peak_dense_tflops["bf16"] == pytest.approx(781.2345, rel=1e-3)
-    assert spec.peak_dense_tflops["fp16"] == base.peak_dense_tflops["fp16"]  # not measured: inherited
+    # not measured: the datasheet figure at its peer's measured / datasheet ratio (fp16 -> bf16), an estimate
+    assert spec.peak_dense_tflops["fp16"] == pytest.approx(base.peak_dense_tflops["fp16"] * spec.peak_dense_tflops["bf16"] / base.peak_dense_tflops["bf16"])
+    assert spec.is_estimate("peak_dense_tflops.fp16") and "bf16's measured / datasheet ratio" in spec.measured_with["method peak_dense_tflops.fp16"]
     assert spec.memory_capacity_gb == base.memory_capacity_gb and spec.sm_count == base.sm_count
     assert spec.efficiency["gemm"]["compute"] == pytest.approx(0.81234, rel=1e-3)
     assert spec.measured_with["gpu_name"] == "NVIDIA H200" and spec.measured_with["driver"] == "580.159.04"

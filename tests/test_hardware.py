@@ -98,10 +98,15 @@ def test_measured_spec_inherits_unset_fields_and_records_provenance(tmp_path):
     m, base = load_spec_file(p), get_spec("h200")
     assert (m.kind, m.base, m.id) == ("measured", "h200", "h200-lab")
     assert m.memory_bandwidth_gb_per_s == 4300 and m.peak_dense_tflops["bf16"] == 780
-    assert m.peak_dense_tflops["fp8"] == base.peak_dense_tflops["fp8"]  # inherited per dtype
+    # not measured: per dtype, the datasheet figure at bf16's measured / datasheet ratio (fp8 has
+    # no measured peer of its datasheet figure here), marked an estimate
+    assert m.peak_dense_tflops["fp8"] == pytest.approx(base.peak_dense_tflops["fp8"] * 780 / base.peak_dense_tflops["bf16"])
+    assert m.is_estimate("peak_dense_tflops.fp8") and not m.is_estimate("peak_dense_tflops.bf16")
     assert m.memory_capacity_gb == base.memory_capacity_gb and m.sources == base.sources
     assert m.efficiency == {"gemm": {"memory": 0.9, "compute": 0.8}}
-    assert m.measured_with == {"gpu": "NVIDIA H200"}
+    derived = {f"method peak_dense_tflops.{d}" for d in base.peak_dense_tflops if d != "bf16"}
+    assert set(m.measured_with) == {"gpu"} | derived and m.measured_with["gpu"] == "NVIDIA H200"
+    assert m.measured_with["method peak_dense_tflops.fp8"].startswith("not measured: the datasheet's 1979 TFLOP/s x 0.788")
     assert m.provenance("memory.bandwidth_gb_per_s") == "measured"
     assert m.provenance("cache.l2_bandwidth_gb_per_s") == "estimate"  # inherited estimate
     assert m.provenance("memory.capacity_gb") == "datasheet"

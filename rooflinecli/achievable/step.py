@@ -58,31 +58,44 @@ class StepRow:
 def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
     """How much faster than bf16 a GEMM's compute runs in ``compute_dtype`` (fp8, int8: > 1; bf16,
     fp16: 1), for the bf16-fitted vendor-kernel models: the spec's peak for the dtype over its bf16
-    peak measured the same way. A measured spec keeps its bf16 *burst* figure in ``measured_with``
-    (its fp8 peak is a burst too: 20 single launches), so the ratio compares burst with burst
-    (H200 run 2: 1,449 / 781.9 = 1.85; run 3's bench: fp8 ``_scaled_mm`` 857 us against bf16
-    cuBLAS 1,637 us at 8192^3, 1.91). A peak a measured spec inherits from its datasheet takes the
-    datasheet's own ratio. Never below 1 (fp32 and tf32 GEMMs are not modelled slower here)."""
+    peak measured the same way. A measured spec keeps the burst figures (20 single launches) in
+    ``measured_with``; where it has both, the ratio compares burst with burst (H200 run 2:
+    1,449 / 781.9 = 1.85; run 3's bench: fp8 ``_scaled_mm`` 857 us against bf16 cuBLAS 1,637 us at
+    8192^3, 1.91); an older file with a burst fp8 peak beside a sustained bf16 one compares the fp8
+    peak with the bf16 burst. A peak the spec does not measure takes its peer's ratio (the measured
+    dtype of the same datasheet peak: int8 -> fp8 on Hopper), else the datasheet's own. Never below 1
+    (fp32 and tf32 GEMMs are not modelled slower here)."""
     if compute_dtype in ("bf16", "fp16"):
         return 1.0
     if spec.base and f"peak_dense_tflops.{compute_dtype}" not in spec.measured_keys:
-        from rooflinecli.hardware import get_spec  # an inherited datasheet peak: the datasheet's ratio
+        from rooflinecli.hardware import get_spec
+        from rooflinecli.hardware_validate import peak_peer
 
         try:
-            return gemm_dtype_speedup(get_spec(spec.base), compute_dtype)
+            base = get_spec(spec.base)
         except RooflineError:
             return 1.0
+        measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
+        peer = peak_peer(base.peak_dense_tflops, measured, compute_dtype)
+        return gemm_dtype_speedup(spec, peer) if peer is not None else gemm_dtype_speedup(base, compute_dtype)
     try:
         peak = spec.peak_flops_per_s(compute_dtype)
         bf16 = spec.peak_flops_per_s("bf16")
     except RooflineError:
         return 1.0
-    burst = spec.measured_with.get("burst peak_dense_tflops.bf16")
-    if burst is not None:
+
+    def burst(dt: str) -> float | None:
         try:
-            bf16 = max(bf16, float(burst) * 1e12)
+            v = float(spec.measured_with.get(f"burst peak_dense_tflops.{dt}", "nan")) * 1e12
         except ValueError:
-            pass
+            return None
+        return v if v > 0 else None
+
+    b_dt, b_bf16 = burst(compute_dtype), burst("bf16")
+    if b_dt is not None and b_bf16 is not None:
+        return max(1.0, b_dt / b_bf16)
+    if b_bf16 is not None:
+        bf16 = max(bf16, b_bf16)
     return max(1.0, peak / bf16)
 
 
@@ -138,7 +151,7 @@ class _Builder:
         1. A fit read far from its calibrated shapes, or a bytes-only model on an op that is
         compute-bound (MLA's absorbed decode at large batch), would otherwise put it under the
         roof; a row whose roof covers more than its own kernels (the
-        main norms of a model with extra norms) is clamped with them (``_clamp_group``)."""
+        main norms of a model with extra norms) shares it with them (``_split_roof``)."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
@@ -177,10 +190,14 @@ class _Builder:
             note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit ({self.gemm_speedup_source})"
         self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))
 
-    def _clamp_group(self, rows: list[StepRow], roof) -> None:
-        """Raise the first of ``rows`` so that together they take at least ``roof`` seconds."""
-        short = np.maximum(0.0, np.asarray(roof, dtype=float) - sum(np.asarray(r.time_s, dtype=float) for r in rows))
-        rows[0].time_s = rows[0].time_s + short
+    def _split_roof(self, rows: list[StepRow], weights: list[float]) -> None:
+        """Share the first row's roof (it covers all of ``rows``' ops) among ``rows`` by ``weights``
+        (their bytes), and clamp each to its share: time >= fixed + roof, row by row. Giving the
+        whole roof to the first row printed an efficiency of 1.48 for Qwen3's main norms."""
+        roof, total = np.asarray(rows[0].roof_s, dtype=float), float(sum(weights))
+        for r, w in zip(rows, weights):
+            r.roof_s = roof * (w / total)
+            r.time_s = np.maximum(np.asarray(r.time_s, dtype=float), np.asarray(r.fixed_s, dtype=float) + r.roof_s)
 
     def norms(self, name: str, count: int, width: float, layers: int, roof_names=(), with_add: bool = False, clamp: bool = True):
         """``count`` RMSNorms of ``width`` per layer (fused engines fold the residual add in)."""
@@ -268,7 +285,7 @@ class _Builder:
                 self.norms("norms", 2, cfg.hidden_size, L, ("norms",), with_add=p.residual_add_kernels == 0, clamp=op.kernels <= 2)
                 if op.kernels > 2:  # MLA latent norms, q/k norms: plain norms of their mean width
                     self.norms("norms.extra", op.kernels - 2, self._extra_norm_width(), L)
-                    self._clamp_group(self.rows[-2:], self.rows[-2].roof_s)
+                    self._split_roof(self.rows[-2:], [2.0 * cfg.hidden_size, (op.kernels - 2) * self._extra_norm_width()])
             elif name == "final_norm":
                 self.norms("final_norm", 1, cfg.hidden_size, 1, ("final_norm",))
             elif op.kind == "attention":
@@ -351,9 +368,16 @@ class _Builder:
             elif rope:  # torch: mul, neg, cat, mul, add on q and on k: about 10 passes of each in all
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
-            if self.phase == "decode" and "kv_write" in lin and self.wl.kv_bytes_per_element == b:  # e2e_full's write_kv, timed as run
-                t, f = lin["kv_write"].time_s([1.0, 2.0 * (k + kv)], heads)
-                self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V of the new token written into the cache, timed as run",
+            if self.phase == "decode" and "kv_write" in lin:  # e2e_full's write_kv, timed as run
+                note = "K and V of the new token written into the cache, timed as run"
+                src = k
+                if self.wl.kv_bytes_per_element != b:  # a cache of another dtype: K and V cast first (one torch cast each)
+                    t, f = self.copy_like(2.0 * (k + kv), 2)
+                    self.add("attn.kv_cast", "elementwise", L, 2, t, f, (), "K and V cast to the cache's dtype before the write (torch casts)",
+                             host=("copy", 2))
+                    src, note = kv, note + " (cast values)"
+                t, f = lin["kv_write"].time_s([1.0, 2.0 * (src + kv)], heads)
+                self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), note,
                          timed_as_a_whole=True, host=("kv_write", 1), switches=1)
             else:  # prefill (a [S, KVH, D] block, transposed), or older calibrations: the copy model
                 t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)

@@ -35,8 +35,12 @@ def _num(x: float, digits: int = 1) -> str:
 
 
 def _est(spec, key: str) -> str:
-    """A figure's mark: ` *` for an estimate, ` (m)` for a figure a measured spec set itself."""
-    return {"estimate": " *", "measured": " (m)"}.get(spec.provenance(key), "")
+    """A figure's mark: ` *` for an estimate, ` (m)` for a figure a measured spec set itself,
+    ` (m)*` for one it set as an estimate from a measurement (a burst peak scaled to sustained)."""
+    p = spec.provenance(key)
+    if p == "measured" and spec.is_estimate(key):
+        return " (m)*"
+    return {"estimate": " *", "measured": " (m)"}.get(p, "")
 
 
 def list_cmd(json_out: JsonOption = False) -> None:
@@ -49,7 +53,7 @@ def list_cmd(json_out: JsonOption = False) -> None:
         return
     from rich.table import Table
 
-    t = Table(title="GPUs (dense peaks; * = estimate, (m) = measured)", title_justify="left")
+    t = Table(title="GPUs (dense peaks; * = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
     for col in ("id", "name", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "mem GB", "mem GB/s",
                 "L2 MB", "smem/SM KB", "SMs", "bf16 ridge FLOP/B", "L2/HBM BW"):
         t.add_column(col, justify="left" if col in ("id", "name", "kind") else "right", no_wrap=True)
@@ -92,7 +96,7 @@ def show_cmd(
     c.print(head)
     c.print(f"file: {s.path}")
 
-    peaks = Table(title="Dense peak throughput (* = estimate, (m) = measured)", title_justify="left")
+    peaks = Table(title="Dense peak throughput (* = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
     for col in ("dtype", "TFLOP/s", "ridge FLOP/B (HBM)", "ridge FLOP/B (L2)"):
         peaks.add_column(col, justify="left" if col == "dtype" else "right")
     for dtype, tflops in s.peak_dense_tflops.items():
@@ -104,7 +108,7 @@ def show_cmd(
         )
     c.print(peaks)
 
-    mem = Table(title="Memory levels, links, power (* = estimate, (m) = measured)", title_justify="left")
+    mem = Table(title="Memory levels, links, power (* = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
     mem.add_column("figure")
     mem.add_column("value", justify="right")
     mem.add_column("key")
