@@ -144,9 +144,11 @@ class HardwareSpec:
         return dotted_key in self.estimates
 
     def provenance(self, dotted_key: str) -> str:
-        """Where a figure comes from: "measured", "estimate" or "datasheet" (for plot labels)."""
+        """Where a figure comes from: "measured", "measured estimate" (set by a measured spec as an
+        estimate from a measurement: a burst peak scaled to sustained), "estimate" or "datasheet"
+        (for plot labels)."""
         if dotted_key in self.measured_keys:
-            return "measured"
+            return "measured estimate" if dotted_key in self.estimates else "measured"
         return "estimate" if dotted_key in self.estimates else "datasheet"
 
     def to_dict(self) -> dict:

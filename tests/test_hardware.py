@@ -158,3 +158,18 @@ def test_spec_files_state_dense_figures_in_their_sources():
         raw = tomllib.loads((specs_dir() / f"{gpu}.toml").read_text())
         notes = " ".join(s.get("note", "") for s in raw["sources"]).lower()
         assert "sparsity" in notes or "sparse" in notes, gpu
+
+
+def test_a_measured_peak_scaled_to_sustained_is_a_measured_estimate():
+    """The shipped H200 file's fp8 peak is its burst scaled by bf16's sustained / burst ratio: set by
+    the file, but an estimate ("(m)*" in `hw list`, "measured estimate" in the report); int8, which
+    it does not measure, takes fp8's measured / datasheet ratio (it was the datasheet's 1,979)."""
+    m = get_spec("h200-measured")
+    assert m.provenance("peak_dense_tflops.fp8") == "measured estimate"
+    assert m.provenance("peak_dense_tflops.bf16") == "measured"
+    assert m.provenance("peak_dense_tflops.int8") == "estimate"
+    assert m.peak_dense_tflops["int8"] == pytest.approx(m.peak_dense_tflops["fp8"])
+    burst = float(m.measured_with["burst peak_dense_tflops.fp8"])
+    ratio = m.peak_dense_tflops["bf16"] / float(m.measured_with["burst peak_dense_tflops.bf16"])
+    assert m.peak_dense_tflops["fp8"] == pytest.approx(burst * ratio, rel=1e-3)
+    assert m.peak_dense_tflops["fp16"] < m.peak_dense_tflops["bf16"] * 1.0001

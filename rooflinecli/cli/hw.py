@@ -37,10 +37,7 @@ def _num(x: float, digits: int = 1) -> str:
 def _est(spec, key: str) -> str:
     """A figure's mark: ` *` for an estimate, ` (m)` for a figure a measured spec set itself,
     ` (m)*` for one it set as an estimate from a measurement (a burst peak scaled to sustained)."""
-    p = spec.provenance(key)
-    if p == "measured" and spec.is_estimate(key):
-        return " (m)*"
-    return {"estimate": " *", "measured": " (m)"}.get(p, "")
+    return {"estimate": " *", "measured": " (m)", "measured estimate": " (m)*"}.get(spec.provenance(key), "")
 
 
 def list_cmd(json_out: JsonOption = False) -> None:

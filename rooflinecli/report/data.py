@@ -90,7 +90,8 @@ def finite(x: Any) -> Any:
 def ceilings(spec: HardwareSpec, only_measured: bool = False) -> dict[str, Any]:
     """Compute ceilings (one per distinct peak; dtypes with the same peak share a line), memory
     ceilings (HBM, L2, shared memory when the spec gives its bandwidth) and the ridge point of each
-    compute ceiling against HBM, each with its source ("datasheet", "estimate" or "measured").
+    compute ceiling against HBM, each with its source ("datasheet", "estimate", "measured" or
+    "measured estimate").
 
     ``only_measured``: a measured spec's ceilings that it measured itself (not those inherited
     from its datasheet base), so the chart can tell the two apart."""

@@ -75,7 +75,7 @@ def roofline(d: dict[str, Any]):
     def ceiling_traces(c: dict[str, Any], measured: bool) -> None:
         dash = "dash" if measured else "solid"
         for comp in c["compute"]:
-            src = "measured" if measured else comp["source"]
+            src = comp["source"] if comp["source"] == "measured estimate" or not measured else "measured"
             p = comp["peak_flops_per_s"]
             unit = "TOP/s" if comp["label"].endswith("(TOP/s)") else "TFLOP/s"
             name = f"{comp['label'].replace(' (TOP/s)', '')} peak {p / TFLOP:,.4g} {unit} ({src})"
