@@ -530,3 +530,61 @@ def test_a_cache_of_another_dtype_pays_for_the_cast_before_the_timed_write(h200m
     assert "attn.kv_cast" not in bf16 and fp8["attn.kv_cast"]["kernels"] == 2
     assert fp8["attn.kv_cast"]["time_s"] + fp8["attn.kv_write"]["time_s"] >= bf16["attn.kv_write"]["time_s"]
     assert "cast values" in fp8["attn.kv_write"]["note"]
+
+
+def test_torch_moe_rows_are_fitted_by_expert_shape_and_used_by_the_torch_engine(h200m):
+    """``moe_grouped`` rows (a torch MoE layer: routing + torch._grouped_mm): the grid's FLOPs and
+    bytes are the analysis's expert ops summed; a calibration with them fits them per expert shape
+    (E, k, d, I) and the torch engine's MoE layers take that fit as one row of the layer's experts
+    (the fused engine keeps the GEMM form); its kernel count is kernels.moe_torch's."""
+    from kernels import moe_torch
+    from rooflinecli.achievable.profiles import get_engine
+    from rooflinecli.achievable.step import MOE_EXPERT_OPS, MOE_TORCH_KERNELS, step_rows
+    from rooflinecli.analysis.ops import phase_ops
+    from rooflinecli.bench.opgrid import MOE_SHAPES, MOE_T, build_grid
+
+    assert MOE_TORCH_KERNELS == moe_torch.GROUPED_KERNELS + moe_torch.ROUTE_KERNELS
+    grid = build_grid()["moe"]
+    assert {(c.shape["E"], c.shape["k"], c.shape["d"], c.shape["I"]) for c in grid} == set(MOE_SHAPES)
+    assert {c.shape["T"] for c in grid} == set(MOE_T)
+    for model, (E, k, d, I) in (("mixtral-8x7b", MOE_SHAPES[0]), ("qwen3-30b-a3b", MOE_SHAPES[1])):
+        cfg = get_model(model)
+        assert (cfg.moe.num_routed_experts, cfg.moe.top_k, cfg.hidden_size, cfg.moe.expert_intermediate_size) == (E, k, d, I)
+        for T in (1, 64):
+            case = next(c for c in grid if c.shape["E"] == E and c.shape["T"] == T)
+            ops = [o for o in phase_ops(cfg, h200m, Workload(batch=T, prompt_len=512, gen_len=1), "decode", float(T), 512.0) if o.name in MOE_EXPERT_OPS]
+            assert len(ops) == 4
+            assert case.flops == pytest.approx(sum(float(o.flops) for o in ops), rel=1e-12)
+            assert case.bytes == pytest.approx(sum(float(o.bytes) for o in ops), rel=1e-12)
+
+    # a calibration with rows timed by a per-shape law: the fit reproduces it
+    doc = json.loads(Path(calibration_for(h200m).path).read_text())
+    law = lambda c: 2e-5 + c.bytes / 3.0e12 + c.flops / (2.0e14 if c.shape["E"] == 128 else 5.0e14)  # noqa: E731
+    doc["rows"] = [r for r in doc["rows"] if r["op"] != "moe_grouped"] + [
+        {"op": c.op, "shape": c.shape, "flops": c.flops, "bytes": c.bytes, "t_graph": law(c), "t_eager": law(c) + 3e-5} for c in grid]
+    models = fit_models(parse_calibration(doc, "synthetic.json"))
+    cfg = get_model("qwen3-30b-a3b")
+    for T in (16, 4096):  # decode and prefill token counts, both measured shapes of the grid
+        case = next(c for c in grid if c.shape["E"] == 128 and c.shape["T"] == T)
+        phase, B, N = ("decode", float(T), 512.0) if T <= 256 else ("prefill", 1.0, float(T))
+        wl = Workload(batch=int(B), prompt_len=int(N), gen_len=1)
+        rows = {r.name: r for r in step_rows(cfg, h200m, wl, phase, B, N, models, get_engine("torch"))}
+        assert not set(MOE_EXPERT_OPS) & set(rows) and rows["moe.experts"].kernels == MOE_TORCH_KERNELS
+        assert float(rows["moe.experts"].time_s) == pytest.approx(cfg.num_layers * law(case), rel=0.03)
+        fused = {r.name for r in step_rows(cfg, h200m, wl, phase, B, N, models, get_engine("fused"))}
+        assert set(MOE_EXPERT_OPS) <= fused and "moe.experts" not in fused
+    shipped = {r.name for r in step_rows(cfg, h200m, Workload(batch=1, prompt_len=512, gen_len=1), "decode", 1.0, 512.0, models_for(h200m), get_engine("torch"))}
+    assert set(MOE_EXPERT_OPS) <= shipped  # the shipped calibration predates the rows: the GEMM form, and analyze warns
+
+
+def test_moe_analysis_warns_where_its_experts_are_not_calibrated():
+    from typer.testing import CliRunner
+
+    from rooflinecli.cli import app
+
+    prefill = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "4096", "--no-ops"])
+    assert prefill.exit_code == 0 and "MoE prefill is optimistic" in prefill.output and "torch._grouped_mm" in prefill.output
+    fused_decode = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "16", "--engine", "fused", "--no-ops"])
+    assert fused_decode.exit_code == 0 and "routed experts" not in fused_decode.output  # 8 tokens per expert: the fit holds
+    dense = CliRunner().invoke(app, ["analyze", "--model", "llama-3-8b", "--hw", "h200-measured", "--prompt", "4096", "--no-ops"])
+    assert "routed experts" not in dense.output

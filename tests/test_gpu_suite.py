@@ -103,3 +103,25 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
 
     for k in KERNEL_NAMES:
         assert f"tests/test_{k}.py::" in tests_log and "matches_reference" in tests_log, k
+
+
+def test_the_summary_reports_the_torch_moe_rows_of_the_calibration(tmp_path):
+    """A run's summary names what its ``moe_grouped`` rows measured (TFLOP/s and GB/s at each
+    expert shape's smallest and largest token count); run 2 predates them and says so."""
+    import json
+    import shutil
+
+    from rooflinecli.bench.opgrid import build_grid
+    from rooflinecli.bench.suite_summary import calibration_lines
+
+    run2 = Path(__file__).resolve().parent.parent / "reports" / "h200-2026-11-30-run2"
+    assert any(line.endswith("torch MoE experts (moe_grouped): no moe_grouped rows") for line in calibration_lines(run2))
+    for name in ("measured_spec.toml", "measured_spec.calibration.json"):
+        shutil.copy(run2 / name, tmp_path / name)
+    cal = tmp_path / "measured_spec.calibration.json"
+    doc = json.loads(cal.read_text())
+    doc["rows"] += [{"op": c.op, "shape": c.shape, "flops": c.flops, "bytes": c.bytes, "t_graph": 1e-5 + c.flops / 4e14 + c.bytes / 3e12,
+                     "t_eager": 5e-5 + c.flops / 4e14 + c.bytes / 3e12} for c in build_grid()["moe"]]
+    cal.write_text(json.dumps(doc))
+    line = next(x for x in calibration_lines(tmp_path) if "moe_grouped" in x)
+    assert "E8 T1 " in line and "E8 T4096 " in line and "E128 T4096 " in line and "TFLOP/s" in line and "fitted per expert shape" in line

@@ -56,6 +56,8 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "matmul_decode_attention": ("B", "H", "KVH", "S", "D"),
     # absorbed MLA decode as torch ops (bmm, fp32 softmax, bmm) over a latent cache [B, S, R + P]
     "mla_decode_matmul": ("B", "H", "S", "R", "P"),
+    # a torch MoE layer's routed experts: routing, torch._grouped_mm w13, silu*mul, w2, combine
+    "moe_grouped": ("T", "E", "k", "d", "I"),
     "launch_floor": (),
     # k distinct tiny kernels interleaved in one graph (``t_graph``) and grouped (``t_blocked``)
     "launch_floor_mixed": ("k",),

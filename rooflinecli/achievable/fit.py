@@ -51,7 +51,7 @@ BYTES_OPS = ("rmsnorm_copy", "rmsnorm", "rope", "add_", "silu_mul", "copy", "sdp
              "rope_qkv_strided", "silu_mul_strided", "kv_write")
 PREFILL_OPS = ("sdpa_prefill_causal", "sdpa_prefill_causal_expanded")
 #: ops timed by bytes and FLOPs together (t0 + a * bytes + b * FLOPs), with the rows they need
-BYTES_FLOPS_OPS = {"mla_decode_matmul": 3}
+BYTES_FLOPS_OPS = {"mla_decode_matmul": 3, "moe_grouped": 4}
 #: rows that time launches of distinct tiny kernels (interleaved and grouped), not an op
 MIXED_OPS = ("launch_floor_mixed", "launch_floor_mixed_gemm")
 #: rows kept out of the host-cost medians: the floor rows are not ops an engine calls
@@ -237,7 +237,8 @@ def prefill_features(flops, qo_elements):
 #: its heads and head dim
 FAMILY_FIELDS = {"rmsnorm": ("D",), "rmsnorm_copy": ("D",), "add_": ("D",), "silu_mul": ("F",), "rope": ("H", "D"),
                  "sdpa_decode": ("H", "KVH", "D"), "matmul_decode_attention": ("H", "KVH", "D"), "copy": (),
-                 "rope_qkv_strided": ("H", "KVH", "D"), "silu_mul_strided": ("F",), "kv_write": ("H", "KVH", "D")}
+                 "rope_qkv_strided": ("H", "KVH", "D"), "silu_mul_strided": ("F",), "kv_write": ("H", "KVH", "D"),
+                 "moe_grouped": ("E", "k", "d", "I")}
 
 
 def family_key(op: str, shape: dict) -> tuple | None:

@@ -35,13 +35,19 @@ class EngineProfile:
     #: prefill: copies between the token-major layout of the projections and SDPA's head-major one
     #: (q made contiguous as [B, H, S, D], the output back to [S, H*D])
     prefill_layout_copies: int = 0
+    #: routed MoE experts: "torch" (routing + torch._grouped_mm, ``kernels.moe_torch``: timed as
+    #: the calibration's ``moe_grouped`` rows when it has them) or "fused" (a fused MoE kernel: the
+    #: GEMM fit's form on the experts' FLOPs and bytes, within 15% of our Triton kernel at decode
+    #: sizes on H200 run 2's bench)
+    moe_experts: str = "fused"
 
 
 ENGINES: dict[str, EngineProfile] = {
     "torch": EngineProfile(
         name="torch",
         description="each torch op is a kernel: F.rms_norm, separate residual adds, silu then mul, "
-        "RoPE as mul/neg/cat/mul/add on q and on k, K and V copied into the cache, SDPA attention; "
+        "RoPE as mul/neg/cat/mul/add on q and on k, K and V copied into the cache, SDPA attention, "
+        "MoE experts through torch._grouped_mm; "
         "decode in one CUDA graph, prefill eager",
         decode_graph=True,
         prefill_graph=False,
@@ -62,6 +68,7 @@ ENGINES: dict[str, EngineProfile] = {
         # efficient kernel take any layout with a unit last stride) and the output, laid out
         # [B, S, H, D] by those kernels, is reshaped back without a copy: no layout copies
         prefill_layout_copies=0,
+        moe_experts="torch",
     ),
     "fused": EngineProfile(
         name="fused",

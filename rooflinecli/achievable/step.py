@@ -26,6 +26,11 @@ from .fit import FittedModels
 from .profiles import EngineProfile
 
 #: what a communication row of the achievable model is (and is not)
+#: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
+MOE_EXPERT_OPS = ("moe.expert_gate", "moe.expert_up", "moe.expert_down", "moe.expert_act")
+#: its kernels (``kernels.moe_torch``: GROUPED_KERNELS + ROUTE_KERNELS, restated here: the analysis
+#: core does not import the measuring code; tests/test_achievable.py checks they agree)
+MOE_TORCH_KERNELS = 19
 COMM_NOTE = "at the link roofline: collective latency not calibrated (one GPU measured)"
 #: analysis linear ops fused into one GEMM by ``fuse_qkv`` / ``fuse_gate_up``
 FUSED_GEMMS = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "mlp.gate_up": ("mlp.gate", "mlp.up")}
@@ -261,6 +266,21 @@ class _Builder:
             t = np.maximum(t, g.t0_s + flops / self.m.sustained_gemm_flops_per_s)
         self.add(name, op.kind, op.layers, op.kernels, t, g.t0_s, (name,), op.note + "; fitted GEMM form")
 
+    def moe_experts_torch(self, names: tuple[str, ...]):
+        """The routed experts as a torch engine runs them (``kernels.moe_torch``: routing, argsort,
+        torch._grouped_mm w13, silu*mul, w2, combine): the calibrated ``moe_grouped`` fit on the
+        expert ops' bytes and FLOPs together, by expert shape (E, k, d, I); timed as a whole (its
+        calibrated time holds its kernels' floors)."""
+        ops = [self.ops[n] for n in names]
+        m, cfg = self.cfg.moe, self.cfg
+        nbytes = sum(np.asarray(o.bytes, dtype=float) for o in ops)
+        flops = sum(np.asarray(o.flops, dtype=float) for o in ops) / self.gemm_speedup
+        key = (int(m.num_routed_experts), int(m.top_k), int(cfg.hidden_size), int(m.expert_intermediate_size))
+        t, t0 = self.m.linear["moe_grouped"].time_s([1.0, nbytes, flops], key)
+        self.add("moe.experts", "moe", ops[0].layers, MOE_TORCH_KERNELS, t, t0, names,
+                 "routing, argsort, torch._grouped_mm (w13), silu*mul, torch._grouped_mm (w2), combine: calibrated",
+                 timed_as_a_whole=True, host=("moe_grouped", 1))
+
     def build(self) -> list[StepRow]:
         cfg, p = self.cfg, self.p
         L = cfg.num_layers
@@ -297,6 +317,10 @@ class _Builder:
             elif op.kind == "comm":  # nothing calibrated: the link's roofline (one GPU cannot time a collective)
                 self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,),
                          (op.note + "; " if op.note else "") + COMM_NOTE)
+            elif op.kind == "moe" and p.moe_experts == "torch" and "moe_grouped" in self.m.linear and name in MOE_EXPERT_OPS:
+                names = tuple(n for n in MOE_EXPERT_OPS if n in self.ops)
+                self.moe_experts_torch(names)
+                done.update(names)
             elif op.kind in ("moe", "gemm"):
                 self.fitted_form_op(name)
             else:

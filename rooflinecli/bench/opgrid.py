@@ -39,6 +39,11 @@ latent cache [B, S, R + P] (one bmm), softmax in fp32, then @ c_kv (FLOPs and by
 op's formulas, ``attention_decode_flops`` + ``softmax_flops`` and ``mla_kv_cache_bytes`` +
 ``attention_qo_bytes``). DeepSeek-V2-Lite's 16 heads and V3's 128, R 512, P 64.
 
+A torch MoE layer's routed experts (``kernels.moe_torch``, torch only): ``moe_grouped``
+{T, E, k, d, I}, fp32 softmax routing + top-k, then torch._grouped_mm over expert-sorted slots
+(w13, silu*mul, w2) and the combine, at Mixtral 8x7B's and Qwen3-30B-A3B's expert shapes for 1 to
+4,096 tokens (FLOPs and bytes: ``moe_experts_work``, the analysis's expert ops).
+
 The GEMMs of a decode step as it streams its weights: ``gemm_stream`` {M, L, D, F, Q}, one pass
 over L layers of distinct qkv [Q, D], o [D, D], gate_up [2F, D] and down [D, F] weights (Llama-3-8B
 widths, 32 layers, 14 GB: Llama-3-8B's own layer weights) per launch, against which the fit checks the single-GEMM rows, each of
@@ -106,6 +111,12 @@ COPY_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 MLA_SHAPES = ((16, (1, 8, 32)), (128, (1, 8)))
 MLA_S = (1024, 8192, 32768)
 MLA_R, MLA_P = 512, 64
+#: ``moe_grouped``: a torch MoE layer's routed experts (``kernels.moe_torch``: routing, then
+#: torch._grouped_mm over expert-sorted slots) at Mixtral 8x7B's and Qwen3-30B-A3B's expert shapes
+#: (E, k, d, I), decode to prefill token counts (grouped kernels run far below dense-GEMM efficiency
+#: at prefill: H200 run 2's bench, Qwen3 at 4,096 tokens: 1,391 us against 552 from the dense fit)
+MOE_SHAPES = ((8, 2, 4096, 14336), (128, 8, 2048, 768))
+MOE_T = (1, 4, 16, 64, 256, 1024, 4096)
 #: ``gemm_stream``: decode-sized GEMMs over ``STREAM_LAYERS`` layers of distinct Llama-3-8B weights
 #: (qkv, o, gate_up, down: 436 MB a layer; 32 layers, 14 GB, as many as the model has) in one pass,
 #: as a decode step streams them (more than any TLB or cache could keep between passes)
@@ -473,6 +484,44 @@ def mla_decode_case(B: int, H: int, S: int, R: int = MLA_R, P: int = MLA_P) -> C
                 note="absorbed MLA decode as torch ops: bmm scores over [c_kv | k_rope], fp32 softmax, bmm with c_kv")
 
 
+def moe_experts_work(T: int, E: int, k: int, d: int, I: int, b: float = 2.0) -> tuple[float, float]:
+    """(FLOPs, bytes) of T tokens through top-k of E SwiGLU experts (d -> I -> d) at ``b`` bytes
+    per element, as the analysis counts its ``moe.expert_gate/up/down`` and ``moe.expert_act`` ops
+    (uniform routing: ``formulas.expected_experts_touched`` experts' weights read once; each
+    linear's activations in and out; the activation's three passes). Tested against the analysis."""
+    pairs = T * k
+    touched = float(formulas.expected_experts_touched(E, k, T))
+    flops = 2 * formulas.linear_flops(pairs, d, I) + formulas.linear_flops(pairs, I, d) + formulas.activation_flops(pairs, I, True)
+    nbytes = (touched * 3 * formulas.linear_weight_bytes(d, I, b) + 2 * formulas.linear_activation_bytes(pairs, d, I, b)
+              + formulas.linear_activation_bytes(pairs, I, d, b) + formulas.streaming_bytes(pairs * I, b, reads=2, writes=1))
+    return float(flops), float(nbytes)
+
+
+def moe_grouped_case(T: int, E: int, k: int, d: int, I: int) -> Case:
+    """A torch MoE layer's routed experts: ``kernels.moe_torch.route`` on random router logits, then
+    ``kernels.moe_torch.experts`` (torch._grouped_mm on sm_90+ and torch >= 2.9 on the CPU)."""
+
+    def make(device, gen):
+        from kernels.moe_torch import experts, route
+
+        x = _randn((T, d), device, gen)
+        logits = _randn((T, E), device, gen)
+        w1 = _randn((E, 2 * I, d), device, gen) * d**-0.5
+        w2 = _randn((E, d, I), device, gen) * I**-0.5
+
+        def fn():
+            ids, w = route(logits, k)
+            return experts(x, w1, w2, ids, w)
+
+        return fn
+
+    flops, nbytes = moe_experts_work(T, E, k, d, I)
+    set_bytes = 2.0 * (E * 3 * d * I + T * (d + E))
+    return Case("moe_grouped", {"T": T, "E": E, "k": k, "d": d, "I": I}, flops, nbytes, set_bytes, make,
+                note="torch MoE experts: fp32 softmax routing, top-k, argsort by expert, torch._grouped_mm (w13), silu*mul, "
+                     "torch._grouped_mm (w2), routing weights, un-permute, sum over k")
+
+
 def strided_grid(tokens=STRIDED_T, heads=STRIDED_HEADS, widths=STRIDED_F, batches=KV_WRITE_B, N: int = KV_WRITE_N) -> dict[str, list[Case]]:
     """The decode step's RoPE, SiLU*mul and KV write on their real layouts: three small categories
     placed right after the launch floor, so the round-robin reaches all of them early."""
@@ -522,6 +571,7 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
             "decode": [attention_case("sdpa_decode", 2, 4, 2, 64, 64)],
             "prefill": [attention_case("sdpa_prefill_causal", 1, 4, 2, 32, 64)],
             "mla": [mla_decode_case(B, 4, 64, 64, 16) for B in (1, 2, 3)],
+            "moe": [moe_grouped_case(T, 8, 2, 64, 96) for T in (1, 4, 16, 64)],
         }
     gemm = []
     for prefix, preset in presets:
@@ -542,7 +592,9 @@ def build_grid(tiny: bool = False, presets: tuple[tuple[str, str], ...] = GEMM_P
             for B in sorted({1, max(1, PREFILL_TOKENS // S)}):
                 prefill.append(attention_case("sdpa_prefill_causal", B, H, KVH, S, D))
     mla = [mla_decode_case(B, H, S) for H, batches in MLA_SHAPES for B in batches for S in MLA_S]
-    grid = {"floor": [launch_floor_case()], **mixed_grid(), **stream_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem, "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8, "mla": mla}
+    moe = [moe_grouped_case(T, E, k, d, I) for E, k, d, I in MOE_SHAPES for T in MOE_T]
+    grid = {"floor": [launch_floor_case()], **mixed_grid(), **stream_grid(), **strided_grid(), "gemm": gemm, "elementwise": elem,
+            "copy": [copy_case(b) for b in COPY_BYTES], "decode": decode, "prefill": prefill, "gemm_fp8": fp8, "mla": mla, "moe": moe}
     return {k: sorted(v, key=lambda c: c.cost_s) for k, v in grid.items()}
 
 

@@ -165,7 +165,24 @@ def calibration_lines(out: Path) -> list[str]:
             f"t0 {mla.coef[0] * 1e6:.1f} us, {1 / mla.coef[1] / 1e9:,.0f} GB/s, {1 / mla.coef[2] / 1e12:,.0f} TFLOP/s (fitted, summed terms)"
             if mla is not None and mla.coef[1] > 0 and mla.coef[2] > 0 else
             "fitted" if mla is not None else "no mla_decode_matmul rows"))
+        lines.append("  torch MoE experts (moe_grouped): " + _moe_lines(m, spec))
     return lines
+
+
+def _moe_lines(m, spec) -> str:
+    """Each measured expert shape's rows: TFLOP/s and GB/s at its smallest and largest token count."""
+    from rooflinecli.achievable import calibration_for
+
+    moe = m.linear.get("moe_grouped")
+    if moe is None:
+        return "no moe_grouped rows"
+    rows = sorted((r for r in calibration_for(spec).rows if r.op == "moe_grouped"), key=lambda r: (r.shape["E"], r.shape["T"]))
+    parts = []
+    for E in sorted({r.shape["E"] for r in rows}):
+        fam = [r for r in rows if r.shape["E"] == E]
+        parts += [f"E{E} T{r.shape['T']} {r.t_graph_s * 1e6:,.0f} us ({r.flops / r.t_graph_s / 1e12:,.0f} TFLOP/s, "
+                  f"{r.bytes / r.t_graph_s / 1e9:,.0f} GB/s)" for r in (fam[0], fam[-1])]
+    return "; ".join(parts) + " (fitted per expert shape)"
 
 
 def summary(out: Path, total_s: str) -> list[str]:
