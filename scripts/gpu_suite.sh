@@ -4,7 +4,8 @@
 #   calibrate   measured ceilings (burst and sustained) + the op-grid calibration file (cuBLAS,
 #               SDPA, elementwise, copies, launch floor), graph-timed: what the achievable model fits
 #   e2e_*       whole-model decode steps (one CUDA graph each) and eager prefill for llama-3-8b,
-#               qwen2.5-7b and a reduced-layer llama-3-70b (torch ops; our Triton kernels for 8b)
+#               qwen2.5-7b, a reduced-layer llama-3-70b and qwen3-30b-a3b (MoE) (torch ops; our
+#               Triton kernels for 8b)
 #   tune        roofline tune on the quick suite: graph-timed, interleaved, committed as JSON
 #   gate_*      the same kernel subset benched twice and `regress` between the two runs: the gate's
 #               false-alarm rate on an unchanged commit (it should report 0 regressions)
@@ -142,6 +143,8 @@ MEASURED=()
 run_stage e2e_llama8b "${T_E2E_8B:-90}" $R e2e --full --model llama-3-8b --results "$E2E" --budget-s 25 "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_qwen7b "${T_E2E_QWEN:-35}" $R e2e --full --model qwen2.5-7b --results "$E2E" --budget-s 12 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_llama70b "${T_E2E_70B:-40}" $R e2e --full --model llama-3-70b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
+# (an MoE model: routing + torch._grouped_mm experts, 61 GB of weights; validates the moe_grouped fit)
+run_stage e2e_qwen3moe "${T_E2E_MOE:-40}" $R e2e --full --model qwen3-30b-a3b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 
 # 3. tuned configs for the quick suite's keys (bench then runs them without re-tuning)
 if [ "$DRY" = 1 ]; then

@@ -39,10 +39,11 @@ def test_plan_keeps_llama8b_whole_with_its_grid():
     assert E.weight_bytes(plan.cfg, 32) / 2 == pytest.approx(8.03e9, rel=0.01)
 
 
-def test_decode_step_continues_the_prefill():
+@pytest.mark.parametrize("model", ["qwen2.5-7b", "qwen3-30b-a3b", "mixtral-8x7b"])  # q/k/v biases; MoE + q/k norms; MoE
+def test_decode_step_continues_the_prefill(model):
     """The decode step at position N from a cache filled by prefill gives the logits of a prefill
     over N + 1 tokens (same random weights, bf16 torch ops both ways)."""
-    cfg = E.tiny_full_config(get_model("qwen2.5-7b"))  # with q/k/v biases
+    cfg = E.tiny_full_config(get_model(model))
     W = E.Weights(cfg, "cpu", seed=3)
     N = 11
     tokens = torch.randint(0, cfg.vocab_size, (N + 1,), generator=torch.Generator().manual_seed(5))
@@ -63,9 +64,18 @@ def test_decode_step_continues_the_prefill():
     assert float((other - whole).norm() / whole.norm()) > 0.1  # the check can fail
 
 
+def test_plan_keeps_qwen3_moe_whole_and_counts_its_experts():
+    """Qwen3-30B-A3B's 128 experts x 48 layers: 61 GB of bf16 weights, within 1% of its parameters."""
+    cfg = get_model("qwen3-30b-a3b")
+    assert E.unsupported_reason(cfg) is None and E.unsupported_reason(get_model("mixtral-8x7b")) is None
+    assert E.weight_bytes(cfg, cfg.num_layers) / 2 == pytest.approx(30.5e9, rel=0.01)
+    assert E.rebuild_config("qwen3-30b-a3b", E.config_fields(E.tiny_full_config(cfg))) == E.tiny_full_config(cfg).__class__(
+        **{**E.tiny_full_config(cfg).__dict__, "name": cfg.name})
+
+
 def test_unsupported_models_are_one_line():
-    r = runner.invoke(app, ["e2e", "--full", "--device", "cpu", "--tiny", "-m", "mixtral-8x7b"])
-    assert r.exit_code == 2 and r.output.count("\n") == 1 and "dense Llama-type models only" in r.output
+    r = runner.invoke(app, ["e2e", "--full", "--device", "cpu", "--tiny", "-m", "deepseek-v3"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no MLA yet" in r.output
     r = runner.invoke(app, ["e2e", "--full", "--device", "cpu", "--tiny", "--budget-s", "0"])
     assert r.exit_code == 2 and "--budget-s" in r.output
 
@@ -113,3 +123,35 @@ def test_a_failing_point_is_recorded_the_rest_run_and_the_budget_stops_new_point
     assert seen == list(range(1, len(seen) + 1))  # a checkpoint after every point
     cut = E.run_full(cfg, "llama-3-8b", "cpu", tiny=True, budget_s=1e-9)
     assert cut["points"] == [] and all(s["reason"] == "time budget spent" for s in cut["skipped"]) and len(cut["skipped"]) >= 5
+
+
+def test_moe_dry_run_times_both_engines_and_validate_rebuilds_the_tiny_experts(tmp_path):
+    """Qwen3-MoE (routed experts, q/k norms) through the CLI on the CPU: torch points (routing +
+    torch._grouped_mm) and the Triton engine (kernels.moe) checked against torch; validate
+    predicts the points from the tiny config it ran (its 8 experts, not the preset's 128)."""
+    out = tmp_path / "r.json"
+    r = runner.invoke(app, ["e2e", "--full", "--device", "cpu", "--tiny", "-m", "qwen3-30b-a3b", "-r", str(out)])
+    assert r.exit_code == 0, r.output
+    entry = json.loads(out.read_text())["extra"]["end_to_end_full"]["models"]["qwen3-30b-a3b-tiny"]
+    assert entry["failed"] == [] and entry["config"]["moe"] == {"num_routed_experts": 8, "top_k": 2, "expert_intermediate_size": 96}
+    assert "torch._grouped_mm experts" in entry["ops"] and "q/k norms" in entry["ops"]
+    tri = [p for p in entry["points"] if p["engine"] == "triton"]
+    assert tri and all(p["check_ok"] for p in tri)
+    v = runner.invoke(app, ["validate", str(out), "--out", str(tmp_path / "v.json")])
+    assert v.exit_code in (0, 1), v.output
+    rows = json.loads((tmp_path / "v.json").read_text())["end_to_end_full"]
+    from dataclasses import replace
+
+    from rooflinecli.achievable import predict_step_s
+    from rooflinecli.analysis import Workload
+    from rooflinecli.hardware import get_spec
+
+    tiny = E.tiny_full_config(get_model("qwen3-30b-a3b"))
+    preset_experts = replace(tiny, moe=get_model("qwen3-30b-a3b").moe)
+    q = next(x for x in rows if x["phase"] == "decode" and x["engine"] == "torch")
+    wl = Workload(batch=q["batch"], prompt_len=q["context"], gen_len=1)
+
+    def roof(cfg):
+        return float(predict_step_s(cfg, get_spec("h200"), wl, "decode", q["batch"], q["context"], mode="roof", engine="torch"))
+
+    assert q["predicted_s_roof"] == pytest.approx(roof(tiny), rel=1e-9) and roof(preset_experts) > 1.5 * roof(tiny)

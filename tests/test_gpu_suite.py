@@ -64,7 +64,7 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     out = tmp_path / "out"
     assert p.returncode == 0, p.stdout + p.stderr
     stages = [line.split("\t") for line in (out / "stages.tsv").read_text().splitlines()[1:]]
-    assert [s[0] for s in stages] == ["calibrate", "e2e_llama8b", "e2e_qwen7b", "e2e_llama70b", "tune",
+    assert [s[0] for s in stages] == ["calibrate", "e2e_llama8b", "e2e_qwen7b", "e2e_llama70b", "e2e_qwen3moe", "tune",
                                       "gate_run1", "gate_run2", "gate_regress", "bench", "validate_e2e", "validate", "moe_align",
                                       "tests"]
     assert all(s[1].startswith("ok") or s[1] == "skipped(cpu)" for s in stages), stages
@@ -84,7 +84,7 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     assert all(r.host_us_per_call is not None and r.method for r in res.rows)
     assert res.measured_spec == "h200-measured"
     full = load_results(out / "e2e.json").extra["end_to_end_full"]["models"]
-    assert len(full) == 3 and all(m["points"] for m in full.values())
+    assert len(full) == 4 and "qwen3-30b-a3b-tiny" in full and all(m["points"] for m in full.values())
     spec = load_spec_file(out / "measured_spec.toml")
     assert spec.kind == "measured"
     v = json.loads((out / "validation.json").read_text())

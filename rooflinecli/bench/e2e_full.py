@@ -1,5 +1,8 @@
-"""``roofline e2e --full``: the whole model, timed. Random bf16 weights (never zeros), dense
-Llama-type models only (GQA/MHA, RoPE, RMSNorm, SwiGLU; q/k/v biases when the config has them).
+"""``roofline e2e --full``: the whole model, timed. Random bf16 weights (never zeros), Llama-type
+models (GQA/MHA, RoPE, RMSNorm, SwiGLU; q/k/v biases and Qwen3's per-head q/k norms when the
+config has them), dense or with routed MoE experts (Mixtral, Qwen3-MoE: router GEMM, fp32 softmax,
+top-k, ``torch._grouped_mm`` over expert-sorted slots: ``kernels.moe_torch``; our Triton engine
+runs ``kernels.moe`` there).
 
 * **decode step** (``torch`` engine): embedding, per layer rmsnorm, qkv GEMM, RoPE, KV-cache write,
   SDPA decode attention over the cache (the fastest SDPA backend with native GQA, picked on layer 0
@@ -44,8 +47,13 @@ TINY_BATCHES, TINY_CONTEXTS, TINY_PREFILL, TINY_TRITON = (1, 2), (8, 16), (8,), 
 
 def unsupported_reason(cfg: ModelConfig) -> str | None:
     """Why ``--full`` cannot build ``cfg`` (None when it can)."""
-    if cfg.mla is not None or cfg.moe is not None:
-        return "--full supports dense Llama-type models only (no MoE or MLA yet)"
+    if cfg.mla is not None:
+        return "--full supports Llama-type attention only (no MLA yet)"
+    m = cfg.moe
+    if m is not None and (m.num_shared_experts or m.dense_layers or m.shared_expert_gate):
+        return "--full supports MoE models with routed experts only (no shared experts or dense layers yet)"
+    if m is not None and (cfg.hidden_size % 8 or m.expert_intermediate_size % 8):
+        return "--full's MoE layers need d and I multiples of 8 (torch._grouped_mm's 16-byte rows)"
     if cfg.num_heads % cfg.num_kv_heads or cfg.head_dim not in (64, 128):
         return "--full needs GQA/MHA attention with head dim 64 or 128"
     if cfg.norm != "rmsnorm" or not cfg.gated_mlp or cfg.position_embedding != "rope":
@@ -58,18 +66,47 @@ def unsupported_reason(cfg: ModelConfig) -> str | None:
 CONFIG_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 
 
-def config_fields(cfg: ModelConfig) -> dict[str, int]:
-    return {k: int(getattr(cfg, k)) for k in CONFIG_FIELDS}
+#: the MoE fields a tiny run changes (``config["moe"]``)
+MOE_FIELDS = ("num_routed_experts", "top_k", "expert_intermediate_size")
+
+
+def config_fields(cfg: ModelConfig) -> dict:
+    out: dict = {k: int(getattr(cfg, k)) for k in CONFIG_FIELDS}
+    if cfg.moe is not None:
+        out["moe"] = {k: int(getattr(cfg.moe, k)) for k in MOE_FIELDS}
+    return out
+
+
+def rebuild_config(model_ref: str, fields: dict) -> ModelConfig:
+    """The config a run built: its preset with ``config_fields``' values (a KeyError, TypeError or
+    ValueError, or the registry's RooflineError, on a malformed entry)."""
+    from rooflinecli.model_registry import get_model
+
+    fields = dict(fields or {})
+    moe = fields.pop("moe", None)
+    cfg = replace(get_model(model_ref), **{k: int(v) for k, v in fields.items()})
+    if moe is not None:
+        if cfg.moe is None or not isinstance(moe, dict):
+            raise ValueError("config.moe given for a model without MoE layers, or not a table")
+        cfg = replace(cfg, moe=replace(cfg.moe, **{k: int(moe[k]) for k in MOE_FIELDS}))
+    return cfg
 
 
 def tiny_full_config(cfg: ModelConfig) -> ModelConfig:
     """A few-MB model of the same kind, for the CPU dry run."""
-    return replace(cfg, name=f"{cfg.name}-tiny", hidden_size=128, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=192, num_layers=2, vocab_size=256)
+    moe = replace(cfg.moe, num_routed_experts=8, top_k=min(cfg.moe.top_k, 2), expert_intermediate_size=96) if cfg.moe is not None else None
+    return replace(cfg, name=f"{cfg.name}-tiny", hidden_size=128, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=192, num_layers=2,
+                   vocab_size=256, moe=moe)
 
 
 def weight_bytes(cfg: ModelConfig, layers: int) -> int:
     d, H, Hkv, D, F, V = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
-    per_layer = (H + 2 * Hkv) * D * d + d * H * D + 2 * F * d + d * F + 2 * d
+    if cfg.moe is not None:  # router [E, d], w1 [E, 2I, d], w2 [E, d, I]
+        E, I = cfg.moe.num_routed_experts, cfg.moe.expert_intermediate_size
+        mlp = E * d + 3 * E * I * d
+    else:
+        mlp = 3 * F * d
+    per_layer = (H + 2 * Hkv) * D * d + d * H * D + mlp + 2 * d + (2 * D if cfg.qk_norm else 0)
     return 2 * (per_layer * layers + V * d * (1 if cfg.tie_embeddings else 2) + d)
 
 
@@ -79,7 +116,8 @@ def kv_bytes(cfg: ModelConfig, layers: int, batch: int, context: int) -> int:
 
 def workspace_bytes(cfg: ModelConfig, batch: int, tokens: int) -> int:
     """Activations of one layer (bf16), logits (fp32 worst case) and the prefill's attention scratch."""
-    width = max(cfg.hidden_size, (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, 2 * cfg.intermediate_size)
+    mlp = 2 * cfg.intermediate_size if cfg.moe is None else cfg.moe.top_k * 2 * cfg.moe.expert_intermediate_size
+    width = max(cfg.hidden_size, (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim, mlp)
     return 16 * batch * tokens * width + 4 * batch * cfg.vocab_size + 2**28
 
 
@@ -159,11 +197,22 @@ class Weights:
         self.embed = device_randn((cfg.vocab_size, d), bf, device, g)
         self.layers = []
         for _ in range(cfg.num_layers):
-            self.layers.append({
+            layer = {
                 "norm1": norm(), "qkv": w((H + 2 * Hkv) * D, d),
                 "qkv_bias": 0.1 * device_randn(((H + 2 * Hkv) * D,), bf, device, g) if cfg.attention_bias else None,
-                "o": w(d, H * D), "norm2": norm(), "gate_up": w(2 * F, d), "down": w(d, F),
-            })
+                "o": w(d, H * D), "norm2": norm(),
+            }
+            if cfg.qk_norm:  # per-head RMSNorm weights of q and k (Qwen3)
+                layer["q_norm"] = (1.0 + 0.1 * device_randn((D,), torch.float32, device, g)).to(bf)
+                layer["k_norm"] = (1.0 + 0.1 * device_randn((D,), torch.float32, device, g)).to(bf)
+            if cfg.moe is not None:  # router, w1 [E, 2I, d] (gate rows then up rows), w2 [E, d, I]
+                E, I = cfg.moe.num_routed_experts, cfg.moe.expert_intermediate_size
+                layer["router"] = w(E, d)
+                layer["w1"] = device_randn((E, 2 * I, d), bf, device, g, scale=d**-0.5)
+                layer["w2"] = device_randn((E, d, I), bf, device, g, scale=I**-0.5)
+            else:
+                layer["gate_up"], layer["down"] = w(2 * F, d), w(d, F)
+            self.layers.append(layer)
         self.final_norm = norm()
         self.lm_head = self.embed if cfg.tie_embeddings else w(cfg.vocab_size, d)
         theta = float(cfg.rope_theta or 10000.0)
@@ -192,6 +241,25 @@ def silu_mul(gu, F: int):
     import torch.nn.functional as F_
 
     return F_.silu(gu[:, :F]) * gu[:, F:]
+
+
+def qk_norm(x, w):
+    """Per-head RMSNorm of q or k, x [T, heads, D] (Qwen3): one F.rms_norm over the head dim."""
+    import torch.nn.functional as F_
+
+    return F_.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def mlp(ops, x, L, cfg: ModelConfig):
+    """The MLP of one layer on x [T, d]: SwiGLU (gate_up GEMM, silu*mul, down GEMM), or the routed
+    experts of an MoE layer as torch ops (router GEMM, then ``kernels.moe_torch``: fp32 softmax,
+    top-k, torch._grouped_mm over expert-sorted slots, combine)."""
+    if cfg.moe is None:
+        return ops.linear(silu_mul(ops.linear(x, L["gate_up"]), cfg.intermediate_size), L["down"])
+    from kernels.moe_torch import route
+
+    ids, w = route(ops.linear(x, L["router"]), cfg.moe.top_k)
+    return ops.experts(x, L["w1"], L["w2"], ids, w)
 
 
 def write_kv(kc, vc, k, v, pos: int) -> None:
@@ -223,11 +291,17 @@ class TorchOps:
 
         return _sdpa_fn(q[:, :, None], k_cache, v_cache, False, self.sdpa_backend)()[:, :, 0]
 
+    def experts(self, x, w1, w2, ids, weights):
+        """The routed experts of an MoE layer: torch._grouped_mm (``kernels.moe_torch``)."""
+        from kernels.moe_torch import experts
+
+        return experts(x, w1, w2, ids, weights)
+
 
 class TritonOps(TorchOps):
     name = "triton"
-    KERNELS = "kernels.rmsnorm (norms), kernels.gemm (qkv, o, gate_up, down, lm_head), kernels.decode_attention"
-    TORCH_GLUE = "embedding, RoPE, KV-cache write, silu*mul, residual adds, q/k/v biases (torch ops: no kernel of ours)"
+    KERNELS = "kernels.rmsnorm (norms), kernels.gemm (qkv, o, gate_up, down, router, lm_head), kernels.decode_attention, kernels.moe (routed experts)"
+    TORCH_GLUE = "embedding, q/k norms, RoPE, KV-cache write, silu*mul, residual adds, q/k/v biases, MoE routing (torch ops: no kernel of ours)"
 
     def __init__(self) -> None:
         from kernels.decode_attention import decode_attention
@@ -253,23 +327,30 @@ class TritonOps(TorchOps):
     def decode_attention(self, q, k_cache, v_cache):
         return self._dec(q.contiguous(), k_cache, v_cache)
 
+    def experts(self, x, w1, w2, ids, weights):
+        from kernels.moe import moe
+
+        return moe(x, w1, w2, ids, weights)
+
 
 def decode_step(W: Weights, ops, tokens, cos, sin, k_caches, v_caches, pos: int):
     """One decode step: tokens [B] -> logits [B, V]; K/V of the new token written at ``pos``."""
     import torch.nn.functional as F
 
     cfg = W.cfg
-    H, Hkv, D, Fi = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     h = F.embedding(tokens, W.embed)
     B = h.shape[0]
     for L, kc, vc in zip(W.layers, k_caches, v_caches):
         qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, H + 2 * Hkv, D)
-        q = rope(qkv[:, :H], cos, sin)
-        write_kv(kc, vc, rope(qkv[:, H : H + Hkv], cos, sin), qkv[:, H + Hkv :], pos)
+        q, k = qkv[:, :H], qkv[:, H : H + Hkv]
+        if cfg.qk_norm:
+            q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
+        q = rope(q, cos, sin)
+        write_kv(kc, vc, rope(k, cos, sin), qkv[:, H + Hkv :], pos)
         o = ops.decode_attention(q, kc, vc).reshape(B, H * D)
         h.add_(ops.linear(o, L["o"]))
-        gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
-        h.add_(ops.linear(silu_mul(gu, Fi), L["down"]))
+        h.add_(mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg))
     return ops.linear(ops.rmsnorm(h, W.final_norm), W.lm_head)
 
 
@@ -280,18 +361,20 @@ def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str 
     from rooflinecli.bench.opgrid import _sdpa_fn
 
     cfg, ops = W.cfg, TorchOps()
-    H, Hkv, D, Fi = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     h = F.embedding(tokens, W.embed)
     S = h.shape[0]
     for L, kc, vc in zip(W.layers, k_caches, v_caches):
         qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(S, H + 2 * Hkv, D)
-        q = rope(qkv[:, :H], cos, sin).transpose(0, 1)[None]
-        kc[0, :, :S] = rope(qkv[:, H : H + Hkv], cos, sin).transpose(0, 1)
+        q, k = qkv[:, :H], qkv[:, H : H + Hkv]
+        if cfg.qk_norm:
+            q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
+        q = rope(q, cos, sin).transpose(0, 1)[None]
+        kc[0, :, :S] = rope(k, cos, sin).transpose(0, 1)
         vc[0, :, :S] = qkv[:, H + Hkv :].transpose(0, 1)
         o = _sdpa_fn(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
         h.add_(ops.linear(o[0].transpose(0, 1).reshape(S, H * D), L["o"]))
-        gu = ops.linear(ops.rmsnorm(h, L["norm2"]), L["gate_up"])
-        h.add_(ops.linear(silu_mul(gu, Fi), L["down"]))
+        h.add_(mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg))
     return ops.linear(ops.rmsnorm(h[-1:], W.final_norm), W.lm_head)
 
 
@@ -435,7 +518,9 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
     out: dict[str, Any] = {
         "model": cfg.name, "model_ref": model_ref, "layers_full": plan.layers_full, "layers_used": plan.cfg.num_layers,
         "reduced": plan.reduced, "config": config_fields(plan.cfg), "dtype": "bf16", "weights": "random bf16 (never zeros), scaled 1/sqrt(fan_in)",
-        "ops": "embedding; per layer rmsnorm, qkv GEMM, RoPE, KV-cache write, SDPA decode attention, o GEMM, add, rmsnorm, gate_up GEMM, silu*mul, down GEMM, add; final norm, lm_head",
+        "ops": ("embedding; per layer rmsnorm, qkv GEMM, " + ("q/k norms, " if plan.cfg.qk_norm else "") + "RoPE, KV-cache write, SDPA decode attention, "
+                "o GEMM, add, rmsnorm, " + ("router GEMM, routing (fp32 softmax, top-k), torch._grouped_mm experts (w13, silu*mul, w2), combine"
+                                             if plan.cfg.moe is not None else "gate_up GEMM, silu*mul, down GEMM") + ", add; final norm, lm_head"),
         "triton_engine": {"kernels": TritonOps.KERNELS, "torch_ops": TritonOps.TORCH_GLUE},
         "points": [], "failed": [], "skipped": list(plan.skipped), "budget_s": budget_s,
     }

@@ -574,9 +574,7 @@ def predict_point(cfg, ds: HardwareSpec | None, ms: HardwareSpec | None, phase: 
 
 def end_to_end_full_checks(results: Results, ds: HardwareSpec | None, ms: HardwareSpec | None, notes: list[str]) -> list[dict[str, Any]]:
     """Per whole-model point of ``extra.end_to_end_full``: measured, each predictor and its error."""
-    from dataclasses import replace
-
-    from rooflinecli.model_registry import get_model
+    from rooflinecli.bench.e2e_full import rebuild_config
 
     section = results.extra.get("end_to_end_full") if isinstance(results.extra, dict) else None
     if not isinstance(section, dict):
@@ -584,7 +582,7 @@ def end_to_end_full_checks(results: Results, ds: HardwareSpec | None, ms: Hardwa
     out = []
     for name, entry in (section.get("models") or {}).items():
         try:
-            cfg = replace(get_model(entry["model_ref"]), **{k: int(v) for k, v in (entry.get("config") or {}).items()})
+            cfg = rebuild_config(entry["model_ref"], entry.get("config"))
         except (RooflineError, KeyError, TypeError, ValueError) as e:
             notes.append(f"e2e {name}: cannot rebuild its config ({e}); not predicted")
             continue
