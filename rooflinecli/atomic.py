@@ -66,6 +66,30 @@ def output_error(path: str | os.PathLike[str], e: OSError) -> OutputError:
     return OutputError(path, _reason(e), e.errno or 0)
 
 
+def refuse_overwriting_inputs(inputs: dict[str, str | os.PathLike[str] | None], outputs: dict[str, str | os.PathLike[str] | None]) -> None:
+    """One-line RooflineError when an output option names the same file as an input (or as another
+    output): ``validate in.json --out in.json`` would replace the results with the validation.
+    Paths are compared resolved (symlinks followed); missing outputs never collide with inputs."""
+    from rooflinecli.errors import RooflineError
+
+    def key(p) -> str | None:
+        if p is None or str(p) == STDOUT:
+            return None
+        try:
+            return os.path.realpath(p)
+        except (OSError, ValueError):
+            return None
+
+    seen = {key(p): what for what, p in inputs.items() if key(p) is not None}
+    for what, p in outputs.items():
+        k = key(p)
+        if k is None:
+            continue
+        if k in seen:
+            raise RooflineError(f"{what} {p}: is also {seen[k]}; refusing to overwrite it (name another file)")
+        seen[k] = what
+
+
 def resolve_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Path:
     """The regular file to replace for an output path: symlinks followed (the link is kept, its
     target replaced), devices / FIFOs / sockets / folders refused, the parent folder required to

@@ -47,6 +47,10 @@ def run_fingerprint(res: Results) -> str:
     return h.hexdigest()[:16]
 
 
+#: the longest GPU slug that names a baseline file (real names: "nvidia-h200", 11 characters)
+MAX_GPU_SLUG = 100
+
+
 def baseline_path(gpu_name: str, directory: str | Path = DEFAULT_DIR) -> Path:
     return Path(directory) / f"{gpu_slug(gpu_name)}.json"
 
@@ -55,6 +59,8 @@ def baseline_path_for(results: Results, directory: str | Path = DEFAULT_DIR) -> 
     gpu = _gpu_of(results)
     if gpu is None:
         raise RooflineError(f"{results.path}: no environment.gpu_name, so its baseline file cannot be named")
+    if len(gpu_slug(gpu)) > MAX_GPU_SLUG:  # checked before the folder is made: a 400-character name left it empty
+        raise RooflineError(f"{results.path}: environment.gpu_name is {len(gpu):,} characters; a GPU name of at most {MAX_GPU_SLUG} names its baseline file")
     return baseline_path(gpu, directory)
 
 

@@ -42,10 +42,11 @@ def check_dtype(dtype: str, allowed: tuple[str, ...], what: str = "dtype") -> st
 
 
 def kv_bytes_per_element(kv_dtype: str = "bf16", kv_bits: float | None = None) -> float:
-    """Bytes per cached element from ``--kv-dtype`` or, when given, ``--kv-bits`` (any width > 0)."""
+    """Bytes per cached element from ``--kv-dtype`` or, when given, ``--kv-bits`` (any width from 1
+    to 64 bits, fractional ones included: 1.58 for ternary)."""
     if kv_bits is not None:
-        if not kv_bits > 0 or kv_bits > 64:
-            raise RooflineError(f"--kv-bits must be in (0, 64], got {kv_bits}")
+        if not 1 <= kv_bits <= 64:  # 1 bit per element is the narrowest cache (1e-300 printed "KV 0 B")
+            raise RooflineError(f"--kv-bits must be in [1, 64], got {kv_bits}")
         return kv_bits / 8.0
     check_dtype(kv_dtype, KV_DTYPES, "KV dtype")
     return BYTES_PER_ELEMENT[kv_dtype]

@@ -374,6 +374,8 @@ def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
         k = f.int_("num_experts_per_tok")
         width = f.int_("moe_intermediate_size")
         first = f.int_("first_k_dense_replace", 0, positive=False)
+        if first > L:  # 100 on a 61-layer DeepSeek-V3 showed "61 dense, 0 MoE" beside 256 routed experts
+            raise f.fail("first_k_dense_replace", f"({first}) is more than the {L} layers (num_hidden_layers)")
         freq = f.int_("moe_layer_freq", 1)
         dense = tuple(i for i in range(L) if not (i >= first and i % freq == 0))
         shared = f.int_("n_shared_experts", 0, positive=False, nullable=True) or 0

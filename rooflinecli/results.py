@@ -164,9 +164,48 @@ def _check_row(path: Path, i: int, r: dict) -> None:
         raise RooflineError(f"{where} ({r['op']} {r['shape']}): {len(samples):,} samples; the limit is {MAX_SAMPLES_PER_ROW:,} per row")
 
 
+#: the sections of ``extra`` that readers walk: section -> (list key inside it or None, whether its
+#: items must be objects); ``end_to_end_full`` holds ``models`` {name: {points: [...]}}
+_EXTRA_SECTIONS = {"bench": None, "baseline": None, "end_to_end": "phases", "end_to_end_full": "models"}
+
+
+def _check_extra(path: Path, extra: Any) -> None:
+    """``extra`` is an object; the sections readers walk have the types they expect (a results file
+    of another tool, or edited by hand, is one line, not an AttributeError deep in a reader)."""
+    if extra is None:
+        return
+    if not isinstance(extra, dict):
+        raise RooflineError(f"{path}: 'extra' must be an object, got {type(extra).__name__}")
+    for name, inner in _EXTRA_SECTIONS.items():
+        sec = extra.get(name)
+        if sec is None:
+            continue
+        if not isinstance(sec, dict):
+            raise RooflineError(f"{path}: extra.{name} must be an object, got {type(sec).__name__}")
+        items = sec.get(inner) if inner else None
+        if inner == "phases" and items is not None and not (isinstance(items, list) and all(isinstance(p, dict) for p in items)):
+            raise RooflineError(f"{path}: extra.end_to_end.phases must be a list of objects")
+        if inner == "models" and items is not None:
+            if not isinstance(items, dict) or not all(isinstance(m, dict) for m in items.values()):
+                raise RooflineError(f"{path}: extra.end_to_end_full.models must be an object of objects")
+            for mname, m in items.items():
+                pts = m.get("points", [])
+                if not isinstance(pts, list) or not all(isinstance(p, dict) for p in pts):
+                    raise RooflineError(f"{path}: extra.end_to_end_full.models.{mname}.points must be a list of objects")
+                for j, p in enumerate(pts):
+                    v = p.get("measured_s")
+                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
+                        raise RooflineError(f"{path}: extra.end_to_end_full.models.{mname}.points[{j}].measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+        if inner == "phases":
+            for j, p in enumerate(items or []):
+                v = p.get("measured_s")
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
+                    raise RooflineError(f"{path}: extra.end_to_end.phases[{j}].measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+
+
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
-    from rooflinecli.errors import parse_json_text, read_user_file
+    from rooflinecli.errors import has_control, parse_json_text, read_user_file
 
     path = Path(path)
     raw = parse_json_text(read_user_file(path, "results file"), str(path))
@@ -194,6 +233,13 @@ def load_results(path: str | Path) -> Results:
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
         if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_ROW_NUMBER for x in samples)):
             raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of positive seconds")
+        if not untimed:  # a timed row's quantiles and cost are what every reader divides by
+            for k in ("p20_s", "p50_s", "p80_s"):
+                if r[k] is None or not r[k] > 0:
+                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be positive seconds in a timed row, got {json.dumps(r[k])}")
+            for k in ("flops", "bytes"):
+                if r[k] is None:
+                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
         r = dict(r)
         r["samples_s"] = tuple(float(x) for x in samples)
         for k in ("p20_s", "p50_s", "p80_s"):
@@ -203,6 +249,10 @@ def load_results(path: str | Path) -> Results:
     env = raw.get("environment")
     if not isinstance(env, dict):
         raise RooflineError(f"{path}: 'environment' must be an object")
+    for k in ("hardware_spec", "measured_spec"):
+        if raw.get(k) is not None and (not isinstance(raw[k], str) or has_control(raw[k]) or len(raw[k]) > 4096):
+            raise RooflineError(f"{path}: '{k}' must be a spec id or path (a string), got {json.dumps(raw[k])[:40]}")
+    _check_extra(path, raw.get("extra"))
     return Results(
         rows=tuple(rows),
         environment=env,

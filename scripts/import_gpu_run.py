@@ -4,7 +4,11 @@ measured spec, calibration and tuned configs where the tool uses them.
     python3 scripts/import_gpu_run.py SUITE (folder or the suite's .tgz) --name h200-2026-12-02-run4 [--ship]
 
 1. Checks the run: ``stages.tsv`` and ``results.json`` (a ``rooflinecli.results/1`` file) must be
-   there; every other output is optional and said so when missing.
+   there; every other output is optional and said so when missing. Every file the import reads is
+   checked before anything is copied: the suite's JSON outputs must be JSON objects (the
+   validation-e2e.json summary the right shape), its text files UTF-8; a folder suite holding a
+   symbolic link or anything but plain files and folders is refused, as in the .tgz. With
+   ``--ship`` the spec, calibration and tuned files are loaded (step 3) before the copy too.
 2. Copies it to ``reports/NAME/`` (refused if that folder exists) and writes ``README.md`` there,
    unless the run has one: what the run is (environment, commit, stages), the suite's summary,
    and a placeholder for the headline figures a person writes.
@@ -23,25 +27,35 @@ No torch, no GPU (the tuned-file check imports the kernels, which imports torch 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
 import shutil
+import stat
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rooflinecli.atomic import write_text_atomic  # noqa: E402
-from rooflinecli.errors import RooflineError  # noqa: E402
+from rooflinecli.errors import RooflineError, one_line, parse_json_text, parse_toml_text, read_user_file  # noqa: E402
 
 #: a report folder name: lower-case words, digits and dashes (reports/h200-2026-11-30-run2)
 NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{2,80}$")
 REQUIRED = ("stages.tsv", "results.json")
 OPTIONAL = ("summary.txt", "environment.txt", "measured_spec.toml", "measured_spec.calibration.json", "e2e.json",
             "validation.json", "validation-e2e.json", "gate-regress.json", "tuned")
+#: the suite's JSON outputs (and tuned/*.json): each, when there, must be a JSON object
+JSON_OUTPUTS = ("measured_spec.calibration.json", "e2e.json", "validation.json", "validation-e2e.json", "gate-regress.json")
+#: the suite's text files the README is made from: each, when there, must be UTF-8 text
+TEXT_OUTPUTS = ("stages.tsv", "summary.txt", "environment.txt")
+#: the README validation table's rows: validation-e2e.json's end_to_end_full_summary keys
+TABLE_ROWS = {"roof": "roofline on datasheet ceilings (`--hw h200`)",
+              "roof_measured": "roofline on measured ceilings (`--hw h200-measured --mode roof`)",
+              "achievable": "achievable model (`--hw h200-measured`, engine `torch`)"}
 
 
 def _suite_dir(src: Path, scratch: Path) -> Path:
@@ -51,30 +65,107 @@ def _suite_dir(src: Path, scratch: Path) -> Path:
     if not src.is_file():
         raise RooflineError(f"{src}: no such folder or file")
     try:
-        with tarfile.open(src) as tar:
+        tar = tarfile.open(src)
+    except tarfile.ReadError:  # its text lists every compression tried, one line each
+        raise RooflineError(f"{src}: not a readable .tgz (not a gzip/tar file)") from None
+    except (tarfile.TarError, OSError, EOFError, ValueError) as e:
+        raise RooflineError(f"{src}: not a readable .tgz ({one_line(e)})") from None
+    try:
+        with tar:
             for m in tar.getmembers():
-                if m.issym() or m.islnk() or m.name.startswith("/") or ".." in Path(m.name).parts:
-                    raise RooflineError(f"{src}: refusing archive member {m.name!r} (a link or a path outside the archive)")
-            if hasattr(tarfile, "data_filter"):  # Python 3.12+: refuse links, devices, absolute paths
+                if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in Path(m.name).parts:
+                    raise RooflineError(f"{src}: refusing archive member {one_line(repr(m.name))} "
+                                        "(a link, a device or a path outside the archive)")
+            if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: refuse links, devices, absolute paths
                 tar.extractall(scratch, filter="data")
             else:
                 tar.extractall(scratch)
-    except (tarfile.TarError, OSError) as e:
-        raise RooflineError(f"{src}: not a readable .tgz ({e})") from None
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error) as e:  # a truncated or corrupt stream
+        raise RooflineError(f"{src}: not a readable .tgz ({one_line(e) or type(e).__name__})") from None
     found = sorted(p.parent for p in scratch.rglob("stages.tsv"))
     if len(found) != 1:
         raise RooflineError(f"{src}: expected one suite folder (with stages.tsv) in the archive, found {len(found)}")
     return found[0]
 
 
+def _check_tree(run: Path) -> None:
+    """Only plain files and folders in the suite: a symbolic link (which the copy would follow to
+    a file outside the run), a FIFO or a device is refused, naming it."""
+    def _unreadable(e: OSError) -> None:
+        raise RooflineError(f"{e.filename}: cannot read the suite folder: {e.strerror or type(e).__name__}")
+
+    for dirpath, dirnames, filenames in os.walk(run, onerror=_unreadable):
+        for n in sorted(dirnames + filenames):
+            p = Path(dirpath) / n
+            try:
+                mode = os.lstat(p).st_mode
+            except OSError as e:
+                raise RooflineError(f"{p}: cannot read: {e.strerror or type(e).__name__}") from None
+            if stat.S_ISLNK(mode):
+                raise RooflineError(f"{p}: a symbolic link in the suite folder; refusing it (copy the file itself in)")
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise RooflineError(f"{p}: not a plain file or folder (a FIFO, socket or device); refusing it")
+
+
+def _json_object(path: Path, what: str) -> dict:
+    """A suite JSON output: readable, valid JSON (no NaN), and an object; else one line."""
+    raw = parse_json_text(read_user_file(path, what), str(path))
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{path}: not a {what} (a JSON {type(raw).__name__}, not an object)")
+    return raw
+
+
+def table_rows(d: dict, where: str) -> list[str]:
+    """The README validation table's rows from validation-e2e.json's ``end_to_end_full_summary``;
+    a summary of the wrong shape is one line naming the key."""
+    s = d.get("end_to_end_full_summary")
+    if s is None:
+        s = {}
+    if not isinstance(s, dict):
+        raise RooflineError(f"{where}: end_to_end_full_summary must be an object")
+    rows = []
+    for key, label in TABLE_ROWS.items():
+        per = s.get(key)
+        if per is None:
+            continue
+        if not isinstance(per, dict) or not isinstance(per.get("all", {}), (dict, type(None))):
+            raise RooflineError(f"{where}: end_to_end_full_summary.{key} must be an object with an 'all' object")
+        a = per.get("all") or {}
+        n = a.get("n")
+        if not n:
+            continue
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise RooflineError(f"{where}: end_to_end_full_summary.{key}.all.n must be a count")
+        for f in ("median_abs_error", "p90_abs_error", "median_error"):
+            if not isinstance(a.get(f), (int, float)) or isinstance(a.get(f), bool):
+                raise RooflineError(f"{where}: end_to_end_full_summary.{key}.all.{f} must be a number")
+        rows.append(f"| {label} | {n} | {a['median_abs_error']:.1%} | {a['p90_abs_error']:.1%} | {a['median_error']:+.1%} |")
+    return rows
+
+
 def check_run(run: Path) -> list[str]:
-    """One-line errors for what a run must have; returns notes on what it lacks but may."""
+    """One-line errors for what a run must have and for any file the import reads that would not
+    read (all before anything is copied); returns notes on what it lacks but may."""
     for name in REQUIRED:
         if not (run / name).exists():
             raise RooflineError(f"{run}: no {name}: not a gpu_suite.sh output folder")
+    _check_tree(run)
     from rooflinecli.results import load_results
 
     load_results(run / "results.json")  # schema and rows, one line if wrong
+    for name in TEXT_OUTPUTS:
+        if (run / name).exists():
+            read_user_file(run / name, "suite text file")  # UTF-8, a plain file
+    for name in JSON_OUTPUTS:
+        if (run / name).exists():
+            d = _json_object(run / name, f"suite output ({name})")
+            if name == "validation-e2e.json":
+                table_rows(d, str(run / name))
+    tuned_dir = run / "tuned"
+    if tuned_dir.exists() and not tuned_dir.is_dir():
+        raise RooflineError(f"{tuned_dir}: not a folder (the suite's tuned configs)")
+    for src in sorted(tuned_dir.glob("*.json")) if tuned_dir.is_dir() else []:
+        _json_object(src, "tuned-config file")
     return [f"no {name}" for name in OPTIONAL if not (run / name).exists()]
 
 
@@ -88,8 +179,8 @@ def readme_text(run: Path, name: str, notes: list[str]) -> str:
     """A README for reports/NAME/: what the run is, from its own files."""
     from rooflinecli.bench.suite_summary import summary
 
-    env = (run / "environment.txt").read_text(encoding="utf-8").strip() if (run / "environment.txt").is_file() else "(no environment.txt)"
-    summ = (run / "summary.txt").read_text(encoding="utf-8").strip() if (run / "summary.txt").is_file() else "\n".join(summary(run, "?"))
+    env = read_user_file(run / "environment.txt", "suite text file").strip() if (run / "environment.txt").is_file() else "(no environment.txt)"
+    summ = read_user_file(run / "summary.txt", "suite text file").strip() if (run / "summary.txt").is_file() else "\n".join(summary(run, "?"))
     files = sorted(p.name + ("/" if p.is_dir() else "") for p in run.iterdir())
     lines = [
         f"# {name}: `scripts/gpu_suite.sh` on one {_gpu_name(run)}",
@@ -131,14 +222,16 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
             raise RooflineError(f"{run}: measured_spec.toml without measured_spec.calibration.json: nothing to fit")
         gpu = _gpu_name(run)
         slug = tuning.gpu_slug(gpu).removeprefix("nvidia-")
-        text = spec_src.read_text(encoding="utf-8")
+        text = read_user_file(spec_src, "measured spec")
+        raw = parse_toml_text(text, str(spec_src))  # a file that does not parse says so, not "no key"
+        mw = raw.get("measured_with")
         key = 'calibration = "measured_spec.calibration.json"'
-        if key not in text:
+        if not isinstance(mw, dict) or mw.get("calibration") != "measured_spec.calibration.json" or key not in text:
             raise RooflineError(f"{spec_src}: its [measured_with] calibration key is not the suite's; fix the file by hand")
         text = text.replace(key, f'calibration = "{slug}-calibration.json"\nsource = "rooflinecli GPU run on one {gpu} (reports/{name}/)"')
         text = (f"# {gpu} as measured by `scripts/gpu_suite.sh` (reports/{name}/), imported with\n"
                 "# scripts/import_gpu_run.py: `roofline calibrate` wrote this file and its calibration file.\n" + text)
-        cal = cal_src.read_text(encoding="utf-8")
+        cal = read_user_file(cal_src, "calibration file")
         check = scratch / "spec-check"
         check.mkdir()
         (check / f"{slug}-calibration.json").write_text(cal, encoding="utf-8")
@@ -148,32 +241,26 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
         plan += [(Path("hardware_specs/measured") / f"{slug}-calibration.json", cal), (Path("hardware_specs/measured") / f"{slug}.toml", text)]
     tuned_dir = run / "tuned"
     for src in sorted(tuned_dir.glob("*.json")) if tuned_dir.is_dir() else []:
-        text = src.read_text(encoding="utf-8")
+        text = read_user_file(src, "tuned-config file")
+        raw = _json_object(src, "tuned-config file")
         try:
-            raw = json.loads(text)
             tuning.parse_tuned(raw, tuning.discover_autotuners(), str(raw.get("gpu")), str(raw.get("triton")))
-        except (ValueError, AttributeError) as e:  # TunedFileError is a ValueError, as is bad JSON
-            raise RooflineError(f"{src}: does not load against this checkout's kernels: {e}") from None
+        except ValueError as e:  # TunedFileError is a ValueError
+            raise RooflineError(f"{src}: does not load against this checkout's kernels: {one_line(e)}") from None
         plan.append((Path("kernels/tuned") / src.name, text))
     return plan
 
 
 def readme_table_rows(run: Path) -> list[str]:
-    """The README validation table's rows, from validation-e2e.json (the whole-model points)."""
-    d = None
-    try:
-        d = json.loads((run / "validation-e2e.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The README validation table's rows, from validation-e2e.json (the whole-model points);
+    ``check_run`` has checked the file, so this never raises."""
+    path = run / "validation-e2e.json"
+    if not path.exists():
         return ["(no validation-e2e.json: no whole-model table)"]
-    s = (d or {}).get("end_to_end_full_summary") or {}
-    names = {"roof": "roofline on datasheet ceilings (`--hw h200`)",
-             "roof_measured": "roofline on measured ceilings (`--hw h200-measured --mode roof`)",
-             "achievable": "achievable model (`--hw h200-measured`, engine `torch`)"}
-    rows = []
-    for key, label in names.items():
-        a = (s.get(key) or {}).get("all") or {}
-        if a.get("n"):
-            rows.append(f"| {label} | {a['n']} | {a['median_abs_error']:.1%} | {a['p90_abs_error']:.1%} | {a['median_error']:+.1%} |")
+    try:
+        rows = table_rows(_json_object(path, "suite output (validation-e2e.json)"), str(path))
+    except RooflineError as e:
+        return [f"(no whole-model table: {e})"]
     return rows or ["(validation-e2e.json has no whole-model summary)"]
 
 
@@ -188,17 +275,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not NAME.match(a.name):
             raise RooflineError(f"--name {a.name!r}: use lower-case letters, digits, dots and dashes (like h200-2026-12-02-run4)")
+        if not (root / "reports").is_dir():
+            raise RooflineError(f"{root / 'reports'}: no such folder (is --root a checkout?)")
         dest = root / "reports" / a.name
         if dest.exists():
             raise RooflineError(f"{dest}: already there; pick another --name")
         with tempfile.TemporaryDirectory(dir=root / "reports") as scratch:
             run = _suite_dir(Path(a.suite), Path(scratch) / "unpacked")
-            notes = check_run(run)
+            notes = check_run(run)  # everything the import reads, before anything is copied
+            plan = ship_plan(run, a.name, Path(scratch)) if a.ship else []  # loads all it ships, in scratch
+            readme = None if (run / "README.md").exists() else readme_text(run, a.name, notes)
             staged = Path(scratch) / "staged"
             shutil.copytree(run, staged)
-            if not (staged / "README.md").exists():
-                write_text_atomic(staged / "README.md", readme_text(run, a.name, notes))
-            plan = ship_plan(run, a.name, Path(scratch)) if a.ship else []
+            if readme is not None:
+                write_text_atomic(staged / "README.md", readme)
             staged.rename(dest)
         written = []
         for rel, text in plan:

@@ -206,3 +206,101 @@ def test_written_paths_are_printed_without_escape_codes(tmp_path):
     assert p.returncode == 0, p.stderr
     assert out.is_file()
     assert "\x1b" not in p.stdout + p.stderr and "wrote " in p.stdout
+
+
+# ---- found by the fuzz of 2026-12-01 -------------------------------------------------------------
+
+RUN2 = os.path.join(os.path.dirname(__file__), "..", "reports", "h200-2026-11-30-run2")
+
+
+def _results(tmp_path, name: str, mutate) -> str:
+    doc = json.load(open(os.path.join(RUN2, "results.json")))
+    mutate(doc)
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d["rows"][0].update(p50_s=None), "'p50_s' must be positive seconds in a timed row"),
+    (lambda d: d["rows"][0].update(p50_s=0), "'p50_s' must be positive seconds in a timed row"),
+    (lambda d: d["rows"][0].update(p80_s=None), "'p80_s'"),
+    (lambda d: d["rows"][0].update(flops=None), "'flops' must be a number in a timed row"),
+    (lambda d: d.update(measured_spec=True), "'measured_spec' must be a spec id or path"),
+    (lambda d: d.update(extra=1), "'extra' must be an object"),
+    (lambda d: d["extra"].update(bench="x"), "extra.bench must be an object"),
+    (lambda d: d["extra"].update(end_to_end=[1]), "extra.end_to_end must be an object"),
+    (lambda d: d["extra"].update(end_to_end_full={"models": {"m": {"points": [{"measured_s": "x"}]}}}), "measured_s must be positive seconds"),
+])
+def test_a_results_file_with_a_null_zero_or_mistyped_field_is_one_line_for_every_reader(tmp_path, mutate, needle):
+    """Each was a TypeError, ZeroDivisionError or AttributeError in validate, report, baseline
+    update or calibrate --from-results; the loader now names the field."""
+    bad = _results(tmp_path, "bad.json", mutate)
+    for args in (["validate", bad], ["report", "--model", "gpt2", "--results", bad, "--out", str(tmp_path / "r.html")],
+                 ["baseline", "update", bad, "--dir", str(tmp_path / "bd")],
+                 ["calibrate", "--from-results", bad, "--measured", "h200-measured", "--out", str(tmp_path / "c.toml")]):
+        one_error(run(*args), needle)
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "c.toml").exists()
+
+
+def test_a_file_name_too_long_for_the_os_is_one_line(tmp_path):
+    long = "a" * 300
+    for args in (["model", "show", f"{long}.json"], ["analyze", "--model", f"{long}.json"], ["golden", "--path", long],
+                 ["report", "--model", "gpt2", "--out", f"{long}.html"], ["baseline", "update", os.path.join(RUN2, "results.json"), "--dir", long]):
+        one_error(run(*args), "File name too long", "300 characters" if args[0] == "golden" else "characters")
+
+
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
+    src = _results(tmp_path, "in.json", lambda d: None)
+    before = open(src).read()
+    one_error(run("validate", src, "--out", src), "--out", "is also the results file")
+    one_error(run("validate", src, "--markdown", src), "--markdown", "is also the results file")
+    other = _results(tmp_path, "b.json", lambda d: None)
+    one_error(run("regress", src, other, "--json", other), "is also the candidate")
+    one_error(run("regress", src, other, "--markdown", str(tmp_path / "x"), "--junit", str(tmp_path / "x")), "--junit", "is also --markdown")
+    one_error(run("report", "--model", "gpt2", "--results", src, "--out", src), "is also --results")
+    assert open(src).read() == before
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["rope", "--scale", "1e300", "--base", "1e10", "--rotary-dim", "4", "--trained-context", "1"], "--scale must be in"),
+    (["rope", "--model", "llama-3-8b", "--base", "1e31", "--target-context", "1024k"], "--base must be in"),
+    (["analyze", "--no-ops", "--efficiency", "1e-300"], "must be in [0.001, 1]"),
+    (["analyze", "--no-ops", "--launch-overhead-us", "1e300"], "--launch-overhead-us"),
+    (["analyze", "--no-ops", "--price-per-gpu-hour", "1e308"], "--price-per-gpu-hour"),
+    (["analyze", "--no-ops", "--kv-bits", "1e-300"], "--kv-bits must be in [1, 64]"),
+    (["moe", "--model", "mixtral-8x7b", "--batch", "1..100000"], "the table takes at most 1,000"),
+    (["disagg", "--model", "gpt2", "--prompt", "1k", "--gen", "128", "--rate", "1e300", "--ttft-target", "0.5", "--tpot-target", "0.05"], "--rate"),
+])
+def test_numbers_that_only_print_nonsense_are_refused(args, needle):
+    """They printed a 300-digit context, an inf RoPE base, a TTFT of 1.6e298 s, "KV 0 B", a
+    100,000-row table after a minute, or 300-digit GPU counts, with exit 0 (rope: a traceback)."""
+    one_error(run(*args), needle)
+
+
+def test_a_calibration_row_with_an_absurd_time_is_one_line(tmp_path):
+    """t_graph 1e-300 s made the GEMM fit's least squares fail to converge (LinAlgError) or print
+    TTFT nan; a calibration's gpu of NaN printed "calibrated on nan"."""
+    spec = open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200.toml")).read()
+    cal = json.load(open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200-calibration.json")))
+    (tmp_path / "m.toml").write_text(spec.replace('calibration = "h200-calibration.json"', 'calibration = "cal.json"').replace('id = "h200-measured"', 'id = "fz"'))
+    for mutate, needle in ((lambda d: next(r for r in d["rows"] if r["op"] == "gemm").update(t_graph=1e-300), "is not a kernel time"),
+                           (lambda d: d.update(gpu=float("nan")), "gpu: must be a string")):
+        doc = json.loads(json.dumps(cal))
+        mutate(doc)
+        (tmp_path / "cal.json").write_text(json.dumps(doc))
+        one_error(run("analyze", "--no-ops", "--hw", str(tmp_path / "m.toml")), needle)
+
+
+def test_more_dense_layers_than_layers_is_one_line(tmp_path):
+    doc = json.load(open(os.path.join(presets_dir(), "deepseek-v3.json")))
+    doc.pop("_rooflinecli", None)
+    doc["first_k_dense_replace"] = 100
+    (tmp_path / "c.json").write_text(json.dumps(doc))
+    one_error(run("model", "show", str(tmp_path / "c.json")), "first_k_dense_replace", "more than the 61 layers")
+
+
+def test_a_gpu_name_too_long_to_name_a_baseline_leaves_no_folder(tmp_path):
+    bad = _results(tmp_path, "g.json", lambda d: d["environment"].update(gpu_name="a" * 400))
+    one_error(run("baseline", "update", bad, "--dir", str(tmp_path / "bd")), "environment.gpu_name is 400 characters")
+    assert not (tmp_path / "bd").exists()

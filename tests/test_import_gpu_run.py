@@ -5,6 +5,7 @@ line, exit 2, nothing written."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -98,3 +99,77 @@ def test_bad_runs_are_one_line_and_write_nothing(tool, suite, tmp_path, capsys, 
     assert err.startswith("error: ") and message in err and "\n" not in err
     assert sorted(p.name for p in (root / "reports").iterdir()) == []  # no report, no scratch left
     assert not (root / "hardware_specs").exists() and not (root / "kernels").exists()
+
+
+def _refused(tool, capsys, root, argv, message):
+    """``argv`` is refused: exit 2, one ``error:`` line holding ``message``, nothing written."""
+    assert tool.main([*argv, "--root", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err, err
+    assert sorted(p.name for p in (root / "reports").iterdir()) == []  # no report, no scratch left
+    assert not (root / "hardware_specs").exists() and not (root / "kernels").exists()
+
+
+@pytest.mark.parametrize("contents, message", [
+    ("NaN", "validation-e2e.json: not valid JSON: NaN is not a JSON number"),
+    ("1", "validation-e2e.json: not a suite output (validation-e2e.json) (a JSON int, not an object)"),
+    ('"x"', "validation-e2e.json: not a suite output (validation-e2e.json) (a JSON str, not an object)"),
+    ('{"end_to_end_full_summary": []}', "end_to_end_full_summary must be an object"),
+    ('{"end_to_end_full_summary": {"achievable": {"all": {"n": 3, "median_abs_error": "x"}}}}',
+     "end_to_end_full_summary.achievable.all.median_abs_error must be a number"),
+])
+def test_a_malformed_validation_e2e_json_is_refused_before_the_copy(tool, suite, tmp_path, capsys, contents, message):
+    # it used to crash in readme_table_rows (AttributeError) after reports/NAME/ was renamed in
+    (suite / "validation-e2e.json").write_text(contents + "\n")
+    _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad"], message)
+
+
+@pytest.mark.parametrize("name", ["validation.json", "gate-regress.json", "measured_spec.calibration.json", "tuned/x.json"])
+def test_other_suite_json_outputs_must_be_json_objects(tool, suite, tmp_path, capsys, name):
+    (suite / name).write_text("[1, 2]\n")
+    _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad"], f"{name}: not a ")
+
+
+@pytest.mark.parametrize("where", ["summary.txt", "logs/outside", "logs/outside-dir", "fifo"])
+def test_a_symlink_or_fifo_in_a_suite_folder_is_refused(tool, suite, tmp_path, capsys, where):
+    # a link was followed and the file outside the run copied into reports/ (the .tgz refused it)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not part of the run\n")
+    if where == "fifo":
+        os.mkfifo(suite / where)
+        message = f"{suite / where}: not a plain file or folder"
+    else:
+        if (suite / where).exists():
+            (suite / where).unlink()
+        (suite / where).symlink_to(tmp_path if where.endswith("-dir") else outside)
+        message = f"{suite / where}: a symbolic link in the suite folder; refusing it"
+    _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad"], message)
+
+
+@pytest.mark.parametrize("contents", [b"x\n", b""])
+def test_a_tgz_that_is_not_a_tar_file_is_one_line(tool, tmp_path, capsys, contents):
+    # tarfile's ReadError text lists each compression tried, one line each
+    tgz = tmp_path / "n.tgz"
+    tgz.write_bytes(contents)
+    _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad"], f"{tgz}: not a readable .tgz (not a gzip/tar file)")
+
+
+def test_a_truncated_tgz_is_one_line(tool, suite, tmp_path, capsys):
+    full = tmp_path / "full.tgz"
+    with tarfile.open(full, "w:gz") as tar:
+        tar.add(suite, arcname="suite")
+    tgz = tmp_path / "cut.tgz"
+    tgz.write_bytes(full.read_bytes()[:100_000])
+    _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad"], f"{tgz}: not a readable .tgz (")
+
+
+def test_ship_with_an_unparsable_measured_spec_names_the_toml_error(tool, suite, tmp_path, capsys):
+    # it used to say "its [measured_with] calibration key is not the suite's"
+    (suite / "measured_spec.toml").write_text("x = [\n")
+    _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad", "--ship"],
+             f"{suite / 'measured_spec.toml'}: not valid TOML: ")
+
+
+def test_a_non_utf8_environment_txt_is_one_line(tool, suite, tmp_path, capsys):
+    (suite / "environment.txt").write_bytes(b"\xff\xfe commit")
+    _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad"], "environment.txt: cannot read suite text file: not UTF-8")

@@ -127,6 +127,18 @@ def _number(value, where: str, *, positive: bool) -> float:
     return float(value)
 
 
+#: a timed row's seconds: no GPU kernel takes under 10 ns (a launch costs about 1 us), and a row
+#: over 10,000 s is not one launch (1e-300 s made the GEMM fit's least squares fail to converge)
+MIN_ROW_S, MAX_ROW_S = 1e-8, 1e4
+
+
+def _seconds(value, where: str) -> float:
+    t = _number(value, where, positive=True)
+    if not MIN_ROW_S <= t <= MAX_ROW_S:
+        raise RooflineError(f"{where}: {t:g} s is not a kernel time (expected {MIN_ROW_S:g} to {MAX_ROW_S:g} s)")
+    return t
+
+
 def _row(raw, where: str) -> Row | str:
     """A validated Row, or the op name when the op is unknown (the caller notes it)."""
     if not isinstance(raw, dict):
@@ -153,16 +165,16 @@ def _row(raw, where: str) -> Row | str:
         series = raw.get("t_series")
         if not isinstance(series, list) or not series:
             raise RooflineError(f"{where}: t_series: missing or empty")
-        return Row(op, shape, flops, byts, min(_number(t, f"{where}: t_series[{i}]", positive=True) for i, t in enumerate(series)),
+        return Row(op, shape, flops, byts, min(_seconds(t, f"{where}: t_series[{i}]") for i, t in enumerate(series)),
                    None, str(raw.get("name", "")), str(raw.get("backend", "")))
     if "t_graph" not in raw:
         raise RooflineError(f"{where}: t_graph: missing")
-    t_graph = _number(raw["t_graph"], f"{where}: t_graph", positive=True)
+    t_graph = _seconds(raw["t_graph"], f"{where}: t_graph")
     t_eager, t_blocked = raw.get("t_eager"), raw.get("t_blocked")
     if t_eager is not None:
-        t_eager = _number(t_eager, f"{where}: t_eager", positive=True)
+        t_eager = _seconds(t_eager, f"{where}: t_eager")
     if t_blocked is not None:
-        t_blocked = _number(t_blocked, f"{where}: t_blocked", positive=True)
+        t_blocked = _seconds(t_blocked, f"{where}: t_blocked")
     return Row(op, dict(shape), flops, byts, t_graph, t_eager, str(raw.get("name", "")), str(raw.get("backend", "")), t_blocked)
 
 
@@ -205,6 +217,9 @@ def parse_calibration(doc, path: str) -> Calibration:
             raise RooflineError(f"{path}: rows: fewer than {least} {what} rows (the achievable model needs them)")
     env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {k: doc[k] for k in ("torch",) if k in doc}
     notes = tuple(f"ignored {n} row(s) of unknown op '{op}'" for op, n in sorted(unknown.items()))
+    for k in ("gpu", "created_utc", "method"):
+        if doc.get(k) is not None and not isinstance(doc[k], str):
+            raise RooflineError(f"{path}: {k}: must be a string, got {json.dumps(doc[k])[:40]}")
     return Calibration(
         path=path,
         gpu=str(doc.get("gpu") or ""),

@@ -26,6 +26,9 @@ DEFAULT_PREFILL_CHUNK_TOKENS = 8192
 #: applied after attention); "naive" up-projects every cached latent to per-head K and V each step.
 MLA_DECODE_FORMS: tuple[str, ...] = ("absorbed", "naive")
 
+#: the smallest --efficiency taken: 1,000x the roofline time (1e-300 printed a TTFT of 1.6e298 s)
+MIN_EFFICIENCY = 1e-3
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -124,8 +127,8 @@ def validate_workload(wl: Workload) -> Workload:
     for kind, value in wl.efficiency.items():
         if kind not in OP_KINDS:
             raise RooflineError(f"--efficiency: unknown op kind '{kind}'; known: {', '.join(OP_KINDS)}")
-        if not 0.0 < value <= 1.0:
-            raise RooflineError(f"--efficiency {kind}={value}: must be in (0, 1]")
+        if not MIN_EFFICIENCY <= value <= 1.0:
+            raise RooflineError(f"--efficiency {kind}={value}: must be in [{MIN_EFFICIENCY:g}, 1]")
     if not wl.launch_overhead_s >= 0.0:
         raise RooflineError(f"--launch-overhead-us must be >= 0, got {wl.launch_overhead_s * 1e6:g}")
     if not wl.expert_skew >= 1.0:
@@ -153,8 +156,8 @@ def parse_efficiency(text: str | None) -> dict[str, float]:
             value = float(item)
         except ValueError:
             raise RooflineError(f"--efficiency: '{item}' is not a number (use 0.8 or gemm=0.8,attention=0.7)") from None
-        if not 0.0 < value <= 1.0:
-            raise RooflineError(f"--efficiency: {item} must be in (0, 1]")
+        if not MIN_EFFICIENCY <= value <= 1.0:
+            raise RooflineError(f"--efficiency: {item} must be in [{MIN_EFFICIENCY:g}, 1]")
         return value
 
     if "=" not in text:

@@ -119,7 +119,10 @@ def write_spec_file(path: str | Path, doc: Mapping[str, Any], comment: str = "")
     path = Path(path)
     text = toml_dumps(doc, comment)
     resolve_output(path, make_parents=True)  # refuses devices, FIFOs, folders; makes hardware_specs/measured/
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".check.toml", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".check.toml", dir=path.parent)
+    except OSError as e:
+        raise RooflineError(f"{path}: cannot write there: {e.strerror or type(e).__name__}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

@@ -75,7 +75,9 @@ def _root(
 
 
 def one_line_errors(fn):
-    """Wrap a command callback: RooflineError -> ``error: <message>`` on stderr, exit 2."""
+    """Wrap a command callback: RooflineError -> ``error: <message>`` on stderr, exit 2; an OSError
+    on a named path (a file name too long, a symlink loop, no permission) -> ``error: <path>:
+    <reason>``, exit 2."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -89,6 +91,13 @@ def one_line_errors(fn):
             raise typer.Exit(2) from None
         except BrokenPipeError:
             raise typer.Exit(0) from None
+        except OSError as e:  # a path the user gave that the OS refuses (too long, a loop, no access)
+            if e.filename is None:
+                raise
+            name = str(e.filename)
+            name = name if len(name) <= 80 else name[:60] + f"... ({len(name):,} characters)"
+            typer.echo(f"error: {one_line(name)}: {e.strerror or type(e).__name__}", err=True)
+            raise typer.Exit(2) from None
 
     wrapper.__rooflinecli_wrapped__ = True
     return wrapper

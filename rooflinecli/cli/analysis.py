@@ -24,6 +24,9 @@ from rooflinecli.errors import RooflineError
 # Rendering helpers
 # ------------------------------------------------------------------------------------------------
 
+#: batches of the ``moe`` table at most (one row each)
+MOE_MAX_BATCHES = 1000
+
 
 def _echo_json(obj) -> None:
     from rooflinecli.fmt import json_dumps
@@ -354,6 +357,8 @@ def moe_cmd(
     M.check_skew(skew)
     _positive("--context", context)
     B = parse_grid(batch, "--batch")
+    if len(B) > MOE_MAX_BATCHES:  # one table row each: 100,000 took a minute and 700 MB
+        raise RooflineError(f"--batch: '{batch}' gives {len(B):,} batches; the table takes at most {MOE_MAX_BATCHES:,} (e.g. 1..1M:x2)")
     spec = get_spec(hw)
     mk = _mode_kwargs(spec, mode, engine)
     wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, ep, expert_skew=skew, **mk))

@@ -234,6 +234,9 @@ def calibrate(
             doc = _measure_ops(doc, ceilings, env, out, calibration_out, budget_s - (time.monotonic() - t0), device)
     assert out is not None
     if from_results is not None:
+        from rooflinecli.atomic import refuse_overwriting_inputs
+
+        refuse_overwriting_inputs({"--from-results": from_results}, {"--out": out, "--calibration-out": calibration_out})
         from rooflinecli.bench.environment import utc_now
         from rooflinecli.bench.fit import fit_report, points_from_rows
         from rooflinecli.results import load_results
@@ -359,11 +362,12 @@ def validate(
     """Predicted vs measured time per kernel and shape, error statistics and the kernel targets."""
     import json
 
-    from rooflinecli.atomic import write_json_atomic, write_text_atomic
+    from rooflinecli.atomic import refuse_overwriting_inputs, write_json_atomic, write_text_atomic
     from rooflinecli.bench.validate import summary_table, to_markdown
     from rooflinecli.bench.validate import validate as run_validate
     from rooflinecli.results import load_results
 
+    refuse_overwriting_inputs({"the results file": results}, {"--out": out, "--markdown": markdown})
     v = run_validate(load_results(results), hw, measured)
     data = v.to_json()
     if out is not None:

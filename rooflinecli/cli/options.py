@@ -47,6 +47,9 @@ MAX_OPTION_INT = 1 << 53
 PARAM_MAXIMA: dict[str, tuple[float, str]] = {
     "draft_tokens": (1024, "draft tokens per step"),
     "batch": (1 << 24, "sequences per batch"),
+    "launch_overhead_us": (1e6, "us per kernel launch"),
+    "price_per_gpu_hour": (1e6, "USD per GPU-hour"),
+    "rate": (1e9, "requests per second"),
 }
 
 

@@ -78,6 +78,9 @@ def regress(
     from rooflinecli.regress import GateParams, compare, parse_impls, parse_threshold, write_outputs
     from rooflinecli.results import load_results
 
+    from rooflinecli.atomic import refuse_overwriting_inputs
+
+    refuse_overwriting_inputs({"the baseline": baseline, "the candidate": candidate}, {"--markdown": markdown, "--junit": junit, "--json": json_out})
     params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
                         strict=strict, allow_missing=allow_missing)
     rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)

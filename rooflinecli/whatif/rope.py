@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass
 
 from rooflinecli import formulas
@@ -29,6 +31,12 @@ class RopeExtension:
         return {**asdict(self), "needed": self.needed}
 
 
+#: the largest --base and --scale taken (bases in use are 1e4-1e8, and a config's rope_theta is
+#: taken up to 1e30, ``hf_config``; a stretch of 1e6 turns 4k tokens into 4 billion)
+MAX_BASE = 1e30
+MAX_SCALE = 1e6
+
+
 def rotary_dim_of(cfg: ModelConfig) -> int:
     """Dimensions RoPE rotates per head: the decoupled RoPE key under MLA, else the head dim."""
     return cfg.mla.qk_rope_head_dim if cfg.mla is not None else cfg.head_dim
@@ -46,8 +54,8 @@ def rope_extension(
 
     A stretch of 1 or less needs no change (new_base = base).
     """
-    if not base > 0:
-        raise RooflineError(f"--base must be > 0, got {base}")
+    if not 0 < base <= MAX_BASE:
+        raise RooflineError(f"--base must be in (0, {MAX_BASE:g}], got {base}")
     if rotary_dim <= 2 or rotary_dim % 2:
         raise RooflineError(f"--rotary-dim must be an even number above 2, got {rotary_dim}")
     if trained_context is None or trained_context < 1:
@@ -59,10 +67,16 @@ def rope_extension(
             raise RooflineError(f"--target-context must be >= 1, got {target_context}")
         scale = target_context / trained_context
     else:
-        if not scale > 0:
-            raise RooflineError(f"--scale must be > 0, got {scale}")
+        if not 0 < scale <= MAX_SCALE:
+            raise RooflineError(f"--scale must be in (0, {MAX_SCALE:g}], got {scale}")
         target_context = int(round(trained_context * scale))
-    new_base = float(formulas.ntk_rope_base(base, scale, rotary_dim)) if scale > 1.0 else float(base)
+    try:
+        new_base = float(formulas.ntk_rope_base(base, scale, rotary_dim)) if scale > 1.0 else float(base)
+    except OverflowError:
+        new_base = math.inf
+    if not math.isfinite(new_base):
+        raise RooflineError(f"the NTK-aware base for base {base:g}, stretch {scale:g} and rotary dim {rotary_dim} overflows a float; "
+                            "a smaller --base or stretch")
     return RopeExtension(
         base=float(base),
         rotary_dim=int(rotary_dim),
