@@ -20,9 +20,10 @@ import torch
 
 #: kernels of ``experts`` on its grouped path, and of ``route`` (torch 2.11 on CUDA: argsort,
 #: zeros + scatter_add, cumsum + cast, index div + gather, grouped GEMM, silu, mul, grouped GEMM,
-#: weight gather + mul, empty + index_copy, sum; route: softmax, top-k, sum, div)
+#: weight gather + mul, empty + index_copy, sum; route: fp32 cast, softmax, top-k, int32 cast,
+#: sum, div)
 GROUPED_KERNELS = 15
-ROUTE_KERNELS = 4
+ROUTE_KERNELS = 6
 
 
 def route(router_logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:

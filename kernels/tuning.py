@@ -308,21 +308,26 @@ def graph_benchmarker(rep_ms: float = GRAPH_BENCH_REP_MS):
     return bench
 
 
-def forget_plans() -> None:
+def forget_plans() -> list:
     """Make the next call of every kernel read its autotuner's cache again. The launchers keep a
     plan per shape (``_PLANS``: descriptors, grid and the config the autotuner chose on the plan's
     first call, then launched directly) and the fast launch path keeps the config of its first call
     per launch key (``kernels.launch``); both would go on launching that first config after
-    ``roofline tune`` puts another one in the cache. Clears both (loaded kernel modules only)."""
+    ``roofline tune`` puts another one in the cache. Clears both (loaded kernel modules only), and
+    returns the plans dropped: a CUDA graph captured from them still launches on their buffers
+    (decode's partials and counter), which the caller keeps alive as long as it replays it."""
     import sys
 
     from kernels import launch
 
     launch.forget_entries()
+    dropped = []
     for mod in kernel_modules():
         plans = getattr(sys.modules.get(f"kernels.{mod}"), "_PLANS", None)
         if isinstance(plans, dict):
+            dropped.append(dict(plans))
             plans.clear()
+    return dropped
 
 
 def use_graph_benchmarks(autotuners: Mapping[str, Any], bench=None) -> None:

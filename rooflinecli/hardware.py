@@ -42,6 +42,7 @@ File layout (every number carries its unit in its key)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -344,6 +345,22 @@ def bound_spec(spec: HardwareSpec) -> HardwareSpec:
             bw = max(bw, v)
         elif what in peaks:
             peaks[what] = max(peaks[what], v)
+    if spec.base:  # a peak the spec derives from a measured peer (int8 from fp8) takes the peer's burst too
+        from rooflinecli.hardware_validate import peak_peer
+
+        try:
+            base_peaks = get_spec(spec.base).peak_dense_tflops
+        except RooflineError:
+            base_peaks = {}
+        measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
+        for dt in peaks:
+            peer = None if dt in measured else peak_peer(base_peaks, measured, dt)
+            try:
+                burst = float(spec.measured_with.get(f"burst peak_dense_tflops.{peer}", "nan")) if peer else math.nan
+            except (TypeError, ValueError):
+                continue
+            if burst > 0 and math.isfinite(burst):
+                peaks[dt] = max(peaks[dt], burst * base_peaks[dt] / base_peaks[peer])
     if bw == spec.memory_bandwidth_gb_per_s and peaks == dict(spec.peak_dense_tflops):
         return spec
     from dataclasses import replace

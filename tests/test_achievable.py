@@ -516,10 +516,11 @@ def test_decode_attention_grows_smoothly_past_the_largest_measured_batch(h200m):
             prev = t
 
 
-def test_a_cache_of_another_dtype_pays_for_the_cast_before_the_timed_write(h200m):
-    """The torch engine's calibrated KV write copies bf16 K and V; an fp8 cache first casts them
-    (two torch casts), so writing fp8 entries never comes out cheaper than bf16 ones by more than
-    the bytes saved (it was 44% cheaper for 25% fewer bytes: the copy model without the cast)."""
+def test_a_cache_of_another_dtype_is_written_by_the_calibrated_copy_on_its_bytes(h200m):
+    """The torch engine's KV write is ``kc[:, :, pos] = k``: one copy_ per K and V that casts bf16
+    to an fp8 cache within it. So an fp8 cache takes the calibrated bf16 write on its own bytes
+    (bf16 in, fp8 out), no separate cast. Before: the copy model without the calibration, 44%
+    cheaper than bf16 for 25% fewer bytes, then (one commit) two extra cast kernels per layer."""
     cfg = get_model("llama-3-8b")
 
     def rows(kv):
@@ -527,9 +528,10 @@ def test_a_cache_of_another_dtype_pays_for_the_cast_before_the_timed_write(h200m
         return {r["name"]: r for r in predict_step_breakdown(cfg, h200m, w, "decode", 64, 128, mode="achievable")}
 
     bf16, fp8 = rows("bf16"), rows("fp8")
-    assert "attn.kv_cast" not in bf16 and fp8["attn.kv_cast"]["kernels"] == 2
-    assert fp8["attn.kv_cast"]["time_s"] + fp8["attn.kv_write"]["time_s"] >= bf16["attn.kv_write"]["time_s"]
-    assert "cast values" in fp8["attn.kv_write"]["note"]
+    assert not any("cast" in n for n in (*bf16, *fp8))
+    assert fp8["attn.kv_write"]["kernels"] == bf16["attn.kv_write"]["kernels"] == 2
+    assert 0.75 * bf16["attn.kv_write"]["time_s"] <= fp8["attn.kv_write"]["time_s"] <= bf16["attn.kv_write"]["time_s"]
+    assert "cast to the cache's dtype within the copy" in fp8["attn.kv_write"]["note"]
 
 
 def test_torch_moe_rows_are_fitted_by_expert_shape_and_used_by_the_torch_engine(h200m):

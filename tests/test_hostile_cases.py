@@ -304,3 +304,18 @@ def test_a_gpu_name_too_long_to_name_a_baseline_leaves_no_folder(tmp_path):
     bad = _results(tmp_path, "g.json", lambda d: d["environment"].update(gpu_name="a" * 400))
     one_error(run("baseline", "update", bad, "--dir", str(tmp_path / "bd")), "environment.gpu_name is 400 characters")
     assert not (tmp_path / "bd").exists()
+
+
+def test_calibrate_refuses_to_write_over_its_results_before_measuring(tmp_path):
+    """--calibration-out naming the --from-results file, or a results file that sits where the
+    spec's default calibration file goes: refused up front (it was overwritten, then refused)."""
+    src = _results(tmp_path, "r.json", lambda d: None)
+    before = open(src).read()
+    t0 = time.perf_counter()
+    one_error(run("calibrate", "--device", "cpu", "--base", "h200", "--from-results", src, "--out", str(tmp_path / "y.toml"),
+                  "--calibration-out", src, "--budget-s", "3"), "--calibration-out", "is also --from-results")
+    assert time.perf_counter() - t0 < 3 and open(src).read() == before and not (tmp_path / "y.toml").exists()
+    beside = _results(tmp_path, "foo.calibration.json", lambda d: None)
+    one_error(run("calibrate", "--device", "cpu", "--base", "h200", "--from-results", beside, "--out", str(tmp_path / "foo.toml"),
+                  "--budget-s", "3"), "is also --from-results")
+    assert open(beside).read() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import types
+import weakref
 
 import pytest
 import torch
@@ -523,8 +524,12 @@ def test_tune_key_makes_the_launchers_read_each_config_anew(monkeypatch):
     key = (100, "torch.float32", "torch.float32")
     monkeypatch.setattr(gemm, "_PLANS", {})
 
+    class Plan:  # its buffers are what a captured graph launches on
+        def __init__(self, cfg):
+            self.cfg = cfg
+
     def launcher():  # as gemm's plan: the autotuner's choice on the plan's first call, kept
-        return gemm._PLANS.setdefault("toy", at.cache[key]).kwargs["BLOCK"]
+        return gemm._PLANS.setdefault("toy", Plan(at.cache[key])).cfg.kwargs["BLOCK"]
 
     checked: list[int] = []
     us = {32: 100.0, 64: 50.0}
@@ -533,7 +538,16 @@ def test_tune_key_makes_the_launchers_read_each_config_anew(monkeypatch):
         checked.append(launcher())
         return None
 
-    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, str(launcher()), us[launcher()] * launches / 1e3))
+    class PlanGraph(_Graph):  # replaying a graph whose plan was freed would launch on freed buffers
+        def __init__(self, *a):
+            super().__init__(*a)
+            self.plan = weakref.ref(gemm._PLANS["toy"])
+
+        def replay(self):
+            assert self.plan() is not None, "a graph replayed after its plan's buffers were freed"
+            super().replay()
+
+    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: PlanGraph(clock, str(launcher()), us[launcher()] * launches / 1e3))
     chosen, medians, _ = tune_key(at, key, [launcher], rounds=5, check=check)
     assert checked == [32, 64]
     assert sorted(round(v * 1e6, 6) for v in medians.values()) == [50.0, 100.0]

@@ -30,7 +30,7 @@ from .profiles import EngineProfile
 MOE_EXPERT_OPS = ("moe.expert_gate", "moe.expert_up", "moe.expert_down", "moe.expert_act")
 #: its kernels (``kernels.moe_torch``: GROUPED_KERNELS + ROUTE_KERNELS, restated here: the analysis
 #: core does not import the measuring code; tests/test_achievable.py checks they agree)
-MOE_TORCH_KERNELS = 19
+MOE_TORCH_KERNELS = 21
 COMM_NOTE = "at the link roofline: collective latency not calibrated (one GPU measured)"
 #: analysis linear ops fused into one GEMM by ``fuse_qkv`` / ``fuse_gate_up``
 FUSED_GEMMS = {"attn.qkv": ("attn.q", "attn.k", "attn.v"), "mlp.gate_up": ("mlp.gate", "mlp.up")}
@@ -275,11 +275,15 @@ class _Builder:
         m, cfg = self.cfg.moe, self.cfg
         nbytes = sum(np.asarray(o.bytes, dtype=float) for o in ops)
         flops = sum(np.asarray(o.flops, dtype=float) for o in ops) / self.gemm_speedup
-        key = (int(m.num_routed_experts), int(m.top_k), int(cfg.hidden_size), int(m.expert_intermediate_size))
+        # the expert shape's curve on one GPU; split over GPUs (--ep, --tp) a GPU's share is another
+        # shape: the mean curve of the measured ones, as for any unmeasured shape
+        key = ((int(m.num_routed_experts), int(m.top_k), int(cfg.hidden_size), int(m.expert_intermediate_size))
+               if self.wl.ep == 1 and self.wl.tp == 1 else None)
         t, t0 = self.m.linear["moe_grouped"].time_s([1.0, nbytes, flops], key)
+        # its calibrated call starts and ends on different kernels: it switched at each already
         self.add("moe.experts", "moe", ops[0].layers, MOE_TORCH_KERNELS, t, t0, names,
                  "routing, argsort, torch._grouped_mm (w13), silu*mul, torch._grouped_mm (w2), combine: calibrated",
-                 timed_as_a_whole=True, host=("moe_grouped", 1))
+                 timed_as_a_whole=True, host=("moe_grouped", 1), switches=0)
 
     def build(self) -> list[StepRow]:
         cfg, p = self.cfg, self.p
@@ -393,14 +397,11 @@ class _Builder:
                 t, f = self.copy_like(10.0 * (q + k), self.p.rope_kernels)
                 self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE as separate torch ops (fused away in the roofline)")
             if self.phase == "decode" and "kv_write" in lin:  # e2e_full's write_kv, timed as run
-                note = "K and V of the new token written into the cache, timed as run"
-                src = k
-                if self.wl.kv_bytes_per_element != b:  # a cache of another dtype: K and V cast first (one torch cast each)
-                    t, f = self.copy_like(2.0 * (k + kv), 2)
-                    self.add("attn.kv_cast", "elementwise", L, 2, t, f, (), "K and V cast to the cache's dtype before the write (torch casts)",
-                             host=("copy", 2))
-                    src, note = kv, note + " (cast values)"
-                t, f = lin["kv_write"].time_s([1.0, 2.0 * (src + kv)], heads)
+                # a cache of another dtype (fp8, int4) casts inside the same copy_ (one kernel each
+                # for K and V): the calibrated bf16 write on its bytes, bf16 in and the cache's out
+                t, f = lin["kv_write"].time_s([1.0, 2.0 * (k + kv)], heads)
+                note = "K and V of the new token written into the cache, timed as run" + (
+                    "; cast to the cache's dtype within the copy" if self.wl.kv_bytes_per_element != b else "")
                 self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), note,
                          timed_as_a_whole=True, host=("kv_write", 1), switches=1)
             else:  # prefill (a [S, KVH, D] block, transposed), or older calibrations: the copy model

@@ -97,11 +97,12 @@ def tune_key(
     failed: dict[str, str] = {}
     by_id: dict[str, Any] = {}
     launches = None
+    held: list = []  # the plans each graph launches on (their buffers), alive until the graphs go
     for cfg in list(configs if configs is not None else at.configs):
         cid = json.dumps(config_json(cfg), sort_keys=True)
         by_id[cid] = cfg
         at.cache[key] = cfg
-        forget_plans()  # else the launchers' plans and the fast path keep launching the first config
+        held += forget_plans()  # else the launchers' plans and the fast path keep launching the first config
         try:
             wrong = check() if check is not None else None
             if wrong is not None:
@@ -126,6 +127,7 @@ def tune_key(
     chosen = pick_config(medians, {k: json.loads(k) for k in medians}, NEAR_TIE)
     at.cache[key] = by_id[chosen]
     forget_plans()  # the later cases launch the chosen config
+    del held  # the graphs that launched on these plans' buffers are gone
     return by_id[chosen], medians, failed
 
 

@@ -207,10 +207,16 @@ def calibrate(
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
 ) -> None:
     """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
+    from rooflinecli.atomic import refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec
     from rooflinecli.hardware_validate import parse_spec
 
+    def refuse(spec_out: Path | None) -> None:  # before anything is measured or written
+        cal_out = calibration_out or (spec_out.with_name(f"{spec_out.stem}.calibration.json") if spec_out is not None and ops else None)
+        refuse_overwriting_inputs({"--from-results": from_results}, {"--out": spec_out, "--calibration-out": cal_out})
+
+    refuse(out)
     doc = None
     if from_results is not None:
         if measured is not None:
@@ -229,14 +235,13 @@ def calibrate(
         t0 = time.monotonic()
         doc, ceilings, env = _measure_doc(base, spec_id, device, sustained_s)
         out = out or default_out_path(doc["base"])
+        refuse(out)
         _show_ceilings(doc)
         if ops:
             doc = _measure_ops(doc, ceilings, env, out, calibration_out, budget_s - (time.monotonic() - t0), device)
     assert out is not None
     if from_results is not None:
-        from rooflinecli.atomic import refuse_overwriting_inputs
-
-        refuse_overwriting_inputs({"--from-results": from_results}, {"--out": out, "--calibration-out": calibration_out})
+        refuse_overwriting_inputs({"--from-results": from_results}, {"--out": out})
         from rooflinecli.bench.environment import utc_now
         from rooflinecli.bench.fit import fit_report, points_from_rows
         from rooflinecli.results import load_results
