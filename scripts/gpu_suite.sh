@@ -27,7 +27,7 @@
 # Exit 0 when every stage passed, 1 when any failed, timed out or was skipped, 2 without a GPU.
 # Writes under OUT_DIR: measured_spec.toml + measured_spec.calibration.json, results.json,
 # e2e.json, tuned/<gpu>-triton<version>.json, gate-run{1,2}.json + gate-regress.{json,md},
-# validation.{json,md}, validation-e2e.{json,md}, moe_align_time.json, environment.txt, summary.txt,
+# validation.{json,md}, validation-e2e.{json,md}, moe_align_time.json, tune-report.json, environment.txt, summary.txt,
 # stages.tsv, logs/.
 set -u
 
@@ -151,7 +151,7 @@ if [ "$DRY" = 1 ]; then
     printf 'tune\tskipped(cpu)\t0\n' >>"$STAGES"
 else
     T_TUNE=${T_TUNE:-75}
-    run_stage tune "$T_TUNE" $R tune --suite quick --time-budget-s $((T_TUNE - 25)) --out "$OUT_DIR/tuned" --quiet
+    run_stage tune "$T_TUNE" $R tune --suite quick --time-budget-s $((T_TUNE - 25)) --out "$OUT_DIR/tuned" --report "$OUT_DIR/tune-report.json" --quiet
 fi
 
 # 4. the gate on an unchanged commit: one subset benched twice, regress between the runs

@@ -575,3 +575,17 @@ def test_forget_plans_clears_plans_and_fast_path_entries_but_not_a_disabled_kern
 
 
 _CONFIGS_AT = triton.autotune(configs=list(_CONFIGS), key=["n"])(_scale_kernel)
+
+
+def test_the_suite_summary_shows_how_far_apart_the_tuned_candidates_were(tmp_path):
+    """``roofline tune --report`` keeps every candidate's median; the summary prints the spread per
+    key, which would sit at 1.00x if every candidate had run one config."""
+    from rooflinecli.bench.suite_summary import tuned_lines
+
+    (tmp_path / "tuned").mkdir()
+    (tmp_path / "tuned" / "nvidia-h200-triton3.6.0.json").write_text(json.dumps({"autotuners": {"gemm._persistent_16bit": [{}]}}))
+    (tmp_path / "tune-report.json").write_text(json.dumps({"tuned": [
+        {"autotuner": "gemm._persistent_16bit", "candidates_us": {"a": 177.9, "b": 194.4, "c": 201.0}},
+        {"autotuner": "decode_attention._decode_attention_autotuned", "candidates_us": {"a": 257.2, "b": 262.0}}]}))
+    line = tuned_lines(tmp_path)[-1]
+    assert "1.02x (decode_attention._decode_attention_autotuned) to 1.13x (gemm._persistent_16bit), 2 keys" in line

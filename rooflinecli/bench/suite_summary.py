@@ -92,6 +92,15 @@ def tuned_lines(out: Path) -> list[str]:
         d = _load(f)
         n = sum(len(v) for v in d.get("autotuners", {}).values()) if isinstance(d, dict) and isinstance(d.get("autotuners"), dict) else "?"
         lines.append(f"  tune: {f.name} ({n} keys)")
+    rep = _load(out / "tune-report.json")
+    spreads = []
+    for t in rep.get("tuned", []) if isinstance(rep, dict) and isinstance(rep.get("tuned"), list) else []:
+        c = [v for v in (t.get("candidates_us") or {}).values() if isinstance(v, (int, float)) and v > 0] if isinstance(t, dict) else []
+        if len(c) > 1:
+            spreads.append((max(c) / min(c), str(t.get("autotuner")), len(c)))
+    if spreads:  # all near 1.00x would say every candidate ran one config (the bug fixed in 226966a)
+        lo, hi = min(spreads), max(spreads)
+        lines.append(f"  tune: slowest / fastest candidate per key {lo[0]:.2f}x ({lo[1]}) to {hi[0]:.2f}x ({hi[1]}), {len(spreads)} keys")
     return lines
 
 

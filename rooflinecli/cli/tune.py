@@ -20,6 +20,7 @@ def tune(
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved rounds per config (>= 5): each round replays every config's graph once.")] = 7,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or table.")] = False,
+    report_out: Annotated[Path | None, typer.Option("--report", help="Also write every key's candidates (median us per config, failures) and the skipped cases as JSON here.")] = None,
 ) -> None:
     """Time every config of every autotuner the bench cases hit (CUDA graphs, interleaved
     repeats) and write the fastest (near-ties within 2% to the simpler config)."""
@@ -37,6 +38,12 @@ def tune(
             typer.echo(f"[{i + 1}/{n}] {op} {case_id}", err=True)
 
     report = run_tune(parse_kernels(kernel), suite.value, out=out, time_budget_s=time_budget_s, rounds=rounds, seed=seed, on_case=on_case)
+    if report_out is not None:
+        from dataclasses import asdict
+
+        from rooflinecli.atomic import write_json_atomic
+
+        write_json_atomic(report_out, {"schema": "rooflinecli.tune_report/1", **asdict(report)})
     if not quiet:
         for t in report.tuned:
             cfg = t["config"]
