@@ -143,7 +143,7 @@ MEASURED=()
 run_stage e2e_llama8b "${T_E2E_8B:-90}" $R e2e --full --model llama-3-8b --results "$E2E" --budget-s 25 "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_qwen7b "${T_E2E_QWEN:-35}" $R e2e --full --model qwen2.5-7b --results "$E2E" --budget-s 12 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_llama70b "${T_E2E_70B:-40}" $R e2e --full --model llama-3-70b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
-# (an MoE model: routing + torch._grouped_mm experts, 61 GB of weights; validates the moe_grouped fit)
+# (an MoE model: routing + torch._grouped_mm experts, 61 GB of weights, 46-47 of 48 layers built; validates the moe_grouped fit)
 run_stage e2e_qwen3moe "${T_E2E_MOE:-40}" $R e2e --full --model qwen3-30b-a3b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 
 # 3. tuned configs for the quick suite's keys (bench then runs them without re-tuning)
