@@ -384,6 +384,25 @@ def _efficiency(c: _Checker, raw: Mapping[str, Any]) -> dict[str, dict[str, floa
     return out
 
 
+#: [measured_with] entries read as numbers (``bound_spec``, the achievable roof, the fp8 speed-up):
+#: "<kind> peak_dense_tflops.<dtype>" and "<kind> memory.bandwidth_gb_per_s"
+MEASURED_NUMBER_KINDS = ("burst", "sustained", "read")
+
+
 def _measured_with(c: _Checker, raw: Mapping[str, Any]) -> dict[str, str]:
+    """Strings; the entries other code reads as ceilings must be numbers in the spec's own ranges
+    (a burst bandwidth of 1e300 GB/s turned off validate's faster-than-roof check)."""
     table = c.table(raw, "measured_with") or {}
-    return {k: c.string(v, f"measured_with.{k}") for k, v in table.items()}
+    out = {k: c.string(v, f"measured_with.{k}") for k, v in table.items()}
+    for k, v in out.items():
+        kind, _, figure = k.partition(" ")
+        if kind not in MEASURED_NUMBER_KINDS or not (figure.startswith(f"{PEAK_TABLE}.") or figure == "memory.bandwidth_gb_per_s"):
+            continue
+        lo, hi, unit = (PEAK_LO_TFLOPS, PEAK_HI_TFLOPS, "TFLOP/s") if figure.startswith(PEAK_TABLE) else (1e-3, 100_000.0, "GB/s")
+        try:
+            x = float(v)
+        except ValueError:
+            x = math.nan
+        if not lo <= x <= hi:
+            raise c.fail(f"measured_with.{k}", f"must be a number of {unit} in [{lo:g}, {hi:g}], got {v!r}")
+    return out

@@ -169,6 +169,10 @@ def _check_row(path: Path, i: int, r: dict) -> None:
 _EXTRA_SECTIONS = {"bench": None, "baseline": None, "end_to_end": "phases", "end_to_end_full": "models"}
 
 
+#: the largest batch or context a whole-model point may record
+MAX_E2E_INT = 1 << 24
+
+
 def _check_extra(path: Path, extra: Any) -> None:
     """``extra`` is an object; the sections readers walk have the types they expect (a results file
     of another tool, or edited by hand, is one line, not an AttributeError deep in a reader)."""
@@ -193,9 +197,16 @@ def _check_extra(path: Path, extra: Any) -> None:
                 if not isinstance(pts, list) or not all(isinstance(p, dict) for p in pts):
                     raise RooflineError(f"{path}: extra.end_to_end_full.models.{mname}.points must be a list of objects")
                 for j, p in enumerate(pts):
+                    where = f"{path}: extra.end_to_end_full.models.{mname}.points[{j}]"
                     v = p.get("measured_s")
                     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
-                        raise RooflineError(f"{path}: extra.end_to_end_full.models.{mname}.points[{j}].measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+                        raise RooflineError(f"{where}.measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+                    if p.get("phase") not in ("decode", "prefill") or not isinstance(p.get("engine", "torch"), str):
+                        raise RooflineError(f"{where}: phase must be 'decode' or 'prefill' and engine a string")
+                    for k in ("batch", "context"):
+                        n = p.get(k)
+                        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_E2E_INT:
+                            raise RooflineError(f"{where}.{k} must be an integer in [1, {MAX_E2E_INT:,}], got {json.dumps(n)[:40]}")
         if inner == "phases":
             for j, p in enumerate(items or []):
                 v = p.get("measured_s")

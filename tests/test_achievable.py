@@ -82,7 +82,7 @@ def test_unknown_ops_are_noted_not_fatal():
         (lambda d: d["rows"][3].__setitem__("t_graph", float("nan")), "rows[3] (gemm): t_graph: must be a positive finite number, got nan"),
         (lambda d: d["rows"][3].__setitem__("t_graph", -1e-6), "rows[3] (gemm): t_graph: must be a positive finite number"),
         (lambda d: d["rows"][5].pop("t_graph"), "rows[5] (gemm): t_graph: missing"),
-        (lambda d: d["rows"][5].__setitem__("bytes", -4), "rows[5] (gemm): bytes: must be a finite number >= 0, got -4"),
+        (lambda d: d["rows"][5].__setitem__("bytes", -4), "rows[5] (gemm): bytes: must be a positive finite number, got -4"),
         (lambda d: d["rows"][5]["shape"].pop("K"), "rows[5] (gemm): shape.K: missing"),
         (lambda d: d["rows"].__setitem__(slice(None), []), "rows: missing or empty"),
         (lambda d: d.__setitem__("schema", "other/9"), "schema: unknown 'other/9'"),

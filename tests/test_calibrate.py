@@ -117,8 +117,11 @@ def test_calibrate_cli_measures_on_cpu_and_writes_a_loadable_spec(tmp_path):
 def test_calibrate_cli_errors_are_one_line(tmp_path):
     r = runner.invoke(app, ["calibrate", "--device", "cpu", "--out", str(tmp_path / "x.toml")])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "pass --base" in r.output
-    r = runner.invoke(app, ["calibrate", "--from-results", str(tmp_path / "r.json"), "--measured", "h200"])
+    run2 = Path(__file__).resolve().parent.parent / "reports" / "h200-2026-11-30-run2" / "results.json"
+    r = runner.invoke(app, ["calibrate", "--from-results", str(run2), "--measured", "h200"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "is a datasheet spec" in r.output
+    r = runner.invoke(app, ["calibrate", "--from-results", str(tmp_path / "r.json"), "--measured", "h200"])  # read first
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no such results file" in r.output
 
 
 # ---- burst and sustained ceilings, the op grid and its calibration file -------------------------

@@ -319,3 +319,117 @@ def test_calibrate_refuses_to_write_over_its_results_before_measuring(tmp_path):
     one_error(run("calibrate", "--device", "cpu", "--base", "h200", "--from-results", beside, "--out", str(tmp_path / "foo.toml"),
                   "--budget-s", "3"), "is also --from-results")
     assert open(beside).read() == before
+
+
+# ---- found by the second fuzz of 2026-12-01 ------------------------------------------------------
+
+
+def test_achievable_mode_ignores_the_roofline_knobs_in_its_roof_too():
+    """``--efficiency 0.5`` and ``--launch-overhead-us`` were said to be ignored in achievable
+    mode but slowed its roof: TTFT 27.6 ms "(roof 36.9 ms, x0.75)", beyond roof negative."""
+    base = json.loads(run("analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--json").stdout)
+    for knob in (["--efficiency", "0.5"], ["--launch-overhead-us", "50"], ["--efficiency", "moe=0.5"]):
+        r = run("analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--json", *knob)
+        d = json.loads(r.stdout)
+        assert d["roof_ttft_s"] == base["roof_ttft_s"] and d["roof_tpot_s"] == base["roof_tpot_s"]
+        assert d["roof_ttft_s"] <= d["ttft_s"] and d["roof_tpot_s"] <= d["tpot_s"]
+    roof_mode = json.loads(run("analyze", "--model", "llama-3-8b", "--hw", "h200", "--efficiency", "0.5", "--json").stdout)
+    plain = json.loads(run("analyze", "--model", "llama-3-8b", "--hw", "h200", "--json").stdout)
+    assert roof_mode["ttft_s"] == pytest.approx(2 * plain["ttft_s"], rel=1e-6)  # roof mode still applies it
+
+
+def test_calibrate_reads_its_results_and_outputs_before_measuring(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "x"}')
+    for args, needle in ((["--from-results", str(bad), "--out", str(tmp_path / "x.toml")], "results schema 'x'"),
+                         (["--out", str(tmp_path)], "is a folder"), (["--out", "."], "is a folder")):
+        one_error(run("calibrate", "--device", "cpu", "--base", "h200", "--budget-s", "3", *args), needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]
+
+
+def test_a_spec_written_from_a_measured_spec_elsewhere_still_finds_its_calibration(tmp_path):
+    """--measured h200-measured --out elsewhere.toml copied the relative calibration key, so the
+    new spec pointed at a file that is not there; --out naming that calibration file overwrote it."""
+    from rooflinecli.achievable import calibration_for
+    from rooflinecli.hardware import get_spec, load_spec_file
+
+    out = tmp_path / "sub" / "o.toml"
+    out.parent.mkdir()
+    r = run("calibrate", "--device", "cpu", "--from-results", os.path.join(RUN2, "results.json"), "--measured", "h200-measured", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert len(calibration_for(load_spec_file(out)).rows) == len(calibration_for(get_spec("h200-measured")).rows)
+    cal = os.path.join(os.path.dirname(get_spec("h200-measured").path), "h200-calibration.json")
+    before = open(cal).read()
+    one_error(run("calibrate", "--device", "cpu", "--from-results", os.path.join(RUN2, "results.json"), "--measured", "h200-measured",
+                  "--out", cal), "is also the measured spec's calibration file")
+    assert open(cal).read() == before
+
+
+def _e2e_file(tmp_path, mutate) -> str:
+    doc = json.load(open(os.path.join(RUN2, "e2e.json")))
+    entry = next(iter(doc["extra"]["end_to_end_full"]["models"].values()))
+    mutate(entry)
+    p = tmp_path / "e.json"
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda e: e["points"][0].update(batch="abc"), ".batch must be an integer"),
+    (lambda e: e["points"][0].pop("batch"), ".batch must be an integer"),
+    (lambda e: e["points"][0].update(context=None), ".context must be an integer"),
+    (lambda e: e["points"][0].pop("phase"), "phase must be 'decode' or 'prefill'"),
+    (lambda e: e["points"][0].update(engine=3), "engine a string"),
+    (lambda e: e["points"][0].update(batch=-4), ".batch must be an integer"),
+])
+def test_a_malformed_whole_model_point_is_one_line_for_validate_and_report(tmp_path, mutate, needle):
+    bad = _e2e_file(tmp_path, mutate)
+    one_error(run("validate", bad), needle)
+    one_error(run("report", "--model", "llama-3-8b", "--hw", "h200", "--results", bad, "--out", str(tmp_path / "x.html")), needle)
+
+
+def test_a_recorded_config_out_of_range_is_not_predicted(tmp_path):
+    """num_layers -2, a 1e30 expert width or top_k past the experts predicted up to 6.5e20 s."""
+    for mutate in (lambda e: e["config"].update(num_layers=-2), lambda e: e["config"].update(hidden_size=10**30),
+                   lambda e: e["config"].update(num_kv_heads=7)):
+        r = run("validate", _e2e_file(tmp_path, mutate), "--json")
+        d = json.loads(r.stdout)
+        assert not any(q["model"] == "llama-3-8b" for q in d["end_to_end_full"]) and d["end_to_end_full"]  # the others still are
+        assert any("llama-3-8b: cannot rebuild its config" in n for n in d["notes"]), d["notes"]
+
+
+def test_bad_ceiling_entries_in_measured_with_are_refused(tmp_path):
+    spec = open(os.path.join(os.path.dirname(__file__), "..", "hardware_specs", "measured", "h200.toml")).read()
+    cal = os.path.join(os.path.dirname(__file__), "..", "hardware_specs", "measured", "h200-calibration.json")
+    spec = spec.replace('calibration = "h200-calibration.json"', f'calibration = "{os.path.abspath(cal)}"')
+    for old, new in (('"burst memory.bandwidth_gb_per_s" = "4201.0"', '"burst memory.bandwidth_gb_per_s" = "1e300"'),
+                     ('"burst peak_dense_tflops.bf16" = "781.9"', '"burst peak_dense_tflops.bf16" = "fast"'),
+                     ('"burst peak_dense_tflops.bf16" = "781.9"', '"burst peak_dense_tflops.bf16" = "-781.9"')):
+        (tmp_path / "m.toml").write_text(spec.replace(old, new))
+        one_error(run("hw", "show", str(tmp_path / "m.toml")), "measured_with.burst")
+
+
+def test_whole_model_runs_of_two_machines_do_not_share_a_file(tmp_path):
+    """A CPU dry run merged into a GPU run's e2e.json relabelled its H200 points as CPU runs."""
+    import shutil
+
+    g = tmp_path / "g.json"
+    shutil.copy(os.path.join(RUN2, "e2e.json"), g)
+    before = g.read_text()
+    one_error(run("e2e", "--full", "--device", "cpu", "--tiny", "-m", "mixtral-8x7b", "-r", str(g)), "holds whole-model runs on 'NVIDIA H200'")
+    assert g.read_text() == before
+
+
+def test_a_shared_expert_gate_split_over_gpus_warns_nothing(tmp_path):
+    """Qwen2-MoE's d -> 1 shared-expert gate at TP 2 came out N = 0.5 and numpy warned log(0)."""
+    doc = json.load(open(os.path.join(presets_dir(), "qwen3-30b-a3b.json")))
+    doc.pop("_rooflinecli", None)
+    doc.update(model_type="qwen2_moe", shared_expert_intermediate_size=5632)
+    (tmp_path / "q2.json").write_text(json.dumps(doc))
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = run("analyze", "--model", str(tmp_path / "q2.json"), "--hw", "h200-measured", "--tp", "2")
+    assert r.exit_code == 0 and "nan" not in r.stdout.lower(), r.stderr
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]

@@ -384,7 +384,10 @@ def test_the_measured_roof_flag_uses_the_fastest_measured_ceilings(tmp_path):
     dec = next(r for r in v2.rows if r.op == "decode_attention" and r.shape == "B16-H32-Hkv8-N131072-D128" and r.impl == "triton")
     assert dec.predicted_measured_s == pytest.approx(next(r for r in v.rows if (r.op, r.shape, r.impl) == (dec.op, dec.shape, dec.impl)).predicted_measured_s)
     (tmp_path / "bad.toml").write_text(text.replace('tool = "roofline calibrate"', 'tool = "roofline calibrate"\n"read memory.bandwidth_gb_per_s" = "fast"'))
-    assert bound_spec(get_spec(str(tmp_path / "bad.toml"))).memory_bandwidth_gb_per_s == pytest.approx(4252.0)  # not a number: ignored
+    from rooflinecli.errors import RooflineError
+
+    with pytest.raises(RooflineError, match=r"read memory.bandwidth_gb_per_s: must be a number of GB/s"):  # refused when read
+        get_spec(str(tmp_path / "bad.toml"))
 
 
 def test_results_of_another_gpu_than_the_spec_get_a_note():

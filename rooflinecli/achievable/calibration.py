@@ -68,6 +68,8 @@ OP_SHAPES: dict[str, tuple[str, ...]] = {
     "gemm_sustained": ("M", "N", "K"),
     "copy_sustained": ("bytes",),
 }
+#: ops whose rows may count no bytes (the floor rows time launches, not traffic)
+ZERO_BYTES_OPS = ("launch_floor", "launch_floor_mixed", "launch_floor_mixed_gemm")
 #: ops with a ``t_series`` of back-to-back runs instead of one time
 SERIES_OPS = ("gemm_sustained", "copy_sustained")
 
@@ -160,7 +162,7 @@ def _row(raw, where: str) -> Row | str:
         if k not in raw:
             raise RooflineError(f"{where}: {k}: missing")
     flops = _number(raw["flops"], f"{where}: flops", positive=False)
-    byts = _number(raw["bytes"], f"{where}: bytes", positive=False)
+    byts = _number(raw["bytes"], f"{where}: bytes", positive=op not in ZERO_BYTES_OPS)  # the fits divide by it
     if op in SERIES_OPS:
         series = raw.get("t_series")
         if not isinstance(series, list) or not series:

@@ -182,7 +182,9 @@ class _Builder:
     def linear(self, name: str, parts: tuple[str, ...]):
         ops = [self.ops[n] for n in parts]
         d_in, _, count = ops[0].extra["linear"]
-        N = sum(o.extra["linear"][1] for o in ops)
+        # a GEMM has at least one output column (Qwen2-MoE's d -> 1 shared-expert gate split over
+        # TP 2 came out N = 0.5, and log(N) warned)
+        N = max(1.0, sum(o.extra["linear"][1] for o in ops))
         nbytes = sum(o.bytes for o in ops)
         M = self.last if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)

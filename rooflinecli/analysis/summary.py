@@ -467,7 +467,7 @@ def _achievable(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, steps: np.nd
         if per_expert >= MOE_WARN_TOKENS_PER_EXPERT or torch_engine:
             warnings.append(
                 "achievable mode: the routed experts are timed by the dense-GEMM fit on their FLOPs and bytes"
-                + (" (this calibration has no moe_grouped rows for the torch engine's torch._grouped_mm)" if torch_engine else "")
+                + (" (this calibration has no moe_grouped fit for the torch engine's torch._grouped_mm: it takes 4 rows)" if torch_engine else "")
                 + ". On H200 run 2's bench that fit came within 15% of our fused Triton MoE kernel at 1-64 tokens"
                 + (", and torch's grouped path took 1.5-2.8x our kernel's time" if torch_engine else "")
                 + (f"; at prefill sizes ({per_expert:,.0f} tokens per expert here) grouped kernels ran below dense efficiency "

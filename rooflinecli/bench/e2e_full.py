@@ -66,6 +66,9 @@ def unsupported_reason(cfg: ModelConfig) -> str | None:
 CONFIG_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "vocab_size")
 
 
+#: the largest integer a recorded config field may hold (vocabularies are the largest: 152k; 1M is
+#: room, and keeps a mistyped 1e30 from predicting 6.5e20 s)
+MAX_CONFIG_INT = 1 << 20
 #: the MoE fields a tiny run changes (``config["moe"]``)
 MOE_FIELDS = ("num_routed_experts", "top_k", "expert_intermediate_size")
 
@@ -82,13 +85,25 @@ def rebuild_config(model_ref: str, fields: dict) -> ModelConfig:
     ValueError, or the registry's RooflineError, on a malformed entry)."""
     from rooflinecli.model_registry import get_model
 
+    def whole(k: str, v) -> int:  # what a build could have used: a positive integer of sane size
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CONFIG_INT:
+            raise ValueError(f"config.{k} must be an integer in [1, {MAX_CONFIG_INT:,}], got {v!r}")
+        return v
+
     fields = dict(fields or {})
     moe = fields.pop("moe", None)
-    cfg = replace(get_model(model_ref), **{k: int(v) for k, v in fields.items()})
+    unknown = set(fields) - set(CONFIG_FIELDS)
+    if unknown:
+        raise ValueError(f"config has unknown field '{sorted(unknown)[0]}'")
+    cfg = replace(get_model(model_ref), **{k: whole(k, v) for k, v in fields.items()})
+    if cfg.num_heads % cfg.num_kv_heads:
+        raise ValueError(f"config.num_heads {cfg.num_heads} is not a multiple of num_kv_heads {cfg.num_kv_heads}")
     if moe is not None:
         if cfg.moe is None or not isinstance(moe, dict):
             raise ValueError("config.moe given for a model without MoE layers, or not a table")
-        cfg = replace(cfg, moe=replace(cfg.moe, **{k: int(moe[k]) for k in MOE_FIELDS}))
+        cfg = replace(cfg, moe=replace(cfg.moe, **{k: whole(f"moe.{k}", moe[k]) for k in MOE_FIELDS}))
+        if cfg.moe.top_k > cfg.moe.num_routed_experts:
+            raise ValueError(f"config.moe.top_k {cfg.moe.top_k} is more than its {cfg.moe.num_routed_experts} experts")
     return cfg
 
 

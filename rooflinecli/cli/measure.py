@@ -216,7 +216,14 @@ def calibrate(
         cal_out = calibration_out or (spec_out.with_name(f"{spec_out.stem}.calibration.json") if spec_out is not None and ops else None)
         refuse_overwriting_inputs({"--from-results": from_results}, {"--out": spec_out, "--calibration-out": cal_out})
 
+    if out is not None and (out.name in ("", ".", "..") or out.is_dir()):
+        raise RooflineError(f"--out {out}: is a folder; name the spec file to write (e.g. {out / 'h200.toml'})")
     refuse(out)
+    early = None
+    if from_results is not None:  # read and checked before anything is measured or written
+        from rooflinecli.results import load_results
+
+        early = load_results(from_results)
     doc = None
     if from_results is not None:
         if measured is not None:
@@ -225,6 +232,12 @@ def calibrate(
                 raise RooflineError(f"--measured '{measured}' is a datasheet spec; name a measured spec file")
             doc = read_spec_doc(spec.path)
             out = out or Path(spec.path)
+            cal = spec.measured_with.get("calibration")
+            if cal:  # its calibration file is an input too; a spec written elsewhere must still find it
+                cal_path = (Path(spec.path).parent / cal).resolve()
+                refuse_overwriting_inputs({"the measured spec's calibration file": cal_path}, {"--out": out})
+                if out.resolve().parent != Path(spec.path).resolve().parent:
+                    doc.setdefault("measured_with", {})["calibration"] = os.path.relpath(cal_path, out.resolve().parent)
         elif out is not None and out.is_file():
             doc = read_spec_doc(out)
     if doc is None:
@@ -246,7 +259,7 @@ def calibrate(
         from rooflinecli.bench.fit import fit_report, points_from_rows
         from rooflinecli.results import load_results
 
-        results = load_results(from_results)
+        results = early if early is not None else load_results(from_results)
         spec = parse_spec(doc, str(out))
         points = points_from_rows(results.rows, spec)
         if not points:
@@ -525,6 +538,10 @@ def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, b
     if tiny:
         cfg = tiny_full_config(cfg)
     base = load_results(results) if results.is_file() else Results(rows=(), environment=env, created_utc=utc_now(), tool_version=__version__, suite="e2e", hardware_spec=ds.id, measured_spec=ms.id if ms else None)
+    before = (base.extra.get("end_to_end_full") or {}).get("environment") or {}
+    if before.get("gpu_name") and before.get("gpu_name") != env.get("gpu_name"):  # one file, one machine
+        raise RooflineError(f"{results}: holds whole-model runs on '{before.get('gpu_name')}'; this one runs on "
+                            f"'{env.get('gpu_name')}': write it to another file (-r)")
     section = dict(base.extra.get("end_to_end_full") or {})
     section.update(schema="rooflinecli.e2e_full/1", datasheet_spec=ds.id, measured_spec=ms.id if ms else None,
                    measured_spec_path=str(ms.path) if ms else None, environment=env)
