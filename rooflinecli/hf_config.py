@@ -363,6 +363,8 @@ def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
         width = f.int_("moe_intermediate_size")
         step = f.int_("decoder_sparse_step", 1)
         mlp_only = set(f.int_list("mlp_only_layers", []))
+        if any(not 0 <= i < L for i in mlp_only):
+            raise f.fail("mlp_only_layers", f"lists layer {max(mlp_only, key=lambda i: abs(i))}; layers are 0 to {L - 1}")
         dense = tuple(i for i in range(L) if i in mlp_only or (i + 1) % step != 0)
         shared_width = f.int_("shared_expert_intermediate_size", 0, positive=False) if model_type == "qwen2_moe" else 0
         shared = 1 if shared_width else 0

@@ -433,3 +433,14 @@ def test_a_shared_expert_gate_split_over_gpus_warns_nothing(tmp_path):
         r = run("analyze", "--model", str(tmp_path / "q2.json"), "--hw", "h200-measured", "--tp", "2")
     assert r.exit_code == 0 and "nan" not in r.stdout.lower(), r.stderr
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+
+
+def test_hw_validate_checks_a_measured_specs_calibration_and_configs_their_layer_lists(tmp_path):
+    spec = open(os.path.join(os.path.dirname(__file__), "..", "hardware_specs", "measured", "h200.toml")).read()
+    (tmp_path / "nc.toml").write_text(spec.replace('calibration = "h200-calibration.json"', 'calibration = "nope.json"'))
+    one_error(run("hw", "validate", str(tmp_path / "nc.toml")), "no such calibration file")
+    doc = json.load(open(os.path.join(presets_dir(), "qwen3-30b-a3b.json")))
+    doc.pop("_rooflinecli", None)
+    doc["mlp_only_layers"] = [999]
+    (tmp_path / "q.json").write_text(json.dumps(doc))
+    one_error(run("model", "show", str(tmp_path / "q.json")), "mlp_only_layers", "layers are 0 to 47")

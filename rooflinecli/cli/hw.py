@@ -155,7 +155,9 @@ def show_cmd(
 def validate_cmd(
     files: Annotated[list[str], typer.Argument(help="Spec files (.toml) to check.")],
 ) -> None:
-    """Check spec files: one line per file, `ok` or the first problem; exit 2 if any is bad."""
+    """Check spec files: one line per file, `ok` or the first problem; exit 2 if any is bad. A
+    measured spec's calibration file is loaded and fitted too (what `analyze` would do with it)."""
+    from rooflinecli.achievable import models_for
     from rooflinecli.hardware import load_user_spec
 
     seen: dict[str, str] = {}
@@ -165,6 +167,8 @@ def validate_cmd(
             spec = load_user_spec(f)
             if spec.id in seen:
                 raise RooflineError(f"{f}: id: duplicate id '{spec.id}' (also in {seen[spec.id]})")
+            if spec.measured_with.get("calibration"):
+                models_for(spec)
         except RooflineError as e:
             typer.echo(f"error: {e}", err=True)
             bad += 1
