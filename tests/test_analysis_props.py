@@ -83,7 +83,7 @@ def workloads(draw, cfg):
         kv_bits=draw(st.sampled_from([None, 4.0, 8.0, 3.5])),
         tp=tp,
         ep=ep,
-        expert_skew=draw(st.sampled_from([1.0, 2.0])),
+        expert_skew=draw(st.sampled_from([1.0, 2.0])) if cfg.moe is not None else 1.0,  # skew needs experts
         launch_overhead_s=draw(st.sampled_from([0.0, 3e-6])),
         efficiency=draw(st.sampled_from([{}, {"gemm": 0.8, "attention": 0.6}])),
         mla_decode=draw(st.sampled_from(["absorbed", "naive"])),

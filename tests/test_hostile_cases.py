@@ -444,3 +444,7 @@ def test_hw_validate_checks_a_measured_specs_calibration_and_configs_their_layer
     doc["mlp_only_layers"] = [999]
     (tmp_path / "q.json").write_text(json.dumps(doc))
     one_error(run("model", "show", str(tmp_path / "q.json")), "mlp_only_layers", "layers are 0 to 47")
+
+
+def test_routing_skew_on_a_dense_model_is_one_line():
+    one_error(run("analyze", "--model", "llama-3-8b", "--expert-skew", "4", "--no-ops"), "--expert-skew 4", "has no experts")

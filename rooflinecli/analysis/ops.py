@@ -84,6 +84,8 @@ def check_parallel(cfg: ModelConfig, wl: Workload) -> None:
             raise RooflineError(f"--ep {wl.ep}: {cfg.name} has no experts (expert parallelism needs a MoE model)")
         if cfg.moe.num_routed_experts % wl.ep:
             raise RooflineError(f"--ep {wl.ep} does not divide {cfg.name}'s {cfg.moe.num_routed_experts} routed experts")
+    if wl.expert_skew != 1.0 and cfg.moe is None:
+        raise RooflineError(f"--expert-skew {wl.expert_skew:g}: {cfg.name} has no experts (routing skew needs a MoE model)")
 
 
 def kv_heads_per_gpu(cfg: ModelConfig, tp: int) -> float:
