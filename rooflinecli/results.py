@@ -164,54 +164,54 @@ def _check_row(path: Path, i: int, r: dict) -> None:
         raise RooflineError(f"{where} ({r['op']} {r['shape']}): {len(samples):,} samples; the limit is {MAX_SAMPLES_PER_ROW:,} per row")
 
 
-#: the sections of ``extra`` that readers walk: section -> (list key inside it or None, whether its
-#: items must be objects); ``end_to_end_full`` holds ``models`` {name: {points: [...]}}
-_EXTRA_SECTIONS = {"bench": None, "baseline": None, "end_to_end": "phases", "end_to_end_full": "models"}
-
-
+#: the sections of ``extra`` that readers walk (each an object when present)
+_EXTRA_SECTIONS = ("bench", "baseline", "end_to_end", "end_to_end_full")
 #: the largest batch or context a whole-model point may record
 MAX_E2E_INT = 1 << 24
 
 
+def _objects(items: Any, where: str) -> list[dict]:
+    if not isinstance(items, list) or not all(isinstance(p, dict) for p in items):
+        raise RooflineError(f"{where} must be a list of objects")
+    return items
+
+
+def _check_measured_s(p: dict, where: str) -> None:
+    v = p.get("measured_s")
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
+        raise RooflineError(f"{where}.measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+
+
 def _check_extra(path: Path, extra: Any) -> None:
-    """``extra`` is an object; the sections readers walk have the types they expect (a results file
-    of another tool, or edited by hand, is one line, not an AttributeError deep in a reader)."""
+    """``extra`` is an object, and the sections readers walk have the types they expect: a results
+    file of another tool, or edited by hand, is one line, not an AttributeError deep in a reader.
+    ``end_to_end.phases`` [{measured_s}], ``end_to_end_full.models`` {name: {points: [{phase,
+    engine, batch, context, measured_s}]}}."""
     if extra is None:
         return
     if not isinstance(extra, dict):
         raise RooflineError(f"{path}: 'extra' must be an object, got {type(extra).__name__}")
-    for name, inner in _EXTRA_SECTIONS.items():
-        sec = extra.get(name)
-        if sec is None:
-            continue
-        if not isinstance(sec, dict):
-            raise RooflineError(f"{path}: extra.{name} must be an object, got {type(sec).__name__}")
-        items = sec.get(inner) if inner else None
-        if inner == "phases" and items is not None and not (isinstance(items, list) and all(isinstance(p, dict) for p in items)):
-            raise RooflineError(f"{path}: extra.end_to_end.phases must be a list of objects")
-        if inner == "models" and items is not None:
-            if not isinstance(items, dict) or not all(isinstance(m, dict) for m in items.values()):
-                raise RooflineError(f"{path}: extra.end_to_end_full.models must be an object of objects")
-            for mname, m in items.items():
-                pts = m.get("points", [])
-                if not isinstance(pts, list) or not all(isinstance(p, dict) for p in pts):
-                    raise RooflineError(f"{path}: extra.end_to_end_full.models.{mname}.points must be a list of objects")
-                for j, p in enumerate(pts):
-                    where = f"{path}: extra.end_to_end_full.models.{mname}.points[{j}]"
-                    v = p.get("measured_s")
-                    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
-                        raise RooflineError(f"{where}.measured_s must be positive seconds, got {json.dumps(v)[:40]}")
-                    if p.get("phase") not in ("decode", "prefill") or not isinstance(p.get("engine", "torch"), str):
-                        raise RooflineError(f"{where}: phase must be 'decode' or 'prefill' and engine a string")
-                    for k in ("batch", "context"):
-                        n = p.get(k)
-                        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_E2E_INT:
-                            raise RooflineError(f"{where}.{k} must be an integer in [1, {MAX_E2E_INT:,}], got {json.dumps(n)[:40]}")
-        if inner == "phases":
-            for j, p in enumerate(items or []):
-                v = p.get("measured_s")
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_ROW_NUMBER):
-                    raise RooflineError(f"{path}: extra.end_to_end.phases[{j}].measured_s must be positive seconds, got {json.dumps(v)[:40]}")
+    for name in _EXTRA_SECTIONS:
+        if extra.get(name) is not None and not isinstance(extra[name], dict):
+            raise RooflineError(f"{path}: extra.{name} must be an object, got {type(extra[name]).__name__}")
+    phases = (extra.get("end_to_end") or {}).get("phases")
+    for j, p in enumerate(_objects(phases, f"{path}: extra.end_to_end.phases") if phases is not None else []):
+        _check_measured_s(p, f"{path}: extra.end_to_end.phases[{j}]")
+    models = (extra.get("end_to_end_full") or {}).get("models")
+    if models is None:
+        return
+    if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
+        raise RooflineError(f"{path}: extra.end_to_end_full.models must be an object of objects")
+    for mname, m in models.items():
+        for j, p in enumerate(_objects(m.get("points", []), f"{path}: extra.end_to_end_full.models.{mname}.points")):
+            where = f"{path}: extra.end_to_end_full.models.{mname}.points[{j}]"
+            _check_measured_s(p, where)
+            if p.get("phase") not in ("decode", "prefill") or not isinstance(p.get("engine", "torch"), str):
+                raise RooflineError(f"{where}: phase must be 'decode' or 'prefill' and engine a string")
+            for k in ("batch", "context"):
+                n = p.get(k)
+                if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_E2E_INT:
+                    raise RooflineError(f"{where}.{k} must be an integer in [1, {MAX_E2E_INT:,}], got {json.dumps(n)[:40]}")
 
 
 def load_results(path: str | Path) -> Results:
