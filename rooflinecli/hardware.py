@@ -326,6 +326,23 @@ BOUND_ENTRIES = (
 )
 
 
+def measured_peer(spec: HardwareSpec, dtype: str) -> tuple[str, HardwareSpec] | None:
+    """(peer, base spec) for a dense peak a measured spec does not measure but derives from a
+    measured dtype of the same datasheet figure (``hardware_validate.peak_peer``: int8 from fp8 on
+    Hopper); None for a measured peak, a datasheet spec, or no such peer."""
+    if not spec.base or f"peak_dense_tflops.{dtype}" in spec.measured_keys:
+        return None
+    from rooflinecli.hardware_validate import peak_peer
+
+    try:
+        base = get_spec(spec.base)
+    except RooflineError:
+        return None
+    measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
+    peer = peak_peer(base.peak_dense_tflops, measured, dtype)
+    return (peer, base) if peer is not None else None
+
+
 def bound_spec(spec: HardwareSpec) -> HardwareSpec:
     """``spec`` with the fastest ceilings it measured: the burst peaks (20 single launches,
     before the clocks settle) and the higher of the copy bandwidth and the read-only bandwidth
@@ -345,22 +362,17 @@ def bound_spec(spec: HardwareSpec) -> HardwareSpec:
             bw = max(bw, v)
         elif what in peaks:
             peaks[what] = max(peaks[what], v)
-    if spec.base:  # a peak the spec derives from a measured peer (int8 from fp8) takes the peer's burst too
-        from rooflinecli.hardware_validate import peak_peer
-
+    for dt in list(peaks):  # a peak the spec derives from a measured peer (int8 from fp8) takes the peer's burst too
+        found = measured_peer(spec, dt)
+        if found is None:
+            continue
+        peer, base = found
         try:
-            base_peaks = get_spec(spec.base).peak_dense_tflops
-        except RooflineError:
-            base_peaks = {}
-        measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
-        for dt in peaks:
-            peer = None if dt in measured else peak_peer(base_peaks, measured, dt)
-            try:
-                burst = float(spec.measured_with.get(f"burst peak_dense_tflops.{peer}", "nan")) if peer else math.nan
-            except (TypeError, ValueError):
-                continue
-            if burst > 0 and math.isfinite(burst):
-                peaks[dt] = max(peaks[dt], burst * base_peaks[dt] / base_peaks[peer])
+            burst = float(spec.measured_with.get(f"burst peak_dense_tflops.{peer}", "nan"))
+        except (TypeError, ValueError):
+            continue
+        if burst > 0 and math.isfinite(burst):
+            peaks[dt] = max(peaks[dt], burst * base.peak_dense_tflops[dt] / base.peak_dense_tflops[peer])
     if bw == spec.memory_bandwidth_gb_per_s and peaks == dict(spec.peak_dense_tflops):
         return spec
     from dataclasses import replace

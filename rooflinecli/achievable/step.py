@@ -73,16 +73,15 @@ def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
     if compute_dtype in ("bf16", "fp16"):
         return 1.0
     if spec.base and f"peak_dense_tflops.{compute_dtype}" not in spec.measured_keys:
-        from rooflinecli.hardware import get_spec
-        from rooflinecli.hardware_validate import peak_peer
+        from rooflinecli.hardware import get_spec, measured_peer
 
+        found = measured_peer(spec, compute_dtype)
+        if found is not None:
+            return gemm_dtype_speedup(spec, found[0])
         try:
-            base = get_spec(spec.base)
+            return gemm_dtype_speedup(get_spec(spec.base), compute_dtype)
         except RooflineError:
             return 1.0
-        measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
-        peer = peak_peer(base.peak_dense_tflops, measured, compute_dtype)
-        return gemm_dtype_speedup(spec, peer) if peer is not None else gemm_dtype_speedup(base, compute_dtype)
     try:
         peak = spec.peak_flops_per_s(compute_dtype)
         bf16 = spec.peak_flops_per_s("bf16")

@@ -22,7 +22,6 @@ One failing point is recorded and the rest go on.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
