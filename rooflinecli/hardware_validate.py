@@ -282,11 +282,20 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
     return HardwareSpec(**values)
 
 
+#: peaks of units of their own (fp32 on the CUDA cores, fp64 on the FP64 units): an equal datasheet
+#: figure (H100/H200: fp32 67 = fp64 67 TFLOP/s) is a coincidence, not one unit's rate
+OWN_UNIT_DTYPES = frozenset({"fp32", "fp64"})
+
+
 def peak_peer(base: Mapping[str, float], measured, dtype: str) -> str | None:
     """The measured dtype whose datasheet peak equals ``dtype``'s (within 0.5%; the closest
-    element width first: int8 -> fp8 on Hopper), or None."""
+    element width first: int8 -> fp8 on Hopper), or None. fp32 and fp64 pair with nothing
+    (``OWN_UNIT_DTYPES``)."""
     v = base.get(dtype)
-    peers = [p for p in measured if p != dtype and v and base.get(p) and abs(base[p] - v) <= 0.005 * v]
+    if dtype in OWN_UNIT_DTYPES:
+        return None
+    peers = [p for p in measured if p != dtype and p not in OWN_UNIT_DTYPES and v and base.get(p)
+             and abs(base[p] - v) <= 0.005 * v]
     return min(peers, key=lambda p: (abs(bytes_per_element(p) - bytes_per_element(dtype)), p)) if peers else None
 
 

@@ -272,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default=str(ROOT), help=argparse.SUPPRESS)  # tests: another checkout's root
     a = p.parse_args(argv)
     root = Path(a.root)
+    unpacked = None  # the archive's scratch folder: errors name its files as ARCHIVE:MEMBER
     try:
         if not NAME.match(a.name):
             raise RooflineError(f"--name {a.name!r}: use lower-case letters, digits, dots and dashes (like h200-2026-12-02-run4)")
@@ -281,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         if dest.exists():
             raise RooflineError(f"{dest}: already there; pick another --name")
         with tempfile.TemporaryDirectory(dir=root / "reports") as scratch:
-            run = _suite_dir(Path(a.suite), Path(scratch) / "unpacked")
+            unpacked = Path(scratch) / "unpacked"
+            run = _suite_dir(Path(a.suite), unpacked)
             notes = check_run(run)  # everything the import reads, before anything is copied
             plan = ship_plan(run, a.name, Path(scratch)) if a.ship else []  # loads all it ships, in scratch
             readme = None if (run / "README.md").exists() else readme_text(run, a.name, notes)
@@ -295,7 +297,10 @@ def main(argv: list[str] | None = None) -> int:
             write_text_atomic(root / rel, text, make_parents=True)
             written.append(str(rel))
     except RooflineError as e:
-        print(f"error: {e}", file=sys.stderr)
+        text = str(e)
+        if unpacked is not None:  # the scratch copy is gone by now: name the member in the archive
+            text = text.replace(f"{unpacked}{os.sep}", f"{a.suite}:")
+        print(f"error: {text}", file=sys.stderr)
         return 2
     print(f"reports/{a.name}/: imported" + (f" ({'; '.join(notes)})" if notes else ""))
     for w in written:

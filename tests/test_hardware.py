@@ -113,6 +113,17 @@ def test_measured_spec_inherits_unset_fields_and_records_provenance(tmp_path):
     assert m.ridge_point("bf16") == pytest.approx(780 / 4300 * 1e3)
 
 
+
+def test_fp64_does_not_take_a_measured_fp32_peak_as_its_peer(tmp_path):
+    # H200: fp32 67 (CUDA cores) = fp64 67 (FP64 tensor cores) on the datasheet, by coincidence;
+    # an fp32 measured at 40 must not make fp64 40: it derives from bf16's ratio like the rest
+    p = _measured(tmp_path, "[peak_dense_tflops]\nbf16 = 700\nfp32 = 40\n")
+    m, base = load_spec_file(p), get_spec("h200")
+    assert base.peak_dense_tflops["fp64"] == base.peak_dense_tflops["fp32"]
+    assert m.peak_dense_tflops["fp64"] == pytest.approx(base.peak_dense_tflops["fp64"] * 700 / base.peak_dense_tflops["bf16"])
+    assert "bf16's measured / datasheet ratio" in m.measured_with["method peak_dense_tflops.fp64"]
+
+
 def test_measured_spec_overriding_an_estimate_clears_it(tmp_path):
     m = load_spec_file(_measured(tmp_path, "[cache]\nl2_bandwidth_gb_per_s = 9100\n"))
     assert not m.is_estimate("cache.l2_bandwidth_gb_per_s")

@@ -108,6 +108,7 @@ def _refused(tool, capsys, root, argv, message):
     assert err.startswith("error: ") and message in err and "\n" not in err, err
     assert sorted(p.name for p in (root / "reports").iterdir()) == []  # no report, no scratch left
     assert not (root / "hardware_specs").exists() and not (root / "kernels").exists()
+    return err
 
 
 @pytest.mark.parametrize("contents, message", [
@@ -173,3 +174,14 @@ def test_ship_with_an_unparsable_measured_spec_names_the_toml_error(tool, suite,
 def test_a_non_utf8_environment_txt_is_one_line(tool, suite, tmp_path, capsys):
     (suite / "environment.txt").write_bytes(b"\xff\xfe commit")
     _refused(tool, capsys, _checkout(tmp_path), [str(suite), "--name", "h200-bad"], "environment.txt: cannot read suite text file: not UTF-8")
+
+
+def test_a_bad_file_inside_a_tgz_is_named_as_archive_member(tool, suite, tmp_path, capsys):
+    # the scratch copy it was read from is deleted by the time the error prints
+    (suite / "measured_spec.toml").write_text("x = [\n")
+    tgz = tmp_path / "suite.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(suite, arcname="suite")
+    err = _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad", "--ship"],
+                   f"{tgz}:suite/measured_spec.toml: not valid TOML: ")
+    assert "unpacked" not in err and "/tmp" not in err.replace(str(tmp_path), "")
