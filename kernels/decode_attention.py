@@ -34,11 +34,10 @@ from kernels.flash_attention import (
     full_fp32,
     interpreting,
     launch_key,
-    remember,
     tma_ready,
     upcast_dots,
 )
-from kernels.launch import Bound, descriptor_tile_hook, launch
+from kernels.launch import Bound, descriptor_tile_hook, launch, remember
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype

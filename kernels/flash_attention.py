@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.launch import Bound, descriptor_tile_hook
+from kernels.launch import Bound, descriptor_tile_hook, remember
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import sdpa_factories
 from kernels.testing import device_randn, torch_dtype
@@ -95,19 +95,6 @@ def launch_key(*items) -> tuple:
     and plain values as they are."""
     T = torch.Tensor  # ``type(t) is T`` first: isinstance through torch's metaclass costs ~1 us
     return tuple((t.shape, t.stride(), t.dtype, t.device) if type(t) is T or isinstance(t, T) else t for t in items)
-
-
-#: launch plans kept per launcher: a decode loop whose cache grows a token per step makes a new
-#: shape (and plan, with its split buffers) every step; the oldest are dropped past this many
-MAX_PLANS = 64
-
-
-def remember(plans: dict, key: tuple, plan):
-    """Store ``plan`` under ``key``, dropping the oldest plan past ``MAX_PLANS``; returns ``plan``."""
-    if len(plans) >= MAX_PLANS:
-        plans.pop(next(iter(plans)))
-    plans[key] = plan
-    return plan
 
 
 def tma_ready(*tensors: torch.Tensor) -> str | None:

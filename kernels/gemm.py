@@ -44,7 +44,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.baselines import blas_candidates
-from kernels.launch import Bound, descriptor_tile_hook
+from kernels.launch import Bound, descriptor_tile_hook, remember
 from kernels.registry import Case, KernelOp
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -556,7 +556,7 @@ def gemm(
         return out.zero_()
     plan = _plan(a, w, out, a_scale, w_scale, M, N, K, config)
     if key is not None:
-        _PLANS[key] = plan
+        remember(_PLANS, key, plan)
     plan.launch(a, w, out, a_scale, w_scale)
     return out
 

@@ -55,6 +55,20 @@ _DISABLED: dict[str, str] = {}
 _TABLES: dict[int, "_KernelTable"] = {}
 
 
+#: launch plans kept per launcher (each kernel module's ``_PLANS``; a plan holds its last call's
+#: tensors as descriptor bases): a decode loop whose cache grows a token per step makes a new shape
+#: (and plan, with its split buffers) every step; the oldest are dropped past this many
+MAX_PLANS = 64
+
+
+def remember(plans: dict, key: tuple, plan):
+    """Store ``plan`` under ``key``, dropping the oldest plan past ``MAX_PLANS``; returns ``plan``."""
+    if len(plans) >= MAX_PLANS:
+        plans.pop(next(iter(plans)))
+    plans[key] = plan
+    return plan
+
+
 def triton_version_supported(version: str | None = None) -> bool:
     v = (version or triton.__version__).split(".")
     return ".".join(v[:2]) in SUPPORTED_TRITON

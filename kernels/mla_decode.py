@@ -45,11 +45,10 @@ from kernels.flash_attention import (
     interpreting,
     launch_key,
     make_descriptor,
-    remember,
     tma_ready,
     upcast_dots,
 )
-from kernels.launch import Bound, descriptor_tile_hook
+from kernels.launch import Bound, descriptor_tile_hook, remember
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype

@@ -53,7 +53,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kernels.launch import Bound, launch
+from kernels.launch import Bound, launch, remember
 from kernels.moe_torch import experts as baseline
 from kernels.moe_torch import route  # noqa: F401 - re-exported: kernels.moe.route(logits, k)
 from kernels.registry import Case, KernelOp
@@ -483,7 +483,7 @@ def moe(
         cfg = config or (INTERPRET_CONFIG if _interpreting() else moe_config(T * k, E, I))
         plan = _MoEPlan(hidden, w1, w2, k, cfg)
         if key is not None:
-            _PLANS[key] = plan
+            remember(_PLANS, key, plan)
     return plan.launch(hidden, w1, w2, topk_ids, topk_weights, _out(out, hidden, *hidden.shape))
 
 

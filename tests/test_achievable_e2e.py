@@ -4,7 +4,7 @@ predicted from that run's calibration microbenchmarks alone (no parameter comes 
 
 The issue's target is median |error| <= 5% and p90 <= 10%. The shakedown's partial calibration
 (175 of 528 shapes: no gate_up, lm_head or 70b GEMM shapes; no decode attention past batch 8 at
-head dim 128) reaches median 3.7%, p90 8.7% over all 29 torch points (decode 3.7% / 8.3%,
+head dim 128) reaches median 2.7%, p90 8.3% over all 29 torch points (decode 2.7% / 7.8%,
 prefill 2.9% / 12.7%). What is left is one-sided: llama-3-8b decode runs 5-11% slower than the
 sum of its calibrated kernels below 8k context (see docs/analysis.md, "Achievable mode")."""
 

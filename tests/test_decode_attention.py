@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kernels import decode_attention as da
-from kernels import flash_attention as fa_module
+from kernels import launch as launch_module
 from kernels.registry import load_op
 from kernels.sdpa_baselines import check_candidates
 from kernels.testing import compare, poisoned, seeded_generator
@@ -217,7 +217,7 @@ def test_repeated_calls_reuse_the_plan():
 def test_plans_stay_bounded_as_a_context_grows(monkeypatch):
     """A decode loop over a growing cache makes a new shape each step: old plans are dropped."""
     monkeypatch.setattr(da, "_PLANS", {})
-    monkeypatch.setattr(fa_module, "MAX_PLANS", 4)
+    monkeypatch.setattr(launch_module, "MAX_PLANS", 4)
     q = torch.randn(1, 4, 64).half().to(DEVICE)
     for n in range(20, 30):
         k = torch.randn(1, 2, n, 64).half().to(DEVICE)

@@ -195,6 +195,18 @@ def test_speculative_with_model_time_and_mtp():
     alone = run_json("speculative", "-k", "2", "-a", "0.7", "-c", "0.1", "--model", "llama-3-8b", "--context", "2048")
     assert alone["target_step_time_s"] == pytest.approx(step, rel=1e-12)
     assert_one_line_error(run("speculative", "-k", "2", "-a", "0.7", "--hw", "h200"), "--model")
+
+
+def test_speculative_takes_its_default_gpu_from_roofline_hw(monkeypatch):
+    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.model_registry import get_model
+
+    monkeypatch.setenv("ROOFLINE_HW", "h200")
+    out = run_json("speculative", "-k", "2", "-a", "0.7", "--model", "llama-3-8b", "--context", "2048")
+    step = analyze(get_model("llama-3-8b"), get_spec("h200"), Workload(batch=1, prompt_len=2048, gen_len=1)).tpot_s
+    assert out["target_step_time_s"] == pytest.approx(step, rel=1e-12)
+    # without --model the variable asks for no step time (an explicit --hw would be refused)
+    assert run_json("speculative", "-k", "2", "-a", "0.7")["target_step_time_s"] is None
     mtp = run_json("speculative", "-k", "1", "-a", "0.85", "--mtp", "--model", "deepseek-v3")
     # one extra MoE layer + projection + LM head of 61 layers: a few percent of a target step
     assert mtp["draft_cost_source"] == "mtp" and 0.01 < mtp["draft_cost_ratio"] < 0.1

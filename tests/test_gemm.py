@@ -380,3 +380,15 @@ def test_autotuned_path_then_direct_launch(M, gen, monkeypatch):
     assert plan.kernel is not None and plan.meta["BLOCK_K"] == 32  # the autotuner's choice, kept
     assert plan.w_desc.block_shape[1] == 32
     _check(gemm(**second), second, "fp16")
+
+
+def test_plans_stay_bounded_over_many_shapes(monkeypatch, gen):
+    """Each shape's plan holds its last call's tensors: past ``MAX_PLANS`` the oldest is dropped."""
+    from kernels import launch
+
+    monkeypatch.setattr(G, "_PLANS", {})
+    monkeypatch.setattr(launch, "MAX_PLANS", 3)
+    for m in range(300, 306):  # the persistent kernel's M (> SKINNY_MAX_M): a plan per shape
+        inputs = _pair(m, 32, 64, "fp16", gen)
+        _check(gemm(**inputs), inputs, "fp16")
+    assert len(G._PLANS) == 3 and {k[0][0] for k in G._PLANS} == {303, 304, 305}

@@ -92,6 +92,13 @@ class RowCheck:
         }
 
 
+def target_value_text(value: float | None, unit: str) -> str:
+    """A target's value with its unit, for tables: "0.91x torch", "0.80 of copy BW", "-"."""
+    if value is None:
+        return "-"
+    return f"{value:.2f}{unit}" if unit.startswith("x") else f"{value:.2f} {unit}".rstrip()
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -99,6 +106,12 @@ class Target:
     value: float | None
     threshold: float
     detail: str
+    #: what ``value`` (and ``threshold``) count: "x torch" (our speed over the fastest torch path),
+    #: "of copy BW", "of datasheet BW", "of 350 TFLOP/s", "limit / worst"
+    unit: str = "x torch"
+
+    def value_text(self) -> str:
+        return target_value_text(self.value, self.unit)
 
     @property
     def status(self) -> str:
@@ -107,7 +120,8 @@ class Target:
         return "met" if self.value >= self.threshold else "missed"
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "goal": self.goal, "value": self.value, "threshold": self.threshold, "status": self.status, "detail": self.detail}
+        return {"name": self.name, "goal": self.goal, "value": self.value, "unit": self.unit, "threshold": self.threshold,
+                "status": self.status, "detail": self.detail}
 
 
 @dataclass(frozen=True)
@@ -393,9 +407,9 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     if copies and ds is not None:
         r = max(copies, key=lambda r: r.bytes)
         frac = _gbps(r) / ds.memory_bandwidth_gb_per_s
-        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", frac, 0.90, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s of {ds.memory_bandwidth_gb_per_s:.0f} ({ds.id})"))
+        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", frac, 0.90, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s of {ds.memory_bandwidth_gb_per_s:.0f} ({ds.id})", "of datasheet BW"))
     else:
-        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", None, 0.90, "no timed copy rows"))
+        targets.append(Target("copy_bandwidth", ">= 90% of datasheet HBM bandwidth", None, 0.90, "no timed copy rows", "of datasheet BW"))
     sp = _speedups(rows, paired, "copy", lambda r: True)
     targets.append(_worst("copy_vs_torch", ">= 0.95x torch copy_", sp, 0.95))
 
@@ -428,9 +442,9 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     if mla_c:
         r = min(mla_c, key=lambda r: r.flops / _p50(r))
         tf = r.flops / _p50(r) / 1e12
-        targets.append(Target("mla_decode_tflops", ">= 350 TFLOP/s compute-bound", tf / 350.0, 1.0, f"worst of {len(mla_c)}: {r.shape} {r.dtype} at {tf:.0f} TFLOP/s"))
+        targets.append(Target("mla_decode_tflops", ">= 350 TFLOP/s compute-bound", tf / 350.0, 1.0, f"worst of {len(mla_c)}: {r.shape} {r.dtype} at {tf:.0f} TFLOP/s", "of 350 TFLOP/s"))
     else:
-        targets.append(Target("mla_decode_tflops", ">= 350 TFLOP/s compute-bound", None, 1.0, "no compute-bound MLA rows timed"))
+        targets.append(Target("mla_decode_tflops", ">= 350 TFLOP/s compute-bound", None, 1.0, "no compute-bound MLA rows timed", "of 350 TFLOP/s"))
     targets.append(_bandwidth_target("mla_decode_bw", ">= 80% of measured copy BW memory-bound", mla_m, copy_bw, copy_src, 0.80))
 
     # decode attention >= 1.0x SDPA (every shape); >= 80% of copy BW at the longest context
@@ -454,19 +468,22 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     if moe and copy_bw is not None:
         r = min(moe, key=_gbps)
         targets.append(Target("moe_decode_bw", "T <= 16: >= 70% of copy BW over touched experts", _gbps(r) / copy_bw, 0.70,
-                              f"worst of {len(moe)}: {r.shape} {r.dtype}: {_gbps(r):.0f} GB/s vs {copy_src}"))
+                              f"worst of {len(moe)}: {r.shape} {r.dtype}: {_gbps(r):.0f} GB/s vs {copy_src}", "of copy BW"))
     else:
-        targets.append(Target("moe_decode_bw", "T <= 16: >= 70% of copy BW over touched experts", None, 0.70, "no timed rows" if not moe else copy_src))
+        targets.append(Target("moe_decode_bw", "T <= 16: >= 70% of copy BW over touched experts", None, 0.70, "no timed rows" if not moe else copy_src,
+                              "of copy BW"))
 
     # every launcher <= 30 us of host time per call (eager, after a synchronize)
     hosted = [r for r in _timed(rows, None) if r.host_us_per_call is not None]
     if hosted:
         r = max(hosted, key=lambda r: r.host_us_per_call)
         over = sum(x.host_us_per_call > LAUNCHER_HOST_US_MAX for x in hosted)
-        targets.append(Target("launcher_host_us", f"<= {LAUNCHER_HOST_US_MAX:g} us host time per call (value: limit / worst)", LAUNCHER_HOST_US_MAX / r.host_us_per_call, 1.0,
-                              f"worst {r.op} {r.shape} {r.dtype} at {r.host_us_per_call:.0f} us; {over} of {len(hosted)} launchers over"))
+        targets.append(Target("launcher_host_us", f"<= {LAUNCHER_HOST_US_MAX:g} us host time per call", LAUNCHER_HOST_US_MAX / r.host_us_per_call, 1.0,
+                              f"worst {r.op} {r.shape} {r.dtype} at {r.host_us_per_call:.0f} us; {over} of {len(hosted)} launchers over",
+                              f"of {LAUNCHER_HOST_US_MAX:g} us / worst us"))
     else:
-        targets.append(Target("launcher_host_us", f"<= {LAUNCHER_HOST_US_MAX:g} us host time per call", None, 1.0, "no host times (results written before they were recorded)"))
+        targets.append(Target("launcher_host_us", f"<= {LAUNCHER_HOST_US_MAX:g} us host time per call", None, 1.0, "no host times (results written before they were recorded)",
+                              f"of {LAUNCHER_HOST_US_MAX:g} us / worst us"))
     return targets
 
 
@@ -489,12 +506,13 @@ def _worst(name: str, goal: str, pairs: list[tuple[ResultRow, float]], threshold
 
 
 def _bandwidth_target(name: str, goal: str, rows: list[ResultRow], copy_bw: float | None, copy_src: str, threshold: float) -> Target:
+    unit = "of copy BW"
     if not rows:
-        return Target(name, goal, None, threshold, "no timed rows")
+        return Target(name, goal, None, threshold, "no timed rows", unit)
     if copy_bw is None:
-        return Target(name, goal, None, threshold, copy_src)
+        return Target(name, goal, None, threshold, copy_src, unit)
     r = max(rows, key=lambda r: r.bytes)
-    return Target(name, goal, _gbps(r) / copy_bw, threshold, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s vs {copy_src}")
+    return Target(name, goal, _gbps(r) / copy_bw, threshold, f"{r.shape} {r.dtype}: {_gbps(r):.0f} GB/s vs {copy_src}", unit)
 
 
 # ---- end to end ----------------------------------------------------------------------------------
@@ -720,10 +738,9 @@ def to_markdown(v: Validation) -> str:
         lines += ["| " + " | ".join(r) + " |" for r in e2e_full_summary_rows(v.end_to_end_full)]
         lines += ["", "| " + " | ".join(E2E_FULL_HEADER) + " |", "|" + "---|" * 6 + "---:|" * 7 + "---|"]
         lines += ["| " + " | ".join(r) + " |" for r in e2e_full_rows(v.end_to_end_full)]
-    lines += ["", "## Kernel targets", "", "| target | goal | value | status | detail |", "|---|---|---:|---|---|"]
+    lines += ["", "## Kernel targets", "", "| target | goal | value (unit) | status | detail |", "|---|---|---:|---|---|"]
     for t in v.targets:
-        val = "-" if t.value is None else f"{t.value:.2f}"
-        lines.append(f"| {t.name} | {t.goal} | {val} | {t.status} | {t.detail} |")
+        lines.append(f"| {t.name} | {t.goal} | {t.value_text()} | {t.status} | {t.detail} |")
     lines += ["", "## By op (our kernels, median abs error)", "", "| op | points | datasheet | measured | fitted (LOO) |", "|---|---:|---:|---:|---:|"]
     ds_by, ms_by, ft_by = (v.stats(b)["by_op"] for b in ("datasheet", "measured", "fitted"))
     for op in ds_by:

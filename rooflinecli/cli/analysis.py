@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Annotated
 
 import typer
@@ -107,7 +108,7 @@ def speculative_cmd(
     draft_cost_ratio: Annotated[float | None, typer.Option("--draft-cost-ratio", "-c", help="One draft step's time over one target step's (c). Default 0, or from the MTP module with --mtp.")] = None,
     mtp: Annotated[bool, typer.Option("--mtp", help="Multi-token prediction: draft cost from one MTP module of --model (one decoder layer + projection + LM head).")] = False,
     model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.")] = None,
-    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time; h100-sxm when --model is given without it.")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time; with --model and no --hw: env ROOFLINE_HW, else h100-sxm.")] = None,
     batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
     context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
     dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
@@ -125,8 +126,8 @@ def speculative_cmd(
     step_time = None
     verify = None  # the verification pass's cost in plain steps, per k = 1.. (with a model)
     warning = None
-    if model is not None and hw is None:
-        hw = "h100-sxm"  # the default GPU of every other command
+    if model is not None and hw is None:  # the default GPU of every other command
+        hw = os.environ.get("ROOFLINE_HW") or "h100-sxm"
     if mtp or (model is not None and hw is not None):
         if model is None:
             raise RooflineError("--mtp needs --model (the MTP module is sized from the model)")

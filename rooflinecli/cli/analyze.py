@@ -102,7 +102,7 @@ def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["op", "L", "FLOPs", "weights", "KV r+w", "act", "AI", "time", "%", "bound"]
+    cols = ["op", "L", "FLOPs", "weights", "KV r+w", "act", "AI FLOP/B", "time", "%", "bound"]
     for i, c in enumerate(cols):
         t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
     total = phase.time_s or 1.0

@@ -433,8 +433,8 @@ def _show_validation(v, summary: list[list[str]]) -> None:
 
         _echo_table("whole model (e2e --full): predicted vs measured", E2E_FULL_HEADER, e2e_full_rows(v.end_to_end_full), right=set(range(3, 13)))
         _echo_table("whole model error summary (torch engine)", ["predictor", "phase", "points", "median |err|", "p90 |err|"], e2e_full_summary_rows(v.end_to_end_full), right={2, 3, 4})
-    _echo_table("kernel targets", ["target", "goal", "value", "status", "detail"],
-                [[t.name, t.goal, "-" if t.value is None else f"{t.value:.2f}", t.status, t.detail] for t in v.targets], right={2})
+    _echo_table("kernel targets", ["target", "goal", "value (unit)", "status", "detail"],
+                [[t.name, t.goal, t.value_text(), t.status, t.detail] for t in v.targets], right={2})
     _echo_table("error summary (our kernels)", ["prediction from", "points", "median |err|", "p90 |err|", "median err"], summary, right={1, 2, 3, 4})
     for f in v.flags():
         typer.echo(f"flag: {f}")

@@ -200,8 +200,11 @@ def _validation(d: dict[str, Any]) -> str:
         ])
     out.append(table(cols, rows, tid="validation-table"))
     if v.get("targets"):
-        trows = [[x["name"], x["goal"], Cell(_num(x["value"], ".2f"), x["value"]), x["status"], x["detail"]] for x in v["targets"]]
-        out.append("<h3>Kernel targets</h3>" + table(["target", "goal", "value", "status", "detail"], trows))
+        from rooflinecli.bench.validate import target_value_text
+
+        trows = [[x["name"], x["goal"], Cell(target_value_text(x["value"], x.get("unit", "")), x["value"]), x["status"], x["detail"]]
+                 for x in v["targets"]]
+        out.append("<h3>Kernel targets</h3>" + table(["target", "goal", "value (unit)", "status", "detail"], trows))
     if v.get("end_to_end"):
         erows = [[p.get("phase"), Cell(_us(p.get("measured_s")), p.get("measured_s")), Cell(_us(p.get("predicted_s_datasheet")), p.get("predicted_s_datasheet")),
                   Cell(_pct(p.get("error_datasheet"), True), p.get("error_datasheet")), Cell(_us(p.get("predicted_s_measured")), p.get("predicted_s_measured")),
