@@ -233,15 +233,56 @@ def flash_attention_hbm_elements(N, D, M):
 # --------------------------------------------------------------------------------------------
 
 
+def routing_shares(E: int, k: int, skew: float = 1.0) -> np.ndarray:
+    """Per expert (hottest first), the probability that one token routes to it, for E experts,
+    top-k, and ``skew`` = the hottest expert's load over the mean load (max / mean, the usual
+    imbalance figure; 1 = uniform). Loads fall off exponentially from the hottest expert to the
+    coldest, w_i = exp(-beta * i / (E - 1)), with beta set so that E * w_0 / sum(w) = skew; every
+    expert keeps a share (at skew 2 the coldest gets 0.41x the mean load, at skew 4 0.08x). A token
+    picks k distinct experts, so no expert is picked by more than every token: k * share is capped at 1."""
+    E, k, skew = int(E), int(k), float(skew)
+    if E <= 1 or skew <= 1.0:
+        return np.full(max(E, 1), min(1.0, k / max(E, 1)))
+    x = np.arange(E) / (E - 1.0)
+    target = E / min(skew, float(E))  # sum of w with w_0 = 1
+    lo, hi = 0.0, 1.0
+    while np.exp(-hi * x).sum() > target and hi < 1e4:
+        hi *= 2.0
+    for _ in range(80):  # sum(exp(-beta x)) falls from E to 1 as beta grows
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.exp(-mid * x).sum() > target else (lo, mid)
+    w = np.exp(-0.5 * (lo + hi) * x)
+    return np.minimum(1.0, k * w / w.sum())
+
+
 def expected_experts_touched(E, k, T, skew=1.0):
     """Expected distinct experts (of E) that T tokens routed top-k touch in one layer.
 
-    Uniform routing: E*(1 - (1 - k/E)^T). ``skew`` >= 1 models imbalanced routing: the tokens
-    behave as if spread over E/skew equally likely experts (skew = 1 is uniform), so fewer distinct
-    experts are touched for the same T.
+    Uniform routing: E*(1 - (1 - k/E)^T). With ``skew`` > 1 (the hottest expert's load over the
+    mean, ``routing_shares``): sum over experts of 1 - (1 - q_i)^T, q_i the chance one token picks
+    expert i. A skewed step touches somewhat fewer experts at middling T (the hot ones are picked
+    again) and all of them at large T, as uniform routing does.
     """
-    E_eff = np.maximum(np.asarray(E, dtype=float) / skew, np.asarray(k, dtype=float))
-    return E_eff * (1.0 - (1.0 - k / E_eff) ** np.asarray(T, dtype=float))
+    T = np.asarray(T, dtype=float)
+    if skew == 1.0:
+        return np.asarray(E, dtype=float) * (1.0 - (1.0 - k / np.asarray(E, dtype=float)) ** T)
+    q = routing_shares(E, k, skew)
+    return (1.0 - (1.0 - q) ** T[..., None]).sum(axis=-1)
+
+
+def ep_hot_gpu_load(E: int, k: int, gpus: int, skew: float = 1.0) -> float:
+    """The busiest GPU's routed token-expert pairs over the mean GPU's, with E experts split
+    evenly over ``gpus`` (expert parallelism) and routing ``skew`` (``routing_shares``): the GPU
+    holding the hottest expert, with an average mix of the others. 1 at skew 1; ``skew`` itself
+    when each GPU holds one expert. The step waits for that GPU."""
+    G = max(int(gpus), 1)
+    if G == 1 or skew == 1.0 or int(E) <= 1:
+        return 1.0
+    q = routing_shares(E, k, skew)
+    share = q / q.sum()
+    per_gpu = max(int(E) // G, 1)
+    hot = share[0] + (per_gpu - 1) * (1.0 - share[0]) / (int(E) - 1)
+    return float(min(hot * G, G))
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from rooflinecli import formulas
@@ -265,9 +266,14 @@ def test_expert_parallel_bytes(skew):
     ops = ops_by_name(cfg, Workload(B, 1024, 1, tp=8, ep=8, expert_skew=skew), "decode", B, 1024)
     touched = formulas.expected_experts_touched(256, 8, B, skew)
     assert close(ops["moe.expert_up"].weights_bytes, 58 * touched * 7168 * 2048 * 2 / 8)
+    # the busiest GPU (skewed routing) computes and receives its share of the pairs: 32 experts per
+    # GPU, the hottest at skew x the mean load, so 1 + about (skew - 1) / 32 of the mean GPU's
+    hot = formulas.ep_hot_gpu_load(256, 8, 8, skew)
+    assert hot == 1.0 if skew == 1 else 1.05 < hot < 1 + (skew - 1) / 32 + 0.02
+    assert close(ops["moe.expert_up"].flops, 58 * 2 * (B * 8 * hot) * 7168 * 2048 / 8)
     # dispatch + combine: each GPU holds B/8 tokens x top-8 copies of d = 7168 at 2 bytes and sends
     # 7/8 of them, twice, at 450 GB/s one way
-    a2a = 64 / 8 * 8 * 7168 * 2
+    a2a = 64 / 8 * 8 * 7168 * 2 * hot
     assert close(ops["comm.ep_all_to_all"].comm_bytes, 58 * 2 * 7 / 8 * a2a)
     assert close(ops["comm.ep_all_to_all"].comm_time_s, 58 * 2 * 7 / 8 * a2a / 450e9)
     if skew > 1:
@@ -358,3 +364,32 @@ def test_a_verification_pass_reads_weights_and_cache_once():
         from rooflinecli.analysis.workload import validate_workload
 
         validate_workload(Workload(batch=1, prompt_len=1, gen_len=1, decode_tokens=0))
+
+
+@pytest.mark.parametrize("E, k", [(8, 2), (64, 6), (128, 8), (256, 8)])
+@pytest.mark.parametrize("skew", [1.0, 1.5, 2.0, 4.0])
+def test_routing_skew_shares_and_experts_touched(E, k, skew):
+    """``skew`` is the hottest expert's load over the mean; every expert keeps a share, so a skewed
+    step touches at most as many experts as a uniform one, one token touches its k, and a large
+    step touches all of them (the skew used to squeeze the tokens onto E/skew experts: DeepSeek-V3
+    at batch 256 read half its experts at skew 2, and ran 1.9x faster than uniform)."""
+    q = formulas.routing_shares(E, k, skew)
+    assert q.shape == (E,) and (q > 0).all() and q.sum() == pytest.approx(k)
+    assert q[0] * E / k == pytest.approx(skew) and (q[:-1] >= q[1:]).all()
+    T = np.array([1.0, 4.0, 32.0, 256.0, 4096.0])
+    touched = formulas.expected_experts_touched(E, k, T, skew)
+    uniform = formulas.expected_experts_touched(E, k, T)
+    assert touched == pytest.approx(uniform) if skew == 1 else (touched <= uniform + 1e-9).all()
+    assert touched[0] == pytest.approx(k) and touched[-1] == pytest.approx(E, rel=1e-3)
+    assert (np.diff(touched) >= 0).all() and touched[1] > touched[0]
+    # the busiest GPU under expert parallelism: the mean at skew 1, the skew itself at one expert per GPU
+    assert formulas.ep_hot_gpu_load(E, k, E, skew) == pytest.approx(skew)
+    assert formulas.ep_hot_gpu_load(E, k, 1, skew) == 1.0
+
+
+def test_routing_skew_costs_the_busiest_gpu_and_never_halves_a_large_step():
+    cfg, spec = get_model("deepseek-v3"), get_spec("h200")
+    times = {s: analyze(cfg, spec, Workload(256, 1024, 4, expert_skew=s)).tpot_s for s in (1.0, 2.0)}
+    assert times[2.0] == pytest.approx(times[1.0], rel=0.01)  # 2,048 pairs over 256 experts read them all
+    ep = {s: analyze(cfg, spec, Workload(256, 1024, 4, tp=8, ep=8, expert_skew=s)).ttft_s for s in (1.0, 2.0, 4.0)}
+    assert ep[1.0] < ep[2.0] < ep[4.0]  # compute-bound prefill waits for the busiest GPU

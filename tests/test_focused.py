@@ -8,6 +8,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
+from rooflinecli import formulas
 from rooflinecli.cli import app
 from rooflinecli.hardware import get_spec
 
@@ -281,14 +282,19 @@ def test_moe_by_hand_mixtral():
     rows = {r["batch"]: r for r in out["decode_by_batch"]}
     assert rows[1]["experts_touched_uniform"] == pytest.approx(2.0)
     assert rows[4]["experts_touched_uniform"] == pytest.approx(8 * (1 - 0.75**4))
-    assert rows[4]["experts_touched_skewed"] == pytest.approx(4 * (1 - 0.5**4))  # E/skew = 4 experts
+    # skew 2: the hottest expert takes twice the mean load; loads fall off exponentially to the coldest
+    q = formulas.routing_shares(8, 2, 2.0)
+    assert q.sum() == pytest.approx(2.0) and q[0] * 8 / 2 == pytest.approx(2.0) and (q[:-1] > q[1:]).all()
+    assert rows[4]["experts_touched_skewed"] == pytest.approx(float((1 - (1 - q) ** 4).sum()))
+    assert rows[1]["experts_touched_skewed"] == pytest.approx(2.0)  # one token: its k experts
     assert out["active_params"] < out["total_params"]
     assert out["total_params"] == pytest.approx(46.7e9, rel=0.01)  # published
-    # decode weight bytes grow with batch (more experts touched), then saturate: with skew 2 the
-    # tokens spread over E/2 = 4 experts, so 32 layers x (4 - 2) more experts than at batch 1
+    # decode weight bytes grow with batch (more experts touched), then saturate: even skewed, every
+    # expert keeps a share, so 64 tokens read nearly all 8 (32 layers x about 8 - 2 more than at batch 1)
     w = [rows[b]["weights_bytes"] for b in (1, 4, 64)]
     assert w[0] < w[1] < w[2]
-    assert w[2] - w[0] == pytest.approx(32 * (4 - 2) * out["routed_expert_bytes"], rel=0.001)
+    assert w[2] - w[0] == pytest.approx(32 * (rows[64]["experts_touched_skewed"] - 2) * out["routed_expert_bytes"], rel=1e-4)  # + embedding rows
+    assert rows[64]["experts_touched_skewed"] > 7.99
     uniform = run_json("moe", "--model", "mixtral-8x7b", "--batch", "1,64")["decode_by_batch"]
     assert uniform[1]["weights_bytes"] - uniform[0]["weights_bytes"] == pytest.approx(32 * (8 - 2) * out["routed_expert_bytes"], rel=0.001)
 

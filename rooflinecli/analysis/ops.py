@@ -452,8 +452,11 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
             ops.append(_mlp_act_op(cfg, wl, "moe.shared_act", "elementwise", "moe", Lm, tokens, width))
         # routed experts: k*T token-expert pairs; bytes of the distinct experts the step touches
         touched = F.expected_experts_touched(m.num_routed_experts, m.top_k, tokens_total, wl.expert_skew)
-        pairs = m.top_k * tokens_total
+        # the busiest GPU's pairs (skewed routing under expert parallelism): the step waits for it
+        hot = F.ep_hot_gpu_load(m.num_routed_experts, m.top_k, wl.ep, wl.expert_skew)
+        pairs = m.top_k * tokens_total * hot
         experts = P.routed_expert_linears(cfg)
+        skewed = f", busiest GPU {hot:.2f}x the mean pairs" if hot != 1.0 else ""
         for lin in experts:
             ops.append(
                 OpCost(
@@ -464,7 +467,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                     flops=F.linear_flops(pairs, lin.d_in, lin.d_out) / G,
                     weights_bytes=touched * weight_bytes(lin.params, wl) / G,
                     activation_bytes=F.linear_activation_bytes(pairs, lin.d_in, lin.d_out, b_a) / G,
-                    note=f"{lin.d_in}->{lin.d_out}, top-{m.top_k} of {m.num_routed_experts}",
+                    note=f"{lin.d_in}->{lin.d_out}, top-{m.top_k} of {m.num_routed_experts}{skewed}",
                     extra={"experts_touched": touched},
                 )
             )
@@ -489,7 +492,9 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                 )
     if wl.ep > 1 and "moe" in groups:
         Lm = groups["moe"]
-        a2a_bytes = tokens_total / G * cfg.moe.top_k * d * b_a
+        # the busiest GPU receives (and returns) its pairs: ``ep_hot_gpu_load`` x the mean share
+        hot = F.ep_hot_gpu_load(cfg.moe.num_routed_experts, cfg.moe.top_k, wl.ep, wl.expert_skew)
+        a2a_bytes = tokens_total / G * cfg.moe.top_k * d * b_a * hot
         ops.append(
             OpCost(
                 name="comm.ep_all_to_all",

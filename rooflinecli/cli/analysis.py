@@ -331,7 +331,7 @@ def moe_cmd(
     model: ModelOption,
     batch: Annotated[str, typer.Option("--batch", help="Batch grid for the decode table (e.g. 1..1024:x2, 1,8,64).")] = "1..1024:x4",
     context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
-    skew: Annotated[float, typer.Option("--skew", help="Routing skew >= 1: tokens behave as if spread over E/skew experts (1 = uniform).")] = 1.0,
+    skew: Annotated[float, typer.Option("--skew", help="Routing skew >= 1: the hottest expert's load over the mean (1 = uniform); loads fall off exponentially to the coldest expert.")] = 1.0,
     ep: EpOption = 1,
     tp: TpOption = 1,
     hw: HwOption = "h100-sxm",
@@ -415,7 +415,9 @@ def moe_cmd(
     if ep > 1:
         cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
     c.print(_table(f"decode step vs batch on {spec.id}, context {context:,}", cols, rows,
-                   caption=f"experts/layer: E(1-(1-k/E)^T) of {m.num_routed_experts}; all {all_experts:.0f} read once T is large"))
+                   caption=f"experts/layer: E(1-(1-k/E)^T) of {m.num_routed_experts}; all {all_experts:.0f} read once T is large"
+                   + (f"; skew {skew:g}: the hottest expert takes {skew:g}x the mean load, the coldest "
+                      f"{float(formulas.routing_shares(m.num_routed_experts, m.top_k, skew)[-1]) * m.num_routed_experts / m.top_k:.2f}x" if skew != 1 else "")))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def report_cmd(
     price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="USD per GPU-hour.")] = None,
     kv_block_size: Annotated[Optional[int], typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
     prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")] = 8192,
-    expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1 (1 = uniform).")] = 1.0,
+    expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1: the hottest expert's load over the mean (1 = uniform).")] = 1.0,
     mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed or naive.")] = "absorbed",
     weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
     results: Annotated[Optional[Path], typer.Option("--results", help="Measured results JSON (`roofline bench`): adds measured points and the validation table.")] = None,
