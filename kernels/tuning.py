@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rooflinecli.errors import one_line
+
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 TUNED_SCHEMA = "rooflinecli.tuned/1"
 #: kernels/ modules that hold no kernels
@@ -218,9 +220,9 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
     if unknown:
         raise TunedFileError(f"unknown field '{sorted(unknown)[0]}'")
     if raw.get("gpu") != gpu_name:
-        raise TunedFileError(f"tuned on GPU '{raw.get('gpu')}', this is '{gpu_name}'")
+        raise TunedFileError(f"tuned on GPU '{one_line(raw.get('gpu'))[:100]}', this is '{gpu_name}'")
     if str(raw.get("triton")) != triton_version:
-        raise TunedFileError(f"tuned with Triton {raw.get('triton')}, this is Triton {triton_version}")
+        raise TunedFileError(f"tuned with Triton {one_line(raw.get('triton'))[:40]}, this is Triton {triton_version}")
     table = raw.get("autotuners")
     if not isinstance(table, dict):
         raise TunedFileError("'autotuners' must be an object")
@@ -241,6 +243,8 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
                 raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
             if not isinstance(e["key"], list) or not isinstance(e["config"], dict):
                 raise TunedFileError(f"{where}: 'key' must be a list and 'config' an object")
+            if not all(k is None or isinstance(k, (str, int, float, bool)) for k in e["key"]):
+                raise TunedFileError(f"{where}: 'key' must hold numbers, strings, booleans or nulls (the autotuner's key values)")
             bad = set(e["config"]) - _CONFIG_FIELDS
             if bad:
                 raise TunedFileError(f"{where}.config has unknown field '{sorted(bad)[0]}'")
@@ -263,9 +267,10 @@ def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: st
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         entries = parse_tuned(raw, autotuners, gpu_name, triton_version)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TunedFileError) as e:
-        msg = " ".join(str(e).split())
-        return Committed(str(path), {}, "rejected", f"warning: {path}: {msg}; ignoring it and autotuning at run time")
+    except RecursionError:  # nested too deeply to parse
+        return Committed(str(path), {}, "rejected", f"warning: {path}: nested too deeply to parse; ignoring it and autotuning at run time")
+    except (OSError, ValueError) as e:  # UnicodeDecodeError, JSONDecodeError, TunedFileError, a 5,000-digit integer
+        return Committed(str(path), {}, "rejected", f"warning: {path}: {one_line(e)}; ignoring it and autotuning at run time")
     return Committed(str(path), entries, "applied", f"{sum(map(len, entries.values()))} committed configs from {path}")
 
 

@@ -90,6 +90,27 @@ def refuse_overwriting_inputs(inputs: dict[str, str | os.PathLike[str] | None], 
         seen[k] = what
 
 
+def model_and_spec_files(cfgs, specs) -> dict[str, str]:
+    """The files a run reads to build its models and GPUs, for ``refuse_overwriting_inputs``: each
+    config.json given by path, each spec file (built-in ones too) and each calibration file a
+    measured spec names. ``report --model cfg.json --out cfg.json`` replaced the config."""
+    from rooflinecli.achievable import calibration_path
+
+    files: dict[str, str] = {}
+    for cfg in cfgs:
+        if cfg.source and not cfg.source.startswith("preset:"):
+            files[f"--model's config file ({cfg.name})"] = cfg.source
+    for spec in specs:
+        if spec is None:
+            continue
+        if spec.path:
+            files[f"--hw's spec file ({spec.id})"] = str(spec.path)
+        cal = calibration_path(spec)
+        if cal is not None:
+            files[f"{spec.id}'s calibration file"] = str(cal)
+    return files
+
+
 def resolve_output(path: str | os.PathLike[str], *, make_parents: bool = False) -> Path:
     """The regular file to replace for an output path: symlinks followed (the link is kept, its
     target replaced), devices / FIFOs / sockets / folders refused, the parent folder required to

@@ -142,14 +142,19 @@ class _Checker:
                 raise self.fail(key, f"must be an integer, got {_type_name(value)} {value!r}")
         elif isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(key, f"must be a number, got {_type_name(value)} {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."  # a 400-digit integer
+        if isinstance(value, int) and value.bit_length() > 1000:  # float() overflows; far beyond any bound
+            if value < 0:
+                raise self.fail(key, f"must be > 0, got {shown}")
+            raise self.fail(key, f"absurd value {shown}: above {f.hi:g}{f' {f.unit}' if f.unit else ''}; check the unit in the key name")
         if not math.isfinite(value) or not value > 0:
-            raise self.fail(key, f"must be > 0, got {value!r}")
+            raise self.fail(key, f"must be > 0, got {shown}")
         if value < f.lo:
             unit = f" {f.unit}" if f.unit else ""
-            raise self.fail(key, f"absurd value {value!r}: below {f.lo:g}{unit}; check the unit in the key name")
+            raise self.fail(key, f"absurd value {shown}: below {f.lo:g}{unit}; check the unit in the key name")
         if value > f.hi:
             unit = f" {f.unit}" if f.unit else ""
-            raise self.fail(key, f"absurd value {value!r}: above {f.hi:g}{unit}; check the unit in the key name")
+            raise self.fail(key, f"absurd value {shown}: above {f.hi:g}{unit}; check the unit in the key name")
         return value if f.kind is int else float(value)
 
 

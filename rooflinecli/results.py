@@ -22,12 +22,13 @@ correctness check failed has ``correct = false``, no samples and null quantiles:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rooflinecli.atomic import write_json_atomic
-from rooflinecli.errors import RooflineError
+from rooflinecli.errors import RooflineError, one_line
 
 SCHEMA = "rooflinecli.results/1"
 
@@ -134,6 +135,11 @@ MAX_SAMPLES_PER_ROW = 100_000
 MAX_ROWS = 100_000
 #: the largest figure a row may give (FLOPs, bytes, seconds, ...): beyond it a value is corrupt
 MAX_ROW_NUMBER = 1e30
+#: the shortest sample a timed row may hold: a nanosecond is far below any kernel launch (about
+#: 1 us in a CUDA graph), and FLOPs / 1e-300 s is infinite
+MIN_SAMPLE_S = 1e-9
+#: shape parameters that readers compare as numbers (the targets' shape filters, the report's axes)
+NUMERIC_PARAMS = frozenset({"B", "H", "H_kv", "KVH", "N", "S", "D", "Dv", "M", "K", "T", "E", "k", "d", "I", "R", "P", "context"})
 _ROW_STR = ("op", "impl", "shape", "dtype", "method", "note", "tuning", "backend", "model_kind", "compute_dtype")
 _ROW_NUM = ("flops", "bytes", "p20_s", "p50_s", "p80_s", "achieved_tflops", "achieved_gb_per_s", "predicted_s_datasheet",
             "predicted_s_measured", "pct_of_roof", "max_rel_error", "host_us_per_call")
@@ -159,6 +165,12 @@ def _check_row(path: Path, i: int, r: dict) -> None:
     for k in ("params", "config"):
         if k in r and not isinstance(r[k], dict):
             raise RooflineError(f"{where}: '{k}' must be an object")
+    for name, v in (r.get("params") or {}).items():  # shape parameters: readers compare and multiply them
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not (numeric and math.isfinite(v) and abs(v) <= MAX_ROW_NUMBER) and not (isinstance(v, (str, bool)) or v is None):
+            raise RooflineError(f"{where}: params.{one_line(name)[:40]} must be a number, a string, true/false or null, got {json.dumps(v)[:40]}")
+        if name in NUMERIC_PARAMS and not numeric:
+            raise RooflineError(f"{where}: params.{name} must be a number, got {json.dumps(v)[:40]}")
     samples = r.get("samples_s")
     if isinstance(samples, list) and len(samples) > MAX_SAMPLES_PER_ROW:
         raise RooflineError(f"{where} ({r['op']} {r['shape']}): {len(samples):,} samples; the limit is {MAX_SAMPLES_PER_ROW:,} per row")
@@ -230,6 +242,7 @@ def load_results(path: str | Path) -> Results:
     if len(rows_raw) > MAX_ROWS:
         raise RooflineError(f"{path}: {len(rows_raw):,} rows; the limit is {MAX_ROWS:,}")
     rows = []
+    seen: dict[tuple, int] = {}
     for i, r in enumerate(rows_raw):
         if not isinstance(r, dict):
             raise RooflineError(f"{path}: rows[{i}] is not an object")
@@ -242,12 +255,12 @@ def load_results(path: str | Path) -> Results:
         _check_row(path, i, r)
         samples = r["samples_s"]
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
-        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= MAX_ROW_NUMBER for x in samples)):
-            raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of positive seconds")
+        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_SAMPLE_S <= x <= MAX_ROW_NUMBER for x in samples)):
+            raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of seconds in [{MIN_SAMPLE_S:g}, {MAX_ROW_NUMBER:g}]")
         if not untimed:  # a timed row's quantiles and cost are what every reader divides by
             for k in ("p20_s", "p50_s", "p80_s"):
-                if r[k] is None or not r[k] > 0:
-                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be positive seconds in a timed row, got {json.dumps(r[k])}")
+                if r[k] is None or not r[k] >= MIN_SAMPLE_S:
+                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be at least {MIN_SAMPLE_S:g} s in a timed row, got {json.dumps(r[k])}")
             for k in ("flops", "bytes"):
                 if r[k] is None:
                     raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
@@ -256,10 +269,18 @@ def load_results(path: str | Path) -> Results:
         for k in ("p20_s", "p50_s", "p80_s"):
             if r[k] is None and untimed:
                 r[k] = float("nan")
-        rows.append(ResultRow(**r))
+        row = ResultRow(**r)
+        if row.key in seen:  # one row per (op, impl, shape, dtype): a second would pool as another run
+            raise RooflineError(f"{path}: rows[{i}] repeats rows[{seen[row.key]}] (op '{row.op}', impl '{row.impl}', shape '{row.shape}', "
+                                f"dtype '{row.dtype}'); one row per case")
+        seen[row.key] = i
+        rows.append(row)
     env = raw.get("environment")
     if not isinstance(env, dict):
         raise RooflineError(f"{path}: 'environment' must be an object")
+    gpu = env.get("gpu_name")  # printed in warnings and baseline names: a newline would split them
+    if gpu is not None and (not isinstance(gpu, str) or has_control(gpu) or len(gpu) > 1000):
+        raise RooflineError(f"{path}: environment.gpu_name must be a string of at most 1000 characters without control characters")
     for k in ("hardware_spec", "measured_spec"):
         if raw.get(k) is not None and (not isinstance(raw[k], str) or has_control(raw[k]) or len(raw[k]) > 4096):
             raise RooflineError(f"{path}: '{k}' must be a spec id or path (a string), got {json.dumps(raw[k])[:40]}")

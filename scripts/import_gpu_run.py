@@ -27,6 +27,7 @@ No torch, no GPU (the tuned-file check imports the kernels, which imports torch 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -58,6 +59,10 @@ TABLE_ROWS = {"roof": "roofline on datasheet ceilings (`--hw h200`)",
               "achievable": "achievable model (`--hw h200-measured`, engine `torch`)"}
 
 
+#: the most a suite archive may unpack to (a full run is about 2 MB; logs of a failed one more)
+MAX_SUITE_BYTES = 256 * 2**20
+
+
 def _suite_dir(src: Path, scratch: Path) -> Path:
     """The run's folder: ``src`` itself, or the one folder holding stages.tsv in the .tgz."""
     if src.is_dir():
@@ -72,10 +77,15 @@ def _suite_dir(src: Path, scratch: Path) -> Path:
         raise RooflineError(f"{src}: not a readable .tgz ({one_line(e)})") from None
     try:
         with tar:
+            total = 0
             for m in tar.getmembers():
                 if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in Path(m.name).parts:
                     raise RooflineError(f"{src}: refusing archive member {one_line(repr(m.name))} "
                                         "(a link, a device or a path outside the archive)")
+                total += m.size if m.isfile() else 0
+                if total > MAX_SUITE_BYTES:  # before anything is unpacked: a few MB of zeros can hold GBs
+                    raise RooflineError(f"{src}: unpacks to over {MAX_SUITE_BYTES // 2**20} MB (at member {one_line(repr(m.name))}); "
+                                        "a suite's output is a few MB: refusing it")
             if hasattr(tarfile, "data_filter"):  # Python 3.11.4+: refuse links, devices, absolute paths
                 tar.extractall(scratch, filter="data")
             else:
@@ -220,7 +230,7 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
     if spec_src.is_file():
         if not cal_src.is_file():
             raise RooflineError(f"{run}: measured_spec.toml without measured_spec.calibration.json: nothing to fit")
-        gpu = _gpu_name(run)
+        gpu = one_line(_gpu_name(run))  # written into the TOML text below: one line, escaped there
         slug = tuning.gpu_slug(gpu).removeprefix("nvidia-")
         text = read_user_file(spec_src, "measured spec")
         raw = parse_toml_text(text, str(spec_src))  # a file that does not parse says so, not "no key"
@@ -228,7 +238,8 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
         key = 'calibration = "measured_spec.calibration.json"'
         if not isinstance(mw, dict) or mw.get("calibration") != "measured_spec.calibration.json" or key not in text:
             raise RooflineError(f"{spec_src}: its [measured_with] calibration key is not the suite's; fix the file by hand")
-        text = text.replace(key, f'calibration = "{slug}-calibration.json"\nsource = "rooflinecli GPU run on one {gpu} (reports/{name}/)"')
+        source = json.dumps(f"rooflinecli GPU run on one {gpu} (reports/{name}/)")  # JSON's escapes are TOML's
+        text = text.replace(key, f'calibration = "{slug}-calibration.json"\nsource = {source}')
         text = (f"# {gpu} as measured by `scripts/gpu_suite.sh` (reports/{name}/), imported with\n"
                 "# scripts/import_gpu_run.py: `roofline calibrate` wrote this file and its calibration file.\n" + text)
         cal = read_user_file(cal_src, "calibration file")
@@ -236,7 +247,12 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
         check.mkdir()
         (check / f"{slug}-calibration.json").write_text(cal, encoding="utf-8")
         (check / f"{slug}.toml").write_text(text, encoding="utf-8")
-        if models_for(load_spec_file(check / f"{slug}.toml")) is None:
+        try:  # errors name the suite's files, not the scratch copies (deleted by the time they print)
+            fitted = models_for(load_spec_file(check / f"{slug}.toml"))
+        except RooflineError as e:
+            raise RooflineError(str(e).replace(str(check / f"{slug}-calibration.json"), str(cal_src))
+                                .replace(str(check / f"{slug}.toml"), str(spec_src))) from None
+        if fitted is None:
             raise RooflineError(f"{spec_src}: names no calibration after the import")
         plan += [(Path("hardware_specs/measured") / f"{slug}-calibration.json", cal), (Path("hardware_specs/measured") / f"{slug}.toml", text)]
     tuned_dir = run / "tuned"
@@ -300,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         text = str(e)
         if unpacked is not None:  # the scratch copy is gone by now: name the member in the archive
             text = text.replace(f"{unpacked}{os.sep}", f"{a.suite}:")
-        print(f"error: {text}", file=sys.stderr)
+        print(f"error: {one_line(text)}", file=sys.stderr)
         return 2
     print(f"reports/{a.name}/: imported" + (f" ({'; '.join(notes)})" if notes else ""))
     for w in written:

@@ -79,17 +79,17 @@ def test_unknown_ops_are_noted_not_fatal():
 @pytest.mark.parametrize(
     "mutate, expect",
     [
-        (lambda d: d["rows"][3].__setitem__("t_graph", float("nan")), "rows[3] (gemm): t_graph: must be a positive finite number, got nan"),
+        (lambda d: d["rows"][3].__setitem__("t_graph", float("nan")), "not valid JSON: NaN is not a JSON number"),
         (lambda d: d["rows"][3].__setitem__("t_graph", -1e-6), "rows[3] (gemm): t_graph: must be a positive finite number"),
         (lambda d: d["rows"][5].pop("t_graph"), "rows[5] (gemm): t_graph: missing"),
-        (lambda d: d["rows"][5].__setitem__("bytes", -4), "rows[5] (gemm): bytes: must be a positive finite number, got -4"),
+        (lambda d: d["rows"][5].__setitem__("bytes", -4), "rows[5] (gemm): bytes: must be a positive finite number in [0, 1e+15], got -4"),
         (lambda d: d["rows"][5]["shape"].pop("K"), "rows[5] (gemm): shape.K: missing"),
         (lambda d: d["rows"].__setitem__(slice(None), []), "rows: missing or empty"),
         (lambda d: d.__setitem__("schema", "other/9"), "schema: unknown 'other/9'"),
-        (lambda d: d.__setitem__("sustained", {"gemm_bf16_tflops": float("inf")}), "sustained.gemm_bf16_tflops: must be a positive finite number"),
+        (lambda d: d.__setitem__("sustained", {"gemm_bf16_tflops": 1e-308}), "sustained.gemm_bf16_tflops: must be a positive finite number in [0.001, 100000]"),
         (lambda d: d.__setitem__("rows", [r for r in d["rows"] if r["op"] != "sdpa_decode"]), "rows: fewer than 2 'sdpa_decode' rows"),
     ],
-    ids=["nan", "negative-time", "missing-time", "negative-bytes", "missing-shape-key", "no-rows", "bad-schema", "inf-sustained", "no-decode-attention"],
+    ids=["nan", "negative-time", "missing-time", "negative-bytes", "missing-shape-key", "no-rows", "bad-schema", "tiny-sustained", "no-decode-attention"],
 )
 def test_bad_calibration_is_one_line(tmp_path, mutate, expect):
     doc = _doc()
@@ -425,12 +425,15 @@ def test_gemm_stream_rows_scale_the_graph_phase_gemms(tmp_path):
     assert s["mlp.gate_up"]["time_s"] == p["mlp.gate_up"]["time_s"]  # eager prefill: not a graph
 
 
-def test_absurd_gemm_stream_rows_are_clipped_not_a_crash():
+def test_absurd_gemm_stream_rows_are_clipped_or_refused_not_a_crash():
     doc = json.loads(SHIPPED.read_text())
-    doc["rows"].append({"op": "gemm_stream", "shape": {"M": 1, "L": 1e300, "D": 4096, "F": 14336, "Q": 6144}, "flops": 1.0, "bytes": 1.0, "t_graph": 1e-3})
+    doc["rows"].append({"op": "gemm_stream", "shape": {"M": 1, "L": 1, "D": 4096, "F": 14336, "Q": 6144}, "flops": 1.0, "bytes": 1.0, "t_graph": 1e-8})
     doc["rows"].append({"op": "gemm_stream", "shape": {"M": 64, "L": 1, "D": 4096, "F": 14336, "Q": 6144}, "flops": 1.0, "bytes": 1.0, "t_graph": 1e3})
     m = fit_models(parse_calibration(doc, "x.json"))
     assert float(m.gemm_stream_ratio(1)) == pytest.approx(0.5) and float(m.gemm_stream_ratio(64)) == pytest.approx(2.0)
+    doc["rows"][-1]["shape"]["L"] = 1e300  # no GPU streams 1e300 layers: a corrupt row, one line
+    with pytest.raises(RooflineError, match=r"shape.L: must be a positive finite number in \[0, 1e\+12\]"):
+        parse_calibration(doc, "x.json")
 
 
 def test_decode_attention_grows_with_context_at_every_batch(h200m):

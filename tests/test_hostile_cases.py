@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 
@@ -222,8 +223,16 @@ def _results(tmp_path, name: str, mutate) -> str:
 
 
 @pytest.mark.parametrize("mutate, needle", [
-    (lambda d: d["rows"][0].update(p50_s=None), "'p50_s' must be positive seconds in a timed row"),
-    (lambda d: d["rows"][0].update(p50_s=0), "'p50_s' must be positive seconds in a timed row"),
+    (lambda d: d["rows"][0].update(p50_s=None), "'p50_s' must be at least 1e-09 s in a timed row"),
+    (lambda d: d["rows"][0].update(p50_s=0), "'p50_s' must be at least 1e-09 s in a timed row"),
+    # a report's roofline divided FLOPs by 1e-300 s and met None; baseline update pooled a repeated
+    # row as a second run (2x its median); kernel_targets compared "4096" with 4096
+    (lambda d: d["rows"][0].update(samples_s=[1e-300] * 5, p20_s=1e-300, p50_s=1e-300, p80_s=1e-300), "'samples_s' must be a non-empty list of seconds in [1e-09"),
+    (lambda d: d["rows"].append(dict(d["rows"][4])), "repeats rows[4]"),
+    (lambda d: next(r for r in d["rows"] if r["op"] == "decode_attention")["params"].update(N="4096"), "params.N must be a number"),
+    (lambda d: next(r for r in d["rows"] if r["op"] == "flash_attention")["params"].update(S={"a": 1}), "params.S must be a number"),
+    (lambda d: d["rows"][0]["params"].update(extra=[1, 2]), "must be a number, a string, true/false or null"),
+    (lambda d: d["environment"].update(gpu_name="NVIDIA\nH200"), "environment.gpu_name must be a string"),
     (lambda d: d["rows"][0].update(p80_s=None), "'p80_s'"),
     (lambda d: d["rows"][0].update(flops=None), "'flops' must be a number in a timed row"),
     (lambda d: d.update(measured_spec=True), "'measured_spec' must be a spec id or path"),
@@ -243,6 +252,15 @@ def test_a_results_file_with_a_null_zero_or_mistyped_field_is_one_line_for_every
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "c.toml").exists()
 
 
+def test_a_recorded_spec_path_that_is_not_a_path_is_ignored(tmp_path):
+    """A number, a list or an impossible name in extra.bench.*_spec_path was a TypeError in validate
+    and report; the recorded spec id decides instead."""
+    for value in (5, [1], "a" * 5000):
+        bad = _results(tmp_path, "p.json", lambda d: d["extra"]["bench"].update(measured_spec_path=value, hardware_spec_path=value))
+        r = run("validate", bad)
+        assert r.exit_code == 0, r.output
+
+
 def test_a_file_name_too_long_for_the_os_is_one_line(tmp_path):
     long = "a" * 300
     for args in (["model", "show", f"{long}.json"], ["analyze", "--model", f"{long}.json"], ["golden", "--path", long],
@@ -260,6 +278,28 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path):
     one_error(run("regress", src, other, "--markdown", str(tmp_path / "x"), "--junit", str(tmp_path / "x")), "--junit", "is also --markdown")
     one_error(run("report", "--model", "gpt2", "--results", src, "--out", src), "is also --results")
     assert open(src).read() == before
+
+
+def test_report_and_sweep_refuse_to_write_over_their_model_or_spec_files(tmp_path):
+    """``report --model cfg.json --out cfg.json`` replaced the config with HTML (exit 0); the same
+    for a spec file given to --hw or --measured-hw, and for sweep's --model / --hw."""
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(open(os.path.join(presets_dir(), "llama-3-8b.json")).read())
+    spec = tmp_path / "mine.toml"
+    spec.write_text(open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "h200.toml")).read().replace('id = "h200"', 'id = "mine"'))
+    measured = os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200.toml")
+    copy = tmp_path / "m.toml"
+    copy.write_text(open(measured).read())
+    (tmp_path / "h200-calibration.json").write_text(open(os.path.join(os.path.dirname(measured), "h200-calibration.json")).read())
+    before = {p: p.read_text() for p in (cfg, spec, copy, tmp_path / "h200-calibration.json")}
+    one_error(run("report", "--model", str(cfg), "--hw", "h200", "--out", str(cfg)), "--out", "is also --model's config file")
+    one_error(run("report", "--hw", str(spec), "--out", str(spec)), "is also --hw's spec file (mine)")
+    one_error(run("report", "--hw", "h200", "--measured-hw", str(copy), "--out", str(copy)), "spec file (h200-measured)")
+    one_error(run("report", "--hw", "h200", "--measured-hw", str(copy), "--out", str(tmp_path / "h200-calibration.json")), "h200-measured's calibration file")
+    csv = tmp_path / "cfg.csv"
+    csv.write_text(cfg.read_text())
+    one_error(run("sweep", "--model", str(csv), "--hw", "h200", "--batch", "1", "--context", "1k", "--out", str(csv), "-q"), "is also --model's config file")
+    assert {p: p.read_text() for p in before} == before and csv.read_text() == cfg.read_text()
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -285,11 +325,39 @@ def test_a_calibration_row_with_an_absurd_time_is_one_line(tmp_path):
     cal = json.load(open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200-calibration.json")))
     (tmp_path / "m.toml").write_text(spec.replace('calibration = "h200-calibration.json"', 'calibration = "cal.json"').replace('id = "h200-measured"', 'id = "fz"'))
     for mutate, needle in ((lambda d: next(r for r in d["rows"] if r["op"] == "gemm").update(t_graph=1e-300), "is not a kernel time"),
-                           (lambda d: d.update(gpu=float("nan")), "gpu: must be a string")):
+                           (lambda d: d.update(gpu=float("nan")), "NaN is not a JSON number"),
+                           (lambda d: d.update(gpu=5), "gpu: must be a string")):
         doc = json.loads(json.dumps(cal))
         mutate(doc)
         (tmp_path / "cal.json").write_text(json.dumps(doc))
         one_error(run("analyze", "--no-ops", "--hw", str(tmp_path / "m.toml")), needle)
+
+
+def test_a_calibration_file_with_absurd_figures_or_deep_junk_is_one_line(tmp_path):
+    """Sustained 1e-308 TFLOP/s printed TTFT nan and ten numpy warnings (exit 0); a 5,000-digit
+    integer and 50,000 nested lists were a ValueError and a RecursionError."""
+    spec = open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200.toml")).read()
+    text = open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "measured", "h200-calibration.json")).read()
+    (tmp_path / "m.toml").write_text(spec.replace('calibration = "h200-calibration.json"', 'calibration = "cal.json"').replace('id = "h200-measured"', 'id = "fz"'))
+    cases = [
+        (text.replace('"gemm_bf16_tflops": ', '"gemm_bf16_tflops": 1e-308, "x": ', 1), "sustained.gemm_bf16_tflops: must be a positive finite number in [0.001, 100000]"),
+        (text.replace('"flops": 1.0', '"flops": 1e300', 1), "flops: must be a finite number >= 0 in [0, 1e+18]"),
+        (text.replace('"flops": 1.0', '"flops": 1' + "0" * 400, 1), "flops: must be"),
+        (text.replace('"flops": 1.0', '"flops": 1' + "0" * 5000, 1), "not valid JSON"),
+        (text.rstrip()[:-1] + ', "junk": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply"),
+    ]
+    for body, needle in cases:
+        assert body != text
+        (tmp_path / "cal.json").write_text(body)
+        for args in (["analyze", "--no-ops", "--hw", str(tmp_path / "m.toml")], ["hw", "validate", str(tmp_path / "m.toml")]):
+            one_error(run(*args), needle)
+
+
+def test_a_spec_number_of_hundreds_of_digits_is_one_line(tmp_path):
+    base = open(os.path.join(presets_dir(), "..", "..", "hardware_specs", "h200.toml")).read().replace('id = "h200"', 'id = "fz"')
+    for value, needle in (("9" * 400, "absurd value 999"), ("-" + "9" * 400, "must be > 0")):
+        (tmp_path / "f.toml").write_text(re.sub(r"(?m)^tdp_w = .*$", f"tdp_w = {value}", base))
+        one_error(run("hw", "validate", str(tmp_path / "f.toml")), "power.tdp_w", needle)
 
 
 def test_more_dense_layers_than_layers_is_one_line(tmp_path):

@@ -185,3 +185,37 @@ def test_a_bad_file_inside_a_tgz_is_named_as_archive_member(tool, suite, tmp_pat
     err = _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad", "--ship"],
                    f"{tgz}:suite/measured_spec.toml: not valid TOML: ")
     assert "unpacked" not in err and "/tmp" not in err.replace(str(tmp_path), "")
+
+
+def test_an_archive_that_unpacks_too_large_is_refused_before_unpacking(tool, suite, tmp_path, capsys, monkeypatch):
+    # a 1 GiB member of zeros compresses to 5 MB; the limit is checked on the members' sizes
+    monkeypatch.setattr(tool, "MAX_SUITE_BYTES", 100_000)
+    tgz = tmp_path / "suite.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(suite, arcname="suite")
+    _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad"], "unpacks to over 0 MB")
+
+
+def test_ship_errors_name_the_suite_files_and_the_gpu_name_is_escaped(tool, suite, tmp_path, capsys):
+    import json
+
+    cal = suite / "measured_spec.calibration.json"
+    doc = json.loads(cal.read_text())
+    cal.write_text(json.dumps({**doc, "schema": "x"}))
+    tgz = tmp_path / "suite.tgz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(suite, arcname="suite")
+    err = _refused(tool, capsys, _checkout(tmp_path), [str(tgz), "--name", "h200-bad", "--ship"],
+                   f"{tgz}:suite/measured_spec.calibration.json: schema: unknown 'x'")
+    assert "spec-check" not in err
+    # a GPU name with a quote: the shipped spec's source line stays valid TOML
+    cal.write_text(json.dumps(doc))
+    res = json.loads((suite / "results.json").read_text())
+    res["environment"]["gpu_name"] = 'NVIDIA H200 "lab"'
+    (suite / "results.json").write_text(json.dumps(res))
+    root = _checkout(tmp_path / "ok")
+    assert tool.main([str(suite), "--name", "h200-quoted", "--ship", "--root", str(root)]) == 0, capsys.readouterr().err
+    from rooflinecli.hardware import load_spec_file
+
+    spec = load_spec_file(root / "hardware_specs" / "measured" / "h200-lab.toml")
+    assert 'one NVIDIA H200 "lab" (reports/h200-quoted/)' in spec.measured_with["source"]

@@ -158,7 +158,8 @@ def test_no_autotuner_is_fixed_and_several_keys_are_labelled():
         (lambda d: d.update(autotuners={"gone._kernel": []}), "unknown autotuner 'gone._kernel'"),
         (lambda d: d["autotuners"]["toy._at"][0]["config"].update(kwargs={"BLOCK": 128}), "is not one of toy._at's configs"),
         (lambda d: d["autotuners"]["toy._at"][0].update(speed="fast"), "unknown field 'speed'"),
-        (lambda d: d["autotuners"]["toy._at"][0].update(key=[]), "shorter than the autotuner's key"),
+        (lambda d: d["autotuners"]["toy._at"][0].update(key=[[1, 2], "a", "b"]), "'key' must hold numbers, strings"),
+        (lambda d: d.update(gpu="NVIDIA\x1b[31mH100"), "tuned on GPU 'NVIDIAH100'"),  # no escape code printed
     ],
 )
 def test_bad_tuned_files_are_rejected_in_one_line(mutate, needle):
@@ -182,6 +183,10 @@ def test_load_committed_never_raises(tmp_path):
     other.write_text(json.dumps(_file("toy._at", [77], {"kwargs": {"BLOCK": 32}, "num_warps": 4, "num_stages": 2}, gpu="NVIDIA A100")))
     c = load_committed(other, ats, "NVIDIA H200", "3.6.0")
     assert c.status == "rejected" and "autotuning at run time" in c.message
+    for text in ("[" * 50_000 + "]" * 50_000, '{"schema": ' + "9" * 5000 + "}"):  # a RecursionError and a ValueError in json
+        bad.write_text(text)
+        c = load_committed(bad, ats, "NVIDIA H200", "3.6.0")
+        assert c.status == "rejected" and c.entries == {} and "\n" not in c.message
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_file("toy._at", [77, "torch.float32", "torch.float32"], {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3})))
     c = load_committed(good, ats, "NVIDIA H200", "3.6.0")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from rooflinecli.errors import RooflineError, read_user_file
+from rooflinecli.errors import RooflineError, one_line, parse_json_text, read_user_file
 
 SCHEMA = "rooflinecli.calibration/1"
 
@@ -121,12 +121,23 @@ class Calibration:
         return {"path": self.path, "gpu": self.gpu, "created_utc": self.created_utc, "rows": len(self.rows), "notes": list(self.notes)}
 
 
-def _number(value, where: str, *, positive: bool) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (value > 0 if positive else value >= 0)
+#: the largest shape value, FLOP count and byte count a calibration row may give (one launch of
+#: 1e18 FLOPs or 1e15 bytes would take hours on any GPU: beyond them a figure is corrupt)
+MAX_SHAPE, MAX_ROW_FLOPS, MAX_ROW_BYTES = 1e12, 1e18, 1e15
+#: ``sustained`` figures by their unit suffix: (least, most)
+SUSTAINED_RANGES = {"_tflops": (1e-3, 1e5), "_gb_per_s": (1e-3, 1e7)}
+
+
+def _number(value, where: str, *, positive: bool, most: float = 1e30, least: float = 0.0) -> float:
+    try:  # an integer of hundreds of digits passes json but not float()
+        x = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        x = math.inf
+    ok = math.isfinite(x) and (x > 0 if positive else x >= 0) and least <= x <= most
     if not ok:
         want = "a positive finite number" if positive else "a finite number >= 0"
-        raise RooflineError(f"{where}: must be {want}, got {value!r}")
-    return float(value)
+        raise RooflineError(f"{where}: must be {want} in [{least:g}, {most:g}], got {one_line(repr(value))[:40]}")
+    return x
 
 
 #: a timed row's seconds: no GPU kernel takes under 10 ns (a launch costs about 1 us), and a row
@@ -157,12 +168,12 @@ def _row(raw, where: str) -> Row | str:
     for k in OP_SHAPES[op]:
         if k not in shape:
             raise RooflineError(f"{where}: shape.{k}: missing")
-        _number(shape[k], f"{where}: shape.{k}", positive=True)
+        _number(shape[k], f"{where}: shape.{k}", positive=True, most=MAX_SHAPE)
     for k in ("flops", "bytes"):
         if k not in raw:
             raise RooflineError(f"{where}: {k}: missing")
-    flops = _number(raw["flops"], f"{where}: flops", positive=False)
-    byts = _number(raw["bytes"], f"{where}: bytes", positive=op not in ZERO_BYTES_OPS)  # the fits divide by it
+    flops = _number(raw["flops"], f"{where}: flops", positive=False, most=MAX_ROW_FLOPS)
+    byts = _number(raw["bytes"], f"{where}: bytes", positive=op not in ZERO_BYTES_OPS, most=MAX_ROW_BYTES)  # the fits divide by it
     if op in SERIES_OPS:
         series = raw.get("t_series")
         if not isinstance(series, list) or not series:
@@ -178,6 +189,13 @@ def _row(raw, where: str) -> Row | str:
     if t_blocked is not None:
         t_blocked = _seconds(t_blocked, f"{where}: t_blocked")
     return Row(op, dict(shape), flops, byts, t_graph, t_eager, str(raw.get("name", "")), str(raw.get("backend", "")), t_blocked)
+
+
+def _sustained_range(key: str) -> dict:
+    for suffix, (least, most) in SUSTAINED_RANGES.items():
+        if key.endswith(suffix):
+            return {"least": least, "most": most}
+    return {}
 
 
 def parse_calibration(doc, path: str) -> Calibration:
@@ -208,7 +226,7 @@ def parse_calibration(doc, path: str) -> Calibration:
     sustained = doc.get("sustained") or {}
     if not isinstance(sustained, dict):
         raise RooflineError(f"{path}: sustained: must be an object")
-    sustained = {k: _number(v, f"{path}: sustained.{k}", positive=True) for k, v in sustained.items()}
+    sustained = {k: _number(v, f"{path}: sustained.{k}", positive=True, **_sustained_range(k)) for k, v in sustained.items()}
     if "gemm_bf16_tflops" not in sustained and series and sustained_flops > 0:
         sustained["gemm_bf16_tflops"] = sustained_gemm_tflops(series, sustained_flops)
     counts = {op: sum(1 for r in rows if r.op == op) for op in OP_SHAPES}
@@ -251,8 +269,4 @@ def load_calibration(path: str) -> Calibration:
     text = read_user_file(p, "calibration file")
     if len(text) > MAX_CALIBRATION_BYTES:
         raise RooflineError(f"{p}: calibration file larger than {MAX_CALIBRATION_BYTES // 1_000_000} MB")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RooflineError(f"{p}: not valid JSON: {e}") from None
-    return parse_calibration(doc, str(p))
+    return parse_calibration(parse_json_text(text, str(p)), str(p))

@@ -206,7 +206,11 @@ def resolve_specs(results: Results, hw: str | None, measured: str | None) -> tup
 
     def recorded(spec_id: str | None, path_key: str, what: str) -> HardwareSpec | None:
         path = bench.get(path_key)
-        if path and Path(path).is_file():
+        try:  # a recorded path, if it is one (a number, a list or an impossible name is ignored)
+            is_file = isinstance(path, str) and bool(path) and Path(path).is_file()
+        except (OSError, ValueError):
+            is_file = False
+        if is_file:
             try:
                 return get_spec(str(path))
             except RooflineError:  # say, a copy of a built-in spec in another checkout: the id decides

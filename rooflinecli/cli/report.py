@@ -72,10 +72,13 @@ def report_cmd(
         raise RooflineError("--baseline needs --results: the baseline is compared with the results run")
     if out is not None and out.exists() and out.is_dir():
         raise RooflineError(f"--out {out}: is a folder; give a file name such as {out / 'report.html'}")
-    from rooflinecli.atomic import refuse_overwriting_inputs
+    from rooflinecli.atomic import model_and_spec_files, refuse_overwriting_inputs
+    from rooflinecli.hardware import get_spec
 
     refuse_overwriting_inputs({"--results": results, "--baseline": baseline}, {"--out": out})
     cfg, specs = get_model(model), get_specs(hw)
+    measured = get_spec(measured_hw) if measured_hw is not None else None
+    refuse_overwriting_inputs(model_and_spec_files([cfg], [*specs, measured]), {"--out": out})
     res = load_results(results) if results is not None else None
     base = load_results(baseline) if baseline is not None else None
     inputs = {

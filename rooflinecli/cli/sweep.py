@@ -58,6 +58,9 @@ def sweep_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
+    from rooflinecli.atomic import model_and_spec_files, refuse_overwriting_inputs
+
+    refuse_overwriting_inputs(model_and_spec_files(cfgs, specs), {"--out": out})
     dtypes = parse_list(dtype, "--dtype")
     wds = parse_list(weight_dtype, "--weight-dtype") if weight_dtype is not None else None
     for wd in wds or ():
