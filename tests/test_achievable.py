@@ -578,8 +578,34 @@ def test_torch_moe_rows_are_fitted_by_expert_shape_and_used_by_the_torch_engine(
         assert float(rows["moe.experts"].time_s) == pytest.approx(cfg.num_layers * law(case), rel=0.03)
         fused = {r.name for r in step_rows(cfg, h200m, wl, phase, B, N, models, get_engine("fused"))}
         assert set(MOE_EXPERT_OPS) <= fused and "moe.experts" not in fused
-    shipped = {r.name for r in step_rows(cfg, h200m, Workload(batch=1, prompt_len=512, gen_len=1), "decode", 1.0, 512.0, models_for(h200m), get_engine("torch"))}
-    assert set(MOE_EXPERT_OPS) <= shipped  # the shipped calibration predates the rows: the GEMM form, and analyze warns
+
+
+def test_the_shipped_torch_moe_rows_are_run_2s_bench_rows_and_the_torch_engine_times_by_them(h200m):
+    """The shipped calibration predates calibrate's own ``moe_grouped`` rows; its 10 come from run 2's
+    bench rows of the same torch path (``scripts/moe_rows_from_bench.py``): each is a torch ``moe``
+    row's median plus the routing's kernels at the launch floor. A Qwen3-30B-A3B decode step at
+    batch 1 then spends 48 x that row on its experts, where the GEMM form gave about a third."""
+    from kernels import moe_torch
+    from rooflinecli.achievable.profiles import get_engine
+    from rooflinecli.achievable.step import MOE_EXPERT_OPS, step_rows
+    from rooflinecli.results import load_results
+
+    cal = calibration_for(h200m)
+    floor = next(r.t_graph_s for r in cal.rows if r.op == "launch_floor")
+    bench = {(r.params["T"], r.params["E"]): r for r in load_results(ROOT / "reports" / "h200-2026-11-30-run2" / "results.json").rows
+             if r.op == "moe" and r.impl == "torch"}
+    rows = cal.of("moe_grouped")
+    assert len(rows) == 10 and {(r.shape["T"], r.shape["E"]) for r in rows} == set(bench)
+    for r in rows:
+        assert r.t_graph_s == pytest.approx(bench[(r.shape["T"], r.shape["E"])].p50_s + moe_torch.ROUTE_KERNELS * floor, rel=1e-12)
+    cfg = get_model("qwen3-30b-a3b")
+    wl = Workload(batch=1, prompt_len=512, gen_len=1)
+    got = {r.name: r for r in step_rows(cfg, h200m, wl, "decode", 1.0, 512.0, models_for(h200m), get_engine("torch"))}
+    assert not set(MOE_EXPERT_OPS) & set(got)
+    row = next(r for r in rows if r.shape["T"] == 1 and r.shape["E"] == 128)
+    assert float(got["moe.experts"].time_s) == pytest.approx(48 * row.t_graph_s, rel=0.05)
+    gemm_form = {r.name: r for r in step_rows(cfg, h200m, wl, "decode", 1.0, 512.0, models_for(h200m), get_engine("fused"))}
+    assert float(got["moe.experts"].time_s) > 2.5 * sum(float(gemm_form[n].time_s) for n in MOE_EXPERT_OPS if n in gemm_form)
 
 
 def test_moe_analysis_warns_where_its_experts_are_not_calibrated():
@@ -587,8 +613,12 @@ def test_moe_analysis_warns_where_its_experts_are_not_calibrated():
 
     from rooflinecli.cli import app
 
-    prefill = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "4096", "--no-ops"])
-    assert prefill.exit_code == 0 and "MoE prefill is optimistic" in prefill.output and "torch._grouped_mm" in prefill.output
+    # the torch engine's experts are calibrated (moe_grouped rows): no warning; the fused engine's
+    # GEMM form at prefill sizes is optimistic, and says so
+    torch_prefill = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "4096", "--no-ops"])
+    assert torch_prefill.exit_code == 0 and "routed experts" not in torch_prefill.output
+    prefill = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "4096", "--engine", "fused", "--no-ops"])
+    assert prefill.exit_code == 0 and "MoE prefill is optimistic" in prefill.output
     fused_decode = CliRunner().invoke(app, ["analyze", "--model", "qwen3-30b-a3b", "--hw", "h200-measured", "--prompt", "16", "--engine", "fused", "--no-ops"])
     assert fused_decode.exit_code == 0 and "routed experts" not in fused_decode.output  # 8 tokens per expert: the fit holds
     dense = CliRunner().invoke(app, ["analyze", "--model", "llama-3-8b", "--hw", "h200-measured", "--prompt", "4096", "--no-ops"])

@@ -484,13 +484,14 @@ def mla_decode_case(B: int, H: int, S: int, R: int = MLA_R, P: int = MLA_P) -> C
                 note="absorbed MLA decode as torch ops: bmm scores over [c_kv | k_rope], fp32 softmax, bmm with c_kv")
 
 
-def moe_experts_work(T: int, E: int, k: int, d: int, I: int, b: float = 2.0) -> tuple[float, float]:
+def moe_experts_work(T: int, E: int, k: int, d: int, I: int, b: float = 2.0, touched: float | None = None) -> tuple[float, float]:
     """(FLOPs, bytes) of T tokens through top-k of E SwiGLU experts (d -> I -> d) at ``b`` bytes
     per element, as the analysis counts its ``moe.expert_gate/up/down`` and ``moe.expert_act`` ops
-    (uniform routing: ``formulas.expected_experts_touched`` experts' weights read once; each
-    linear's activations in and out; the activation's three passes). Tested against the analysis."""
+    (the ``touched`` experts' weights read once, by default the uniform-routing expectation
+    ``formulas.expected_experts_touched``; each linear's activations in and out; the activation's
+    three passes). Tested against the analysis."""
     pairs = T * k
-    touched = float(formulas.expected_experts_touched(E, k, T))
+    touched = float(formulas.expected_experts_touched(E, k, T)) if touched is None else float(touched)
     flops = 2 * formulas.linear_flops(pairs, d, I) + formulas.linear_flops(pairs, I, d) + formulas.activation_flops(pairs, I, True)
     nbytes = (touched * 3 * formulas.linear_weight_bytes(d, I, b) + 2 * formulas.linear_activation_bytes(pairs, d, I, b)
               + formulas.linear_activation_bytes(pairs, I, d, b) + formulas.streaming_bytes(pairs * I, b, reads=2, writes=1))
