@@ -145,5 +145,5 @@ def parse_toml_text(text: str, where: str) -> dict:
         return tomllib.loads(text)
     except RecursionError:
         raise RooflineError(f"{where}: nested too deeply to parse") from None
-    except tomllib.TOMLDecodeError as e:
+    except ValueError as e:  # TOMLDecodeError, and an integer of over 4,300 digits
         raise RooflineError(f"{where}: not valid TOML: {one_line(e)}") from None

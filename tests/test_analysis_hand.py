@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rooflinecli import formulas
+from rooflinecli.errors import RooflineError
 from rooflinecli.analysis import Workload, analyze, kv_crossover_context, phase_times
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model
@@ -393,3 +394,18 @@ def test_routing_skew_costs_the_busiest_gpu_and_never_halves_a_large_step():
     assert times[2.0] == pytest.approx(times[1.0], rel=0.01)  # 2,048 pairs over 256 experts read them all
     ep = {s: analyze(cfg, spec, Workload(256, 1024, 4, tp=8, ep=8, expert_skew=s)).ttft_s for s in (1.0, 2.0, 4.0)}
     assert ep[1.0] < ep[2.0] < ep[4.0]  # compute-bound prefill waits for the busiest GPU
+
+
+def test_routing_skew_is_capped_at_e_over_k_and_big_grids_are_interpolated_exactly_enough():
+    # past E / k the hottest expert would be in more than every token's top-k: one token touched
+    # fewer than k experts and Mixtral at --expert-skew 8 read half of uniform's bytes
+    assert formulas.routing_shares(8, 2, 8.0) == pytest.approx(formulas.routing_shares(8, 2, 4.0))
+    assert formulas.expected_experts_touched(8, 2, np.array([1.0]), 8.0)[0] == pytest.approx(2.0)
+    with pytest.raises(RooflineError, match=r"--expert-skew 8: at most 4 for mixtral-8x7b"):
+        analyze(get_model("mixtral-8x7b"), get_spec("h200"), Workload(4, 1024, 4, expert_skew=8.0))
+    # a prefill grid of 131,072 token counts x 256 experts goes through an exact grid in log(1 + T)
+    T = np.outer(np.arange(1, 1025), np.linspace(128, 131072, 128))
+    big = formulas.expected_experts_touched(256, 8, T, 2.0)
+    pick = np.random.default_rng(0).integers(0, T.size, 2000)
+    exact = formulas.expected_experts_touched(256, 8, T.ravel()[pick], 2.0)
+    assert big.shape == T.shape and np.abs(big.ravel()[pick] / exact - 1).max() < 1e-6

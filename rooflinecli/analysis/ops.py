@@ -86,6 +86,10 @@ def check_parallel(cfg: ModelConfig, wl: Workload) -> None:
             raise RooflineError(f"--ep {wl.ep} does not divide {cfg.name}'s {cfg.moe.num_routed_experts} routed experts")
     if wl.expert_skew != 1.0 and cfg.moe is None:
         raise RooflineError(f"--expert-skew {wl.expert_skew:g}: {cfg.name} has no experts (routing skew needs a MoE model)")
+    if cfg.moe is not None and wl.expert_skew > cfg.moe.num_routed_experts / cfg.moe.top_k * (1 + 1e-9):
+        most = cfg.moe.num_routed_experts / cfg.moe.top_k
+        raise RooflineError(f"--expert-skew {wl.expert_skew:g}: at most {most:g} for {cfg.name} (E / k = {cfg.moe.num_routed_experts} / "
+                            f"{cfg.moe.top_k}: the hottest expert is then in every token's top-{cfg.moe.top_k})")
 
 
 def kv_heads_per_gpu(cfg: ModelConfig, tp: int) -> float:
