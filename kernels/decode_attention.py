@@ -41,6 +41,7 @@ from kernels.launch import Bound, descriptor_tile_hook, launch, remember
 from kernels.registry import Case, KernelOp
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
+from kernels.tuning import Choice
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
 
@@ -405,8 +406,9 @@ DEFAULT_SCHEDULE = "splits"
 AUTO_SCHEDULE = True
 #: "balanced" must beat "splits" by more than this fraction to be chosen (a near-tie keeps splits)
 SCHEDULE_MARGIN = 0.02
-#: shape class -> the schedule chosen for it (``_auto_schedule``)
-_SCHEDULE_CHOICE: dict = {}
+#: shape class -> the schedule chosen for it (``_auto_schedule``): timed on a shape class's first
+#: call, or committed in the tuned file (``roofline tune`` writes the choices it timed)
+SCHEDULE_CHOICE = Choice("decode_attention.schedule", SCHEDULES)
 
 
 def choose_schedule(time_ms, margin: float = SCHEDULE_MARGIN) -> tuple[str, dict]:
@@ -422,7 +424,9 @@ def _schedule_class(q, k_cache, seq_lens, block_table) -> tuple:
     paged = block_table is not None
     n_max = block_table.shape[1] * k_cache.shape[1] if paged else k_cache.shape[2]
     h_kv = k_cache.shape[2] if paged else k_cache.shape[1]
-    return (tuple(q.shape), h_kv, q.dtype, paged, k_cache.shape[1] if paged else 1, seq_lens is not None, int(n_max).bit_length())
+    # JSON scalars (a committed choice's key): batch, heads, head dim, KV heads, dtype, paging, ...
+    return (*(int(x) for x in q.shape), int(h_kv), str(q.dtype), paged, int(k_cache.shape[1]) if paged else 1,
+            seq_lens is not None, int(n_max).bit_length())
 
 
 def _graph_time_ms(fn) -> float:
@@ -443,7 +447,7 @@ def _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out) ->
     from kernels.tuning import unrecorded
 
     cls = _schedule_class(q, k_cache, seq_lens, block_table)
-    choice = _SCHEDULE_CHOICE.get(cls)
+    choice = SCHEDULE_CHOICE.get(cls)
     if choice is None:
 
         def time_ms(schedule: str) -> float:
@@ -459,8 +463,8 @@ def _auto_schedule(q, k_cache, v_cache, seq_lens, block_table, sm_scale, out) ->
                 return math.inf
 
         with unrecorded():
-            choice, _ = choose_schedule(time_ms)
-        _SCHEDULE_CHOICE[cls] = choice
+            choice, times = choose_schedule(time_ms)
+        SCHEDULE_CHOICE.put(cls, choice, times)
     return choice
 
 

@@ -22,8 +22,10 @@ record which config each autotuned kernel ran with.
 * ``use_graph_benchmarks``: keys that are not committed are tuned at run time with each config
   timed as CUDA-graph replay (``graph_benchmarker``), not Triton's event timer (bench and tune on a
   GPU set it).
-* ``Recorder``: while active, every autotuner call records (name, key, config, source); the runner
-  turns that into ``ResultRow.config`` and ``ResultRow.tuning``.
+* ``Choice``: a launcher's run-time choice between variants (decode attention's schedule), timed
+  once per key and committed in the same file's ``choices`` section (``roofline tune`` writes it).
+* ``Recorder``: while active, every autotuner call and every choice records (name, key, config or
+  value, source); the runner turns that into ``ResultRow.config`` and ``ResultRow.tuning``.
 
 triton is imported inside the functions; ``gpu_slug`` and the file checks need neither torch nor
 triton.
@@ -49,7 +51,8 @@ TUNED_SCHEMA = "rooflinecli.tuned/1"
 NOT_KERNEL_MODULES = frozenset({"registry", "testing", "tuning"})
 _ENTRY_FIELDS = {"key", "config", "median_us", "case"}
 _CONFIG_FIELDS = {"kwargs", "num_warps", "num_stages", "num_ctas", "maxnreg"}
-_TOP_FIELDS = {"schema", "gpu", "triton", "torch", "created_utc", "autotuners", "note"}
+_TOP_FIELDS = {"schema", "gpu", "triton", "torch", "created_utc", "autotuners", "note", "choices"}
+_CHOICE_FIELDS = {"key", "value", "times_us", "case"}
 
 
 class TunedFileError(ValueError):
@@ -113,6 +116,50 @@ def discover_autotuners(modules: Iterable[str] | None = None) -> dict[str, Any]:
             if id(at) not in seen:
                 seen.add(id(at))
                 found[name] = at
+    return found
+
+
+class Choice:
+    """A launcher's run-time choice between named variants (decode attention's work schedule),
+    tuned and committed like an autotuner's config. ``cache``: key -> value (the launcher reads
+    it, and times the variants for a key it lacks); ``times``: key -> {value: ms} of the choices
+    timed in this process (what ``roofline tune`` writes); ``committed``: the keys a tuned file
+    set. ``get`` and ``put`` record a ``Call`` with every active ``Recorder``, so a results row
+    names the choice and whether it was committed or timed. A key is a tuple of JSON scalars."""
+
+    def __init__(self, name: str, values: Iterable[str]) -> None:
+        self.name = name
+        self.values = tuple(values)
+        self.cache: dict[tuple, str] = {}
+        self.times: dict[tuple, dict[str, float]] = {}
+        self.committed: set[tuple] = set()
+
+    def get(self, key: tuple) -> str | None:
+        value = self.cache.get(key)
+        if value is not None:
+            _record(Call(self.name, key, value, "committed" if key in self.committed else "autotuned"))
+        return value
+
+    def put(self, key: tuple, value: str, times_ms: Mapping[str, float]) -> None:
+        if value not in self.values:
+            raise ValueError(f"{self.name}: {value!r} is not one of {self.values}")
+        self.cache[key] = value
+        self.times[key] = {k: float(v) for k, v in times_ms.items()}
+        self.committed.discard(key)
+        _record(Call(self.name, key, value, "autotuned"))
+
+
+def discover_choices(modules: Iterable[str] | None = None) -> dict[str, Choice]:
+    """Every ``Choice`` defined at module level in the kernel modules, by its own name."""
+    found: dict[str, Choice] = {}
+    for mod in modules if modules is not None else kernel_modules():
+        try:
+            module = importlib.import_module(f"kernels.{mod}")
+        except Exception:  # noqa: BLE001 - as discover_autotuners
+            continue
+        for value in vars(module).values():
+            if isinstance(value, Choice):
+                found.setdefault(value.name, value)
     return found
 
 
@@ -206,6 +253,8 @@ class Committed:
     entries: dict[str, dict[tuple, Any]] = field(default_factory=dict)
     status: str = "none"  # "applied" | "missing" | "rejected" | "none"
     message: str = ""
+    #: ``{choice name: {key: value}}`` (``Choice``)
+    choices: dict[str, dict[tuple, str]] = field(default_factory=dict)
 
     def is_committed(self, name: str, key: tuple, cfg) -> bool:
         return self.entries.get(name, {}).get(key) is cfg
@@ -258,7 +307,38 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
     return out
 
 
-def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: str, triton_version: str) -> Committed:
+def parse_choices(raw: Mapping[str, Any], choices: Mapping[str, Choice]) -> dict[str, dict[tuple, str]]:
+    """A tuned file's ``choices`` (checked by ``parse_tuned`` for GPU and Triton first):
+    ``{name: [{"key": [...], "value": "...", "times_us": {...}, "case": "..."}]}``; a name that is
+    no ``Choice``, a value not among its values or a key that is not a list of scalars raises
+    ``TunedFileError``."""
+    table = raw.get("choices", {})
+    if not isinstance(table, dict):
+        raise TunedFileError("'choices' must be an object")
+    out: dict[str, dict[tuple, str]] = {}
+    for name, entries in table.items():
+        if name not in choices:
+            raise TunedFileError(f"unknown choice '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(choices)) or 'none'})")
+        if not isinstance(entries, list):
+            raise TunedFileError(f"choices['{name}'] must be a list")
+        out[name] = {}
+        for i, e in enumerate(entries):
+            where = f"choices['{name}'][{i}]"
+            if not isinstance(e, dict) or "key" not in e or "value" not in e:
+                raise TunedFileError(f"{where} needs 'key' and 'value'")
+            bad = set(e) - _CHOICE_FIELDS
+            if bad:
+                raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
+            if not isinstance(e["key"], list) or not all(k is None or isinstance(k, (str, int, float, bool)) for k in e["key"]):
+                raise TunedFileError(f"{where}: 'key' must be a list of numbers, strings, booleans or nulls")
+            if e["value"] not in choices[name].values:
+                raise TunedFileError(f"{where}: value {json.dumps(e['value'])[:40]} is not one of {list(choices[name].values)}")
+            out[name][tuple(e["key"])] = e["value"]
+    return out
+
+
+def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: str, triton_version: str,
+                   choices: Mapping[str, Choice] | None = None) -> Committed:
     """Read ``path`` and check it (``parse_tuned``); a missing file is ``status = "missing"``, a
     bad one ``"rejected"`` with the one-line reason in ``message``. Applies nothing."""
     path = Path(path)
@@ -267,17 +347,25 @@ def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: st
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         entries = parse_tuned(raw, autotuners, gpu_name, triton_version)
+        picked = parse_choices(raw, discover_choices() if choices is None else choices)
     except RecursionError:  # nested too deeply to parse
         return Committed(str(path), {}, "rejected", f"warning: {path}: nested too deeply to parse; ignoring it and autotuning at run time")
     except (OSError, ValueError) as e:  # UnicodeDecodeError, JSONDecodeError, TunedFileError, a 5,000-digit integer
         return Committed(str(path), {}, "rejected", f"warning: {path}: {one_line(e)}; ignoring it and autotuning at run time")
-    return Committed(str(path), entries, "applied", f"{sum(map(len, entries.values()))} committed configs from {path}")
+    n_choices = sum(map(len, picked.values()))
+    return Committed(str(path), entries, "applied", f"{sum(map(len, entries.values()))} committed configs"
+                     + (f" and {n_choices} choices" if n_choices else "") + f" from {path}", picked)
 
 
-def apply_committed(committed: Committed, autotuners: Mapping[str, Any]) -> None:
-    """Pre-fill each autotuner's cache with the committed configs (those keys are never tuned)."""
+def apply_committed(committed: Committed, autotuners: Mapping[str, Any], choices: Mapping[str, Choice] | None = None) -> None:
+    """Pre-fill each autotuner's cache with the committed configs (those keys are never tuned), and
+    each ``Choice`` with its committed values (those keys are never timed)."""
     for name, table in committed.entries.items():
         autotuners[name].cache.update(table)
+    found = discover_choices() if choices is None and committed.choices else (choices or {})
+    for name, table in committed.choices.items():
+        found[name].cache.update(table)
+        found[name].committed.update(table)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -354,7 +442,7 @@ def prepare_gpu_tuning() -> Committed:
     autotuners = discover_autotuners()
     gpu = torch.cuda.get_device_name()
     committed = load_committed(tuned_path(gpu, triton.__version__), autotuners, gpu, triton.__version__)
-    apply_committed(committed, autotuners)
+    apply_committed(committed, autotuners)  # and the choices
     use_graph_benchmarks(autotuners)
     return committed
 
@@ -405,9 +493,19 @@ class unrecorded:
         _UNRECORDED[0] -= 1
 
 
+#: the active ``Recorder``s (``Choice`` records its calls with them)
+_ACTIVE: list = []
+
+
+def _record(call: Call) -> None:
+    if not _UNRECORDED[0]:
+        for rec in _ACTIVE:
+            rec.calls.append(call)
+
+
 class Recorder:
     """While active (``with Recorder(autotuners, committed):``), each autotuner call records a
-    ``Call``. ``pin_missing``: a key not yet in the cache gets the autotuner's first config instead
+    ``Call``, and so does each ``Choice`` read or made. ``pin_missing``: a key not yet in the cache gets the autotuner's first config instead
     of being tuned (``roofline tune`` finds the keys a case hits this way, without tuning)."""
 
     def __init__(self, autotuners: Mapping[str, Any], committed: Committed | None = None, pin_missing: bool = False) -> None:
@@ -451,11 +549,14 @@ class Recorder:
     def __enter__(self) -> Recorder:
         for name, at in self.autotuners.items():
             at.run = self._wrap(name, at)  # an instance attribute: kernel[grid](...) calls self.run
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         for at in self.autotuners.values():
             at.__dict__.pop("run", None)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
 
 def summarize_calls(calls: Iterable[Call]) -> tuple[dict[str, Any], str]:
@@ -471,7 +572,10 @@ def summarize_calls(calls: Iterable[Call]) -> tuple[dict[str, Any], str]:
     for name, keyed in by_name.items():
         for key, c in keyed.items():
             label = name if len(keyed) == 1 else f"{name} key={json.dumps(key_json(key))}"
-            config[label] = config_json(c.config) if c.config is not None else {}
+            if isinstance(c.config, str):  # a Choice's value
+                config[label] = {"value": c.config}
+            else:
+                config[label] = config_json(c.config) if c.config is not None else {}
     sources = {c.source for c in calls}
     tuning = "autotuned" if "autotuned" in sources else "committed" if "committed" in sources else "fixed"
     return config, tuning

@@ -261,6 +261,7 @@ def ship_plan(run: Path, name: str, scratch: Path) -> list[tuple[Path, str]]:
         raw = _json_object(src, "tuned-config file")
         try:
             tuning.parse_tuned(raw, tuning.discover_autotuners(), str(raw.get("gpu")), str(raw.get("triton")))
+            tuning.parse_choices(raw, tuning.discover_choices())
         except ValueError as e:  # TunedFileError is a ValueError
             raise RooflineError(f"{src}: does not load against this checkout's kernels: {one_line(e)}") from None
         plan.append((Path("kernels/tuned") / src.name, text))

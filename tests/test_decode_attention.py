@@ -8,6 +8,7 @@ import torch
 from kernels import decode_attention as da
 from kernels import launch as launch_module
 from kernels.registry import load_op
+from kernels.tuning import Choice
 from kernels.sdpa_baselines import check_candidates
 from kernels.testing import compare, poisoned, seeded_generator
 
@@ -412,7 +413,7 @@ def test_the_schedule_is_chosen_by_timing_both_once_per_shape_class(monkeypatch)
 
     monkeypatch.setattr(da, "_auto_enabled", lambda q: True)
     monkeypatch.setattr(da, "_graph_time_ms", timer)
-    monkeypatch.setattr(da, "_SCHEDULE_CHOICE", {})
+    monkeypatch.setattr(da, "SCHEDULE_CHOICE", Choice("decode_attention.schedule", da.SCHEDULES))
     monkeypatch.setattr(da, "_PLANS", {})
     assert da.choose_schedule(lambda s: {"splits": 1.0, "balanced": 0.99}[s])[0] == "splits"  # a near-tie keeps splits
     assert da.choose_schedule(lambda s: {"splits": 1.0, "balanced": 0.97}[s])[0] == "balanced"
@@ -421,7 +422,7 @@ def test_the_schedule_is_chosen_by_timing_both_once_per_shape_class(monkeypatch)
     k = torch.randn(2, 2, 40, 64, generator=g).to(torch.bfloat16).to(DEVICE)
     v = torch.randn(2, 2, 40, 64, generator=g).to(torch.bfloat16).to(DEVICE)
     out = da.decode_attention(q, k, v)
-    assert len(seen) == 2 and list(da._SCHEDULE_CHOICE.values()) == ["balanced"]
+    assert len(seen) == 2 and list(da.SCHEDULE_CHOICE.cache.values()) == ["balanced"]
     ref = da.decode_reference(q, k, v)
     assert compare(out, ref, OP.tolerance["bf16"]).ok
     da.decode_attention(q, k, v)
@@ -431,12 +432,54 @@ def test_the_schedule_is_chosen_by_timing_both_once_per_shape_class(monkeypatch)
     da.decode_attention(q, k, v, schedule="splits")
     assert len(seen) == 2
     da.decode_attention(q, k[:, :, :8].contiguous(), v[:, :, :8].contiguous())  # another class: timed again
-    assert len(seen) == 4 and len(da._SCHEDULE_CHOICE) == 2
+    assert len(seen) == 4 and len(da.SCHEDULE_CHOICE.cache) == 2
+
+
+def test_a_committed_schedule_is_used_untimed_and_rows_say_which_ran(monkeypatch, tmp_path):
+    """The schedule choice is tuned like a config: a tuned file's ``choices`` fill the table, a
+    committed key is never timed, and a Recorder (bench's) names the choice and its source; a
+    timed one is "autotuned" and keeps its times for ``roofline tune`` to write."""
+    import json
+
+    from kernels.tuning import Recorder, apply_committed, load_committed, summarize_calls
+
+    choice = Choice("decode_attention.schedule", da.SCHEDULES)
+    monkeypatch.setattr(da, "SCHEDULE_CHOICE", choice)
+    monkeypatch.setattr(da, "_auto_enabled", lambda q: True)
+    monkeypatch.setattr(da, "_PLANS", {})
+    timed = []
+    monkeypatch.setattr(da, "_graph_time_ms", lambda fn: (fn(), timed.append(1), 1.0)[2])
+    g = gen("committed-schedule")
+    q = torch.randn(2, 4, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    k = torch.randn(2, 2, 40, 64, generator=g).to(torch.bfloat16).to(DEVICE)
+    key = da._schedule_class(q, k, None, None)
+    assert key == (2, 4, 64, 2, "torch.bfloat16", False, 1, False, 6)
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"schema": "rooflinecli.tuned/1", "gpu": "NVIDIA H200", "triton": "3.6.0", "autotuners": {},
+                             "choices": {"decode_attention.schedule": [{"key": list(key), "value": "balanced", "times_us": {"splits": 9.0, "balanced": 7.0}}]}}))
+    committed = load_committed(f, {}, "NVIDIA H200", "3.6.0", {choice.name: choice})
+    assert committed.status == "applied" and "1 choices" in committed.message
+    apply_committed(committed, {}, {choice.name: choice})
+    with Recorder({}) as rec:
+        out = da.decode_attention(q, k, k)
+    assert not timed and summarize_calls(rec.calls) == ({"decode_attention.schedule": {"value": "balanced"}}, "committed")
+    assert compare(out, da.decode_reference(q, k, k), OP.tolerance["bf16"]).ok
+    k2 = k[:, :, :8].contiguous()  # another class: timed (both schedules), recorded as autotuned
+    with Recorder({}) as rec:
+        da.decode_attention(q, k2, k2)
+    assert len(timed) == 2 and summarize_calls(rec.calls)[1] == "autotuned"
+    assert choice.times[da._schedule_class(q, k2, None, None)] == {"splits": 1.0, "balanced": 1.0}
+    # a value no schedule has, or an unknown choice name: the file is rejected in one line
+    for bad, needle in (({"decode_attention.schedule": [{"key": list(key), "value": "fast"}]}, "is not one of"),
+                        ({"gone.choice": []}, "unknown choice 'gone.choice'")):
+        f.write_text(json.dumps({"schema": "rooflinecli.tuned/1", "gpu": "NVIDIA H200", "triton": "3.6.0", "autotuners": {}, "choices": bad}))
+        c = load_committed(f, {}, "NVIDIA H200", "3.6.0", {choice.name: choice})
+        assert c.status == "rejected" and needle in c.message and "\n" not in c.message
 
 
 def test_a_schedule_that_fails_is_not_chosen_and_bad_input_still_raises(monkeypatch):
     monkeypatch.setattr(da, "_auto_enabled", lambda q: True)
-    monkeypatch.setattr(da, "_SCHEDULE_CHOICE", {})
+    monkeypatch.setattr(da, "SCHEDULE_CHOICE", Choice("decode_attention.schedule", da.SCHEDULES))
     monkeypatch.setattr(da, "_PLANS", {})
     real = da._plan
 
@@ -451,7 +494,7 @@ def test_a_schedule_that_fails_is_not_chosen_and_bad_input_still_raises(monkeypa
     q = torch.randn(1, 4, 64, generator=g).to(torch.bfloat16).to(DEVICE)
     k = torch.randn(1, 2, 24, 64, generator=g).to(torch.bfloat16).to(DEVICE)
     out = da.decode_attention(q, k, k)
-    assert list(da._SCHEDULE_CHOICE.values()) == ["splits"]
+    assert list(da.SCHEDULE_CHOICE.cache.values()) == ["splits"]
     assert compare(out, da.decode_reference(q, k, k), OP.tolerance["bf16"]).ok
     with pytest.raises(ValueError, match="head dim"):
         da.decode_attention(torch.zeros(1, 4, 96, dtype=torch.bfloat16), torch.zeros(1, 2, 24, 96, dtype=torch.bfloat16),

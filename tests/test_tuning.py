@@ -437,6 +437,53 @@ def test_tune_writes_a_file_that_bench_then_runs_committed(tmp_path, monkeypatch
     assert row.config == {"toy._at": {"kwargs": {"BLOCK": 64}, "num_warps": 4, "num_stages": 3}}
 
 
+def test_tune_writes_the_choices_it_timed_and_bench_runs_them_committed(tmp_path, monkeypatch):
+    """A launcher's run-time choice (``tuning.Choice``, decode attention's schedule) is timed on a
+    case's first call; ``roofline tune`` writes it under ``choices`` with its times, and bench then
+    reads it untimed: the row names it, committed."""
+    from dataclasses import replace
+
+    import kernels.registry as registry
+    import rooflinecli.bench.timing as timing
+    from kernels.registry import Case, load_op
+    from rooflinecli.bench.runner import BenchOptions, Bencher
+    from rooflinecli.bench.tuner import run_tune
+
+    bench_calls: list = []
+    at = _toy_autotuner(bench_calls)
+    choice = tuning.Choice("toy.variant", ("plain", "fancy"))
+    timed = []
+
+    def run(src):
+        if choice.get((int(src.numel()),)) is None:
+            timed.append(1)
+            choice.put((int(src.numel()),), "fancy", {"plain": 0.02, "fancy": 0.01})
+        return _launch(at, src)
+
+    case = Case("N300", {"n": 300}, "fp32")
+    op = replace(load_op("copy"), name="toy", run=run, reference=lambda src: src.double() * 2, tolerance={"fp32": 1e-6}, baseline=None, baselines={}, cases={"test": (case,)})
+    monkeypatch.setattr(registry, "load_op", lambda name: op)
+    monkeypatch.setattr(tuning, "discover_autotuners", lambda modules=None: {"toy._at": at})
+    monkeypatch.setattr(tuning, "discover_choices", lambda modules=None: {"toy.variant": choice})
+    clock = _Clock()
+    clock.install(monkeypatch)
+    key = (300, "torch.float32", "torch.float32")
+    monkeypatch.setattr(timing, "capture_graph", lambda fns, launches: _Graph(clock, "g", (0.2 if at.cache[key].kwargs["BLOCK"] == 64 else 0.3) * launches))
+    report = run_tune(("toy",), "test", out=tmp_path / "t.json", rounds=5, device="cpu")
+    assert report.skipped == [] and timed == [1]
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["choices"] == {"toy.variant": [{"key": [300], "value": "fancy", "case": "toy N300-fp32", "times_us": {"plain": 20.0, "fancy": 10.0}}]}
+
+    at.cache.clear()
+    choice.cache.clear()
+    choice.times.clear()
+    bencher = Bencher(BenchOptions(kernels=("toy",), suite="test", device="cpu", tuned_file=str(tmp_path / "t.json"), baseline=False))
+    assert bencher.tuned_info["status"] == "applied", bencher.tuned_info
+    (row,) = bencher.bench_case(op, case)
+    assert row.correct and row.tuning == "committed" and timed == [1]
+    assert row.config["toy.variant"] == {"value": "fancy"}
+
+
 def test_a_key_triton_tunes_under_another_name_is_still_autotuned(monkeypatch):
     """Should a Triton compute its cache key otherwise than ``call_key``, the committed entry is
     not what ran: the new cache entry gives it away, and the row says autotuned."""

@@ -130,15 +130,16 @@ def tune_key(
     return by_id[chosen], medians, failed
 
 
-def existing_entries(path: Path, autotuners, gpu: str, triton_version: str) -> dict[str, dict[tuple, dict]]:
-    """Entries of a valid file of this GPU and Triton at ``path`` (to keep keys not re-tuned)."""
+def existing_entries(path: Path, autotuners, gpu: str, triton_version: str, section: str = "autotuners") -> dict[str, dict[tuple, dict]]:
+    """Entries of ``section`` ("autotuners" or "choices") of a valid file of this GPU and Triton at
+    ``path`` (to keep keys not re-tuned)."""
     from kernels.tuning import load_committed
 
     c = load_committed(path, autotuners, gpu, triton_version)
     if c.status != "applied":
         return {}
     raw = json.loads(path.read_text(encoding="utf-8"))
-    return {name: {tuple(e["key"]): e for e in entries} for name, entries in raw["autotuners"].items()}
+    return {name: {tuple(e["key"]): e for e in entries} for name, entries in raw.get(section, {}).items()}
 
 
 def run_tune(
@@ -158,7 +159,7 @@ def run_tune(
     import triton
 
     from kernels.registry import load_op
-    from kernels.tuning import Recorder, config_json, discover_autotuners, key_json, tuned_path
+    from kernels.tuning import Recorder, config_json, discover_autotuners, discover_choices, key_json, tuned_path
     from rooflinecli.atomic import write_json_atomic
     from rooflinecli.bench.environment import utc_now
     from rooflinecli.bench.runner import _bind, case_seed, input_sets, plan_cases, rotating_calls, run_check
@@ -175,8 +176,14 @@ def run_tune(
         path = Path(out)
     autotuners = discover_autotuners()
     entries = existing_entries(path, autotuners, gpu, triton.__version__) if path.is_file() else {}
+    choice_entries = existing_entries(path, autotuners, gpu, triton.__version__, "choices") if path.is_file() else {}
     for at in autotuners.values():
         at.cache.clear()
+    choices = discover_choices()  # the launchers' run-time choices (decode attention's schedule): timed afresh
+    for ch in choices.values():
+        ch.cache.clear()
+        ch.times.clear()
+        ch.committed.clear()
     report = TuneReport(str(path))
     ops = [load_op(n) for n in kernels]
     plan = plan_cases(ops, suite, interleave=time_budget_s is not None)
@@ -199,12 +206,18 @@ def run_tune(
             gen = torch.Generator().manual_seed(case_seed(seed, case.id))
             inputs = op.make_inputs(case, device, gen)
             fns = rotating_calls(input_sets(op, case, device, seed, inputs, l2), _bind(op.run))()
+            timed_before = {name: set(ch.times) for name, ch in choices.items()}
             with Recorder(autotuners, pin_missing=True) as rec:
                 fns[0]()
             sync()
+            for name, ch in choices.items():  # a choice the case's first call timed (graph replay, both variants)
+                for key in set(ch.times) - timed_before[name]:
+                    choice_entries.setdefault(name, {})[key] = {
+                        "key": key_json(key), "value": ch.cache[key], "case": f"{op.name} {case.id}",
+                        "times_us": {v: round(ms * 1e3, 3) for v, ms in ch.times[key].items()}}
             hits = {}
             for c in rec.calls:
-                if c.source != "fixed" and (c.name, c.key) not in done:
+                if c.source != "fixed" and c.name in autotuners and (c.name, c.key) not in done:  # not a Choice's call
                     hits.setdefault((c.name, c.key), c.candidates)
             ref = op.reference(**inputs) if hits else None
             tol = float(op.tolerance.get(case.dtype, 0.0))
@@ -234,6 +247,8 @@ def run_tune(
         "note": f"roofline tune --suite {suite}: graph replay over rotating inputs, {rounds} interleaved rounds, near-ties within {NEAR_TIE:.0%} to the simpler config",
         "autotuners": {n: [e for _, e in sorted(t.items(), key=lambda kv: json.dumps(key_json(kv[0])))] for n, t in sorted(entries.items())},
     }
+    if choice_entries:
+        doc["choices"] = {n: [e for _, e in sorted(t.items(), key=lambda kv: json.dumps(key_json(kv[0])))] for n, t in sorted(choice_entries.items())}
     write_json_atomic(path, doc, make_parents=True)
     report.elapsed_s = time.monotonic() - t0
     return report
