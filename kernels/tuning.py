@@ -278,22 +278,12 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
     out: dict[str, dict[tuple, Any]] = {}
     for name, entries in table.items():
         if name not in autotuners:
-            raise TunedFileError(f"unknown autotuner '{name}' (the kernels have {', '.join(sorted(autotuners)) or 'none'})")
-        if not isinstance(entries, list):
-            raise TunedFileError(f"autotuners['{name}'] must be a list")
+            raise TunedFileError(f"unknown autotuner '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(autotuners)) or 'none'})")
         at = autotuners[name]
         out[name] = {}
-        for i, e in enumerate(entries):
-            where = f"autotuners['{name}'][{i}]"
-            if not isinstance(e, dict) or "key" not in e or "config" not in e:
-                raise TunedFileError(f"{where} needs 'key' and 'config'")
-            bad = set(e) - _ENTRY_FIELDS
-            if bad:
-                raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
-            if not isinstance(e["key"], list) or not isinstance(e["config"], dict):
-                raise TunedFileError(f"{where}: 'key' must be a list and 'config' an object")
-            if not all(k is None or isinstance(k, (str, int, float, bool)) for k in e["key"]):
-                raise TunedFileError(f"{where}: 'key' must hold numbers, strings, booleans or nulls (the autotuner's key values)")
+        for where, e in _entries("autotuners", name, entries, "config", _ENTRY_FIELDS):
+            if not isinstance(e["config"], dict):
+                raise TunedFileError(f"{where}: 'config' must be an object")
             bad = set(e["config"]) - _CONFIG_FIELDS
             if bad:
                 raise TunedFileError(f"{where}.config has unknown field '{sorted(bad)[0]}'")
@@ -305,6 +295,24 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
                 raise TunedFileError(f"{where}: config {json.dumps(e['config'], sort_keys=True)} is not one of {name}'s configs")
             out[name][tuple(e["key"])] = cfg
     return out
+
+
+def _entries(section: str, name: str, entries: Any, second: str, fields: set[str]):
+    """(where, entry) of one autotuner's or choice's list in a tuned file, each checked for the
+    shape both share: an object with ``key`` (a list of JSON scalars, the cache key's values) and
+    ``second``, and no field outside ``fields``."""
+    if not isinstance(entries, list):
+        raise TunedFileError(f"{section}['{name}'] must be a list")
+    for i, e in enumerate(entries):
+        where = f"{section}['{name}'][{i}]"
+        if not isinstance(e, dict) or "key" not in e or second not in e:
+            raise TunedFileError(f"{where} needs 'key' and '{second}'")
+        bad = set(e) - fields
+        if bad:
+            raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
+        if not isinstance(e["key"], list) or not all(k is None or isinstance(k, (str, int, float, bool)) for k in e["key"]):
+            raise TunedFileError(f"{where}: 'key' must be a list of numbers, strings, booleans or nulls (the cache key's values)")
+        yield where, e
 
 
 def parse_choices(raw: Mapping[str, Any], choices: Mapping[str, Choice]) -> dict[str, dict[tuple, str]]:
@@ -319,18 +327,8 @@ def parse_choices(raw: Mapping[str, Any], choices: Mapping[str, Choice]) -> dict
     for name, entries in table.items():
         if name not in choices:
             raise TunedFileError(f"unknown choice '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(choices)) or 'none'})")
-        if not isinstance(entries, list):
-            raise TunedFileError(f"choices['{name}'] must be a list")
         out[name] = {}
-        for i, e in enumerate(entries):
-            where = f"choices['{name}'][{i}]"
-            if not isinstance(e, dict) or "key" not in e or "value" not in e:
-                raise TunedFileError(f"{where} needs 'key' and 'value'")
-            bad = set(e) - _CHOICE_FIELDS
-            if bad:
-                raise TunedFileError(f"{where} has unknown field '{sorted(bad)[0]}'")
-            if not isinstance(e["key"], list) or not all(k is None or isinstance(k, (str, int, float, bool)) for k in e["key"]):
-                raise TunedFileError(f"{where}: 'key' must be a list of numbers, strings, booleans or nulls")
+        for where, e in _entries("choices", name, entries, "value", _CHOICE_FIELDS):
             if e["value"] not in choices[name].values:
                 raise TunedFileError(f"{where}: value {json.dumps(e['value'])[:40]} is not one of {list(choices[name].values)}")
             out[name][tuple(e["key"])] = e["value"]

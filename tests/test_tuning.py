@@ -159,7 +159,7 @@ def test_no_autotuner_is_fixed_and_several_keys_are_labelled():
         (lambda d: d["autotuners"]["toy._at"][0]["config"].update(kwargs={"BLOCK": 128}), "is not one of toy._at's configs"),
         (lambda d: d["autotuners"]["toy._at"][0].update(speed="fast"), "unknown field 'speed'"),
         (lambda d: d["autotuners"]["toy._at"][0].update(key=[]), "shorter than the autotuner's key"),
-        (lambda d: d["autotuners"]["toy._at"][0].update(key=[[1, 2], "a", "b"]), "'key' must hold numbers, strings"),
+        (lambda d: d["autotuners"]["toy._at"][0].update(key=[[1, 2], "a", "b"]), "'key' must be a list of numbers, strings"),
         (lambda d: d.update(gpu="NVIDIA\x1b[31mH100"), "tuned on GPU 'NVIDIAH100'"),  # no escape code printed
     ],
 )
