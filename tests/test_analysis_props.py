@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -237,3 +238,22 @@ def test_memory_limits():
 def test_cost_per_million_tokens():
     a = analyze(get_model("llama-3-8b"), SPEC, Workload(batch=16, prompt_len=512, gen_len=128, price_per_gpu_hour=3.0))
     assert math.isclose(a.cost_per_million_output_tokens_usd, 3.0 / 3600 * a.e2e_latency_s / (16 * 128) * 1e6, rel_tol=1e-12)
+
+
+@FAST
+@given(E=st.integers(2, 512), k_frac=st.floats(0.0, 1.0), skew=st.floats(1.0, 64.0), T=st.lists(st.integers(1, 1 << 20), min_size=2, max_size=6))
+def test_routing_skew_invariants(E, k_frac, skew, T):
+    """For any E, k <= E and skew >= 1: the shares sum to k, the hottest over the mean is the skew
+    (at most E / k), every expert keeps a share; the experts touched are k for one token, grow with
+    T, never pass uniform routing's nor E."""
+    from rooflinecli import formulas
+
+    k = max(1, min(E, int(round(k_frac * E))))
+    q = formulas.routing_shares(E, k, skew)
+    assert q.sum() == pytest.approx(k, rel=1e-9) and (q > 0).all() and (q <= 1.0).all()
+    assert q.max() * E / k == pytest.approx(min(skew, E / k), rel=1e-6)
+    T = np.array(sorted(set(T)), dtype=float)
+    touched = formulas.expected_experts_touched(E, k, T, skew)
+    uniform = formulas.expected_experts_touched(E, k, T)
+    assert formulas.expected_experts_touched(E, k, np.array([1.0]), skew)[0] == pytest.approx(k, rel=1e-9)
+    assert (np.diff(touched) >= -1e-9).all() and (touched <= uniform + 1e-6).all() and (touched <= E + 1e-9).all()
