@@ -57,7 +57,10 @@ _TABLES: dict[int, "_KernelTable"] = {}
 
 #: launch plans kept per launcher (each kernel module's ``_PLANS``; a plan holds its last call's
 #: tensors as descriptor bases): a decode loop whose cache grows a token per step makes a new shape
-#: (and plan, with its split buffers) every step; the oldest are dropped past this many
+#: (and plan, with its split buffers) every step; the oldest are dropped past this many. A CUDA
+#: graph captured from a plan launches on that plan's buffers (decode's partials, MoE's alignment
+#: scratch): replay it before 64 other shapes pass through the launcher, or hold the plan (as
+#: ``kernels.tuning.forget_plans``'s callers do)
 MAX_PLANS = 64
 
 
