@@ -642,3 +642,7 @@ def test_the_suite_summary_shows_how_far_apart_the_tuned_candidates_were(tmp_pat
         {"autotuner": "decode_attention._decode_attention_autotuned", "candidates_us": {"a": 257.2, "b": 262.0}}]}))
     line = tuned_lines(tmp_path)[-1]
     assert "1.02x (decode_attention._decode_attention_autotuned) to 1.13x (gemm._persistent_16bit), 2 keys" in line
+    # the committed schedule choices, counted by value
+    (tmp_path / "tuned" / "nvidia-h200-triton3.6.0.json").write_text(json.dumps({"autotuners": {}, "choices": {"decode_attention.schedule": [
+        {"key": [1], "value": "splits"}, {"key": [2], "value": "balanced"}, {"key": [3], "value": "splits"}]}}))
+    assert "  tune: choice decode_attention.schedule: 3 shape classes (balanced 1, splits 2)" in tuned_lines(tmp_path)

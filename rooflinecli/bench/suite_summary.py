@@ -92,6 +92,11 @@ def tuned_lines(out: Path) -> list[str]:
         d = _load(f)
         n = sum(len(v) for v in d.get("autotuners", {}).values()) if isinstance(d, dict) and isinstance(d.get("autotuners"), dict) else "?"
         lines.append(f"  tune: {f.name} ({n} keys)")
+        choices = d.get("choices") if isinstance(d, dict) else None
+        for name, entries in choices.items() if isinstance(choices, dict) else ():
+            picked = [e.get("value") for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+            counts = ", ".join(f"{v} {picked.count(v)}" for v in sorted(set(map(str, picked))))
+            lines.append(f"  tune: choice {name}: {len(picked)} shape classes ({counts})")
     rep = _load(out / "tune-report.json")
     spreads = []
     for t in rep.get("tuned", []) if isinstance(rep, dict) and isinstance(rep.get("tuned"), list) else []:
