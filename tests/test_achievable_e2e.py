@@ -117,7 +117,8 @@ RUN2 = ROOT / "tests" / "fixtures" / "h200-2026-11-30-run2" / "e2e.json"
 
 
 def test_shipped_h200_calibration_predicts_the_full_runs_whole_models():
-    """hardware_specs/measured/h200.toml is that run's calibration (564 microbenchmark shapes);
+    """hardware_specs/measured/h200.toml is that run's calibration (564 microbenchmark shapes, and
+    10 torch MoE rows from its bench that no dense model uses);
     its e2e.json (44 torch points: llama-3-8b, qwen2.5-7b, 34-layer llama-3-70b; decode in one
     CUDA graph per step over batch x context, eager prefill) was never used to fit it. The issue's
     limits: median |error| <= 5%, p90 <= 10% (measured: 5.0% / 7.1%; decode alone 5.1% / 7.1%)."""
