@@ -64,6 +64,39 @@ def test_decode_step_continues_the_prefill(model):
     assert float((other - whole).norm() / whole.norm()) > 0.1  # the check can fail
 
 
+def test_a_sliding_window_decode_attends_over_the_last_w_tokens_of_a_rolling_cache():
+    """Mistral's window (here W = 8 on a tiny model): the cache is a rolling buffer of W slots
+    (position p in slot p % W); a decode step at N = 13 writes slot 13 % 8 and attends over
+    positions 6..13, as a step over a cache of exactly those positions does, and unlike a step
+    over all 14 (the check can fail). The plan sizes caches and skips prompts past the window."""
+    from dataclasses import replace
+
+    cfg = replace(E.tiny_full_config(get_model("mistral-7b")), sliding_window=8)
+    assert E.unsupported_reason(cfg) is None and E.cache_len(cfg, 13) == 8 and E.cache_len(cfg, 5) == 6
+    W = E.Weights(cfg, "cpu", seed=4)
+    N, Wn = 13, 8
+    g = torch.Generator().manual_seed(6)
+    full = [(torch.randn(1, cfg.num_kv_heads, N + 1, cfg.head_dim, generator=g).to(torch.bfloat16),
+             torch.randn(1, cfg.num_kv_heads, N + 1, cfg.head_dim, generator=g).to(torch.bfloat16)) for _ in W.layers]
+    ring = []
+    for k, v in full:  # positions N - W + 1 .. N - 1 in their slots p % W (the new token's slot is written by the step)
+        rk, rv = torch.full_like(k[:, :, :Wn], float("nan")), torch.full_like(v[:, :, :Wn], float("nan"))
+        for pos in range(N - Wn + 1, N):
+            rk[:, :, pos % Wn], rv[:, :, pos % Wn] = k[:, :, pos], v[:, :, pos]
+        ring.append((rk, rv))
+    last = [(k[:, :, N - Wn + 1:].clone(), v[:, :, N - Wn + 1:].clone()) for k, v in full]  # positions N-W+1..N, the new one last
+    token = torch.tensor([3])
+    cos, sin = W.rope_tables(torch.tensor([N]))
+    got = E.decode_step(W, E.TorchOps(), token, cos, sin, [k for k, _ in ring], [v for _, v in ring], N).float()
+    want = E.decode_step(W, E.TorchOps(), token, cos, sin, [k for k, _ in last], [v for _, v in last], Wn - 1).float()
+    every = E.decode_step(W, E.TorchOps(), token, cos, sin, [k for k, _ in full], [v for _, v in full], N).float()
+    assert torch.isfinite(got).all() and float((got - want).norm() / want.norm()) < 2e-2
+    assert float((every - want).norm() / want.norm()) > 0.05
+    plan = E.make_plan(replace(get_model("mistral-7b"), sliding_window=4096), 120e9, batches=(8,), contexts=(8192,), prefill=(2048, 8192))
+    assert plan.decode == [(8, 8192)] and plan.prefill == [2048] and "sliding window" in plan.skipped[-1]["reason"]
+    assert E.kv_bytes(get_model("mistral-7b"), 32, 8, 8192) == 2 * 2 * 32 * 8 * 8 * 4096 * 128
+
+
 def test_plan_keeps_qwen3_moe_whole_and_counts_its_experts():
     """Qwen3-30B-A3B's 128 experts x 48 layers: 61 GB of bf16 weights, within 1% of its parameters."""
     cfg = get_model("qwen3-30b-a3b")

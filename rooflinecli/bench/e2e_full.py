@@ -13,6 +13,11 @@ runs ``kernels.moe`` there).
   KV-cache write, silu*mul, adds, biases).
 * **prefill** (``torch``, eager, batch 1): the same layers over the prompt with SDPA causal; K/V
   written into a cache; lm_head on the last token. CUDA-event median of whole prefills.
+* **sliding window** (Mistral 7B v0.1: W = 4096 on every layer): the cache is a rolling buffer of
+  W entries, as serving engines keep it (position p in slot p % W, written after RoPE, so the slot
+  order does not matter to attention): a decode step at context N >= W attends over the last W
+  tokens, as the analysis counts it. A prompt longer than W is skipped (SDPA has no banded causal
+  mode to time it with).
 
 A model whose weights and cache do not fit one GPU runs with fewer layers (``num_hidden_layers``
 reduced; the results and the output say so, and predictions use the reduced config). Grid points
@@ -57,7 +62,16 @@ def unsupported_reason(cfg: ModelConfig) -> str | None:
         return "--full needs GQA/MHA attention with head dim 64 or 128"
     if cfg.norm != "rmsnorm" or not cfg.gated_mlp or cfg.position_embedding != "rope":
         return "--full supports RMSNorm, gated-MLP, RoPE models only"
+    if cfg.sliding_window is not None and not all(cfg.uses_window(i) for i in range(cfg.num_layers)):
+        return "--full supports a sliding window on every layer or on none (one cache length for all layers)"
     return None
+
+
+def cache_len(cfg: ModelConfig, context: int) -> int:
+    """Entries of one layer's KV cache for a decode step at ``context`` (the cached tokens plus
+    the new one): all of them, or a rolling buffer of the sliding window's W."""
+    n = context + 1
+    return n if cfg.sliding_window is None else min(n, int(cfg.sliding_window))
 
 
 #: the fields of a built config that differ from its preset (tiny or reduced runs); validate
@@ -125,7 +139,7 @@ def weight_bytes(cfg: ModelConfig, layers: int) -> int:
 
 
 def kv_bytes(cfg: ModelConfig, layers: int, batch: int, context: int) -> int:
-    return 2 * 2 * layers * batch * cfg.num_kv_heads * (context + 1) * cfg.head_dim
+    return 2 * 2 * layers * batch * cfg.num_kv_heads * cache_len(cfg, context) * cfg.head_dim
 
 
 def workspace_bytes(cfg: ModelConfig, batch: int, tokens: int) -> int:
@@ -174,6 +188,10 @@ def make_plan(cfg: ModelConfig, usable_bytes: float, tiny: bool = False, batches
             else:
                 plan.skipped.append({"phase": "decode", "batch": B, "context": N, "reason": f"KV cache + workspace {need / 1e9:.1f} GB > {free / 1e9:.1f} GB free beside the weights"})
     for S in prefill:
+        if cfg.sliding_window is not None and S > cfg.sliding_window:
+            plan.skipped.append({"phase": "prefill", "batch": 1, "context": S,
+                                 "reason": f"prompt longer than the sliding window ({cfg.sliding_window}): no banded causal SDPA to time"})
+            continue
         need = kv_bytes(built, layers, 1, S) + workspace_bytes(built, 1, S) + 4 * cfg.num_heads * S * S
         if need <= free:
             plan.prefill.append(S)
@@ -278,9 +296,11 @@ def mlp(ops, x, L, cfg: ModelConfig):
 
 def write_kv(kc, vc, k, v, pos: int) -> None:
     """The new token's K [B, Hkv, D] and V (a strided view of the qkv output) into the caches
-    [B, Hkv, N + 1, D] at ``pos``."""
-    kc[:, :, pos] = k
-    vc[:, :, pos] = v
+    [B, Hkv, C, D] at slot ``pos % C``: ``pos`` itself in a cache of every token (C = N + 1), the
+    oldest entry's slot in a sliding window's rolling buffer (C = W)."""
+    slot = pos % kc.shape[2]
+    kc[:, :, slot] = k
+    vc[:, :, slot] = v
 
 
 class TorchOps:
@@ -408,7 +428,7 @@ def _caches(W: Weights, batch: int, context: int, device: str, gen):
 
     import torch
 
-    shape = (batch, W.cfg.num_kv_heads, context + 1, W.cfg.head_dim)
+    shape = (batch, W.cfg.num_kv_heads, cache_len(W.cfg, context), W.cfg.head_dim)
     return ([device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers], [device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers])
 
 
