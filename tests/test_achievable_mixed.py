@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from rooflinecli.achievable import calibration_for, models_for, predict_step_breakdown
 from rooflinecli.achievable.calibration import SCHEMA, parse_calibration
@@ -253,12 +254,7 @@ def test_an_eager_prefill_pays_no_graph_switches(tmp_path):
 
 
 def _whatif():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mixed_switch_whatif", ROOT / "scripts" / "mixed_switch_whatif.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("mixed_switch_whatif")
 
 
 def test_the_whatif_script_grafts_only_the_mixed_rows_and_the_spec_predicts_with_them(tmp_path, capsys):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import torch
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "host_overhead.py"
@@ -56,12 +57,9 @@ def test_tma_encode_timer_counts_and_restores():
     """The timer wraps whichever encoders the driver's utils has (Triton 3.6: fill_tma_descriptor;
     3.9: fill_tma_descriptor_tiled), counts and times their calls, passes results through, and
     puts the originals back."""
-    import importlib.util
     import time
 
-    spec = importlib.util.spec_from_file_location("host_overhead", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("host_overhead")
     TmaEncodeTimer, _tma_encode_per_call = mod.TmaEncodeTimer, mod._tma_encode_per_call
 
     class Utils36:

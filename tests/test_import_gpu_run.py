@@ -4,13 +4,13 @@ line, exit 2, nothing written."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN2 = ROOT / "reports" / "h200-2026-11-30-run2"
@@ -18,10 +18,7 @@ RUN2 = ROOT / "reports" / "h200-2026-11-30-run2"
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("import_gpu_run", ROOT / "scripts" / "import_gpu_run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("import_gpu_run")
 
 
 @pytest.fixture

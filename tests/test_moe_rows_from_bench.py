@@ -3,11 +3,11 @@ run 2's bench rows; it refuses a calibration that has such rows, and results of 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN2 = ROOT / "reports" / "h200-2026-11-30-run2" / "results.json"
@@ -16,10 +16,7 @@ SHIPPED = ROOT / "hardware_specs" / "measured" / "h200-calibration.json"
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("moe_rows_from_bench", ROOT / "scripts" / "moe_rows_from_bench.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("moe_rows_from_bench")
 
 
 def test_it_rebuilds_the_shipped_rows_and_refuses_to_add_them_twice(tool, tmp_path, capsys):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shlex
 from pathlib import Path
 
+from conftest import load_script
 from typer.testing import CliRunner
 
 from rooflinecli.cli import app
@@ -18,10 +18,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _tour_module():
-    spec = importlib.util.spec_from_file_location("readme_tour", ROOT / "scripts" / "readme_tour.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("readme_tour")
 
 
 def _first_block() -> list[str]:
@@ -105,7 +102,7 @@ def test_readme_console_lines_parse():
 def test_readme_and_docs_quote_the_same_measured_figures():
     """Measured figures are quoted through markers that scripts/figures.py rewrites from one
     measurement (docs/figures.json): the README and the docs cannot disagree."""
-    figures = _load_script("figures")
+    figures = load_script("figures")
     assert figures.mismatches(json.loads((ROOT / "docs" / "figures.json").read_text(encoding="utf-8"))) == []
     quoted = {}
     for path, name, _ in figures.quotes():
@@ -116,8 +113,3 @@ def test_readme_and_docs_quote_the_same_measured_figures():
     assert not re.search(r"about \d+(\.\d+)? s here", README)
 
 
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
