@@ -515,5 +515,10 @@ def test_hw_validate_checks_a_measured_specs_calibration_and_configs_their_layer
     one_error(run("model", "show", str(tmp_path / "q.json")), "mlp_only_layers", "layers are 0 to 47")
 
 
+def test_routing_skew_past_e_over_k_is_one_line_naming_each_commands_option():
+    one_error(run("moe", "--model", "mixtral-8x7b", "--skew", "5"), "--skew 5: at most 4 for mixtral-8x7b")
+    one_error(run("analyze", "--model", "mixtral-8x7b", "--expert-skew", "5", "--no-ops"), "--expert-skew 5: at most 4")
+
+
 def test_routing_skew_on_a_dense_model_is_one_line():
     one_error(run("analyze", "--model", "llama-3-8b", "--expert-skew", "4", "--no-ops"), "--expert-skew 4", "has no experts")

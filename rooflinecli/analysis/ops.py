@@ -86,10 +86,16 @@ def check_parallel(cfg: ModelConfig, wl: Workload) -> None:
             raise RooflineError(f"--ep {wl.ep} does not divide {cfg.name}'s {cfg.moe.num_routed_experts} routed experts")
     if wl.expert_skew != 1.0 and cfg.moe is None:
         raise RooflineError(f"--expert-skew {wl.expert_skew:g}: {cfg.name} has no experts (routing skew needs a MoE model)")
-    if cfg.moe is not None and wl.expert_skew > cfg.moe.num_routed_experts / cfg.moe.top_k * (1 + 1e-9):
-        most = cfg.moe.num_routed_experts / cfg.moe.top_k
-        raise RooflineError(f"--expert-skew {wl.expert_skew:g}: at most {most:g} for {cfg.name} (E / k = {cfg.moe.num_routed_experts} / "
-                            f"{cfg.moe.top_k}: the hottest expert is then in every token's top-{cfg.moe.top_k})")
+    check_skew_limit(cfg, wl.expert_skew)
+
+
+def check_skew_limit(cfg: ModelConfig, skew: float, option: str = "--expert-skew") -> None:
+    """A routing skew (the hottest expert's load over the mean) of at most E / k: beyond, the
+    hottest expert would be in more than every token's top-k."""
+    m = cfg.moe
+    if m is not None and skew > m.num_routed_experts / m.top_k * (1 + 1e-9):
+        raise RooflineError(f"{option} {skew:g}: at most {m.num_routed_experts / m.top_k:g} for {cfg.name} (E / k = "
+                            f"{m.num_routed_experts} / {m.top_k}: the hottest expert is then in every token's top-{m.top_k})")
 
 
 def kv_heads_per_gpu(cfg: ModelConfig, tp: int) -> float:

@@ -355,7 +355,7 @@ def moe_cmd(
 
     cfg = get_model(model)
     M.require_moe(cfg)
-    M.check_skew(skew)
+    M.check_skew(skew, cfg)
     _positive("--context", context)
     B = parse_grid(batch, "--batch")
     if len(B) > MOE_MAX_BATCHES:  # one table row each: 100,000 took a minute and 700 MB

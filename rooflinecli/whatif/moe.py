@@ -56,6 +56,12 @@ def expert_bytes(cfg: ModelConfig, wl) -> float:
     return float(weight_bytes(sum(lin.params for lin in params.routed_expert_linears(cfg)), wl))
 
 
-def check_skew(skew: float) -> None:
+def check_skew(skew: float, cfg: ModelConfig | None = None) -> None:
+    """``--skew``: at least 1, and at most E / k for ``cfg`` (the analysis's own limit, named for
+    this command's option)."""
+    from rooflinecli.analysis.ops import check_skew_limit
+
     if not skew >= 1.0:
         raise RooflineError(f"--skew must be >= 1 (1 = uniform routing), got {skew}")
+    if cfg is not None:
+        check_skew_limit(cfg, skew, "--skew")
