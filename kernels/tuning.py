@@ -272,13 +272,8 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
         raise TunedFileError(f"tuned on GPU '{one_line(raw.get('gpu'))[:100]}', this is '{gpu_name}'")
     if str(raw.get("triton")) != triton_version:
         raise TunedFileError(f"tuned with Triton {one_line(raw.get('triton'))[:40]}, this is Triton {triton_version}")
-    table = raw.get("autotuners")
-    if not isinstance(table, dict):
-        raise TunedFileError("'autotuners' must be an object")
     out: dict[str, dict[tuple, Any]] = {}
-    for name, entries in table.items():
-        if name not in autotuners:
-            raise TunedFileError(f"unknown autotuner '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(autotuners)) or 'none'})")
+    for name, entries in _section(raw, "autotuners", autotuners, "autotuner", required=True).items():
         at = autotuners[name]
         out[name] = {}
         for where, e in _entries("autotuners", name, entries, "config", _ENTRY_FIELDS):
@@ -295,6 +290,18 @@ def parse_tuned(raw: Any, autotuners: Mapping[str, Any], gpu_name: str, triton_v
                 raise TunedFileError(f"{where}: config {json.dumps(e['config'], sort_keys=True)} is not one of {name}'s configs")
             out[name][tuple(e["key"])] = cfg
     return out
+
+
+def _section(raw: Mapping[str, Any], section: str, known: Mapping[str, Any], kind: str, required: bool = False) -> dict:
+    """A tuned file's ``section`` ("autotuners", "choices"): an object whose names are all
+    ``known`` (an optional section may be absent)."""
+    table = raw.get(section) if required else raw.get(section, {})
+    if not isinstance(table, dict):
+        raise TunedFileError(f"'{section}' must be an object")
+    for name in table:
+        if name not in known:
+            raise TunedFileError(f"unknown {kind} '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(known)) or 'none'})")
+    return table
 
 
 def _entries(section: str, name: str, entries: Any, second: str, fields: set[str]):
@@ -320,13 +327,8 @@ def parse_choices(raw: Mapping[str, Any], choices: Mapping[str, Choice]) -> dict
     ``{name: [{"key": [...], "value": "...", "times_us": {...}, "case": "..."}]}``; a name that is
     no ``Choice``, a value not among its values or a key that is not a list of scalars raises
     ``TunedFileError``."""
-    table = raw.get("choices", {})
-    if not isinstance(table, dict):
-        raise TunedFileError("'choices' must be an object")
     out: dict[str, dict[tuple, str]] = {}
-    for name, entries in table.items():
-        if name not in choices:
-            raise TunedFileError(f"unknown choice '{one_line(name)[:60]}' (the kernels have {', '.join(sorted(choices)) or 'none'})")
+    for name, entries in _section(raw, "choices", choices, "choice").items():
         out[name] = {}
         for where, e in _entries("choices", name, entries, "value", _CHOICE_FIELDS):
             if e["value"] not in choices[name].values:
