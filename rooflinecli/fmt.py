@@ -11,10 +11,15 @@ def fmt_bytes(n: float | None) -> str:
     if n is None:
         return "-"
     n = float(n)
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
+            return f"{_sig3(n / scale)} {unit}"
     return f"{n:.0f} B"
+
+
+def _sig3(x: float) -> str:
+    """Three significant digits, whole numbers with thousands separators past 999 (never ``1e+03``)."""
+    return f"{x:.3g}" if abs(x) < 999.5 else f"{x:,.0f}"
 
 
 def fmt_time(s: float | None) -> str:
@@ -23,7 +28,7 @@ def fmt_time(s: float | None) -> str:
         return "-"
     s = float(s)
     if s >= 1:
-        return f"{s:.3g} s"
+        return f"{_sig3(s)} s"
     if s >= 1e-3:
         return f"{s * 1e3:.3g} ms"
     return f"{s * 1e6:.3g} us"
@@ -34,7 +39,7 @@ def fmt_count(n: float) -> str:
     n = float(n)
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= scale:
-            return f"{n / scale:.4g}{unit}"
+            return f"{n / scale:.4g}{unit}" if abs(n / scale) < 9999.5 else f"{n / scale:,.0f}{unit}"
     return f"{n:.4g}"
 
 

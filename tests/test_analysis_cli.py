@@ -42,6 +42,21 @@ def test_sliding_window_model_fits_any_context():
     assert j["memory"]["max_context_at_batch"] is None and j["kv_crossover_context"] is None
 
 
+def test_largest_batch_line_says_why_there_is_none():
+    """A model whose weights fill the GPU has no largest batch: the line says why, not "batch 0";
+    a batch too large for any context says "not even", with the largest batch beside it."""
+    r = run("--model", "llama-3-70b", "--hw", "h200", "--no-ops")
+    assert r.exit_code == 0, r.output
+    assert "none: the weights alone (141 GB per GPU) leave no room in 141 GB" in r.stdout
+    assert "batch 0" not in r.stdout
+    r = run("--model", "llama-3-8b", "--hw", "h200", "--batch", "2000000", "--prompt", "32k", "--no-ops")
+    assert r.exit_code == 0, r.output
+    j = json.loads(run("--model", "llama-3-8b", "--hw", "h200", "--batch", "2000000", "--prompt", "32k", "--json").stdout)
+    mb = j["memory"]["max_batch_at_context"]
+    assert 0 < mb < 2000000 and j["memory"]["max_context_at_batch"] == 0
+    assert f"batch {mb:,} at context" in r.stdout and "not even 1 token of context at batch 2,000,000" in r.stdout
+
+
 def test_json_keys_and_consistency():
     r = run("--model", "llama-3-8b", "--batch", "4", "--prompt", "512", "--gen", "32", "--json", "--price-per-gpu-hour", "2")
     assert r.exit_code == 0, r.output

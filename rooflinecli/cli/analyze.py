@@ -217,9 +217,7 @@ def render(a, show_ops: bool = True) -> None:
             + ("fits" if m["fits"] else "[bold red]does not fit[/]"),
         )
     )
-    mc = m["max_context_at_batch"]
-    ctx = f"context {mc:,}" if mc is not None else "any context (the KV cache stops growing)"
-    lines.append(("largest batch / context", f"batch {m['max_batch_at_context']:,} at context {m['kv_cache_context']:,}; {ctx} at batch {wl.batch}"))
+    lines.append(("largest batch / context", _largest_text(m, wl.batch)))
     width = max(len(k) for k, _ in lines)
     for k, v in lines:
         c.print(f"  {k:<{width}}  {v}")
@@ -235,3 +233,24 @@ def render(a, show_ops: bool = True) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("analyze")(analyze_cmd)
+
+
+def _largest_text(m: dict, batch: int) -> str:
+    """The "largest batch / context" line: the largest batch at this context and the longest
+    context at this batch, or why there is none (the weights alone, or this context or batch)."""
+    from rooflinecli.fmt import fmt_bytes
+
+    if not m["max_batch_at_context"] and m["weights_bytes"] >= m["capacity_bytes_per_gpu"]:
+        return (f"none: the weights alone ({fmt_bytes(m['weights_bytes'])} per GPU) leave no room in "
+                f"{fmt_bytes(m['capacity_bytes_per_gpu'])} (more --tp / --ep GPUs, or a smaller --weight-dtype)")
+    mb, mc = m["max_batch_at_context"], m["max_context_at_batch"]
+    at = f"at context {m['kv_cache_context']:,}"
+    first = f"batch {mb:,} {at}" if mb else f"not even batch 1 {at}"
+    if mc is None:
+        second = "any context (the KV cache stops growing)"
+    elif mc:
+        second = f"context {mc:,}"
+    else:
+        second = "not even 1 token of context"
+    return f"{first}; {second} at batch {batch:,}"
+
