@@ -302,6 +302,22 @@ def ep_hot_gpu_load(E: int, k: int, gpus: int, skew: float = 1.0) -> float:
     return float(min(hot * G, G))
 
 
+def ep_hot_gpu_experts_touched(E: int, k: int, T, gpus: int, skew: float = 1.0):
+    """Expected distinct experts that T tokens routed top-k touch on the busiest GPU of ``gpus``
+    (expert parallelism, E experts split evenly; the GPU of ``ep_hot_gpu_load``: the hottest
+    expert and an average mix of the others). Its weights are what that GPU reads in a step,
+    and the step waits for it. One GPU: ``expected_experts_touched``; uniform routing: that over
+    ``gpus`` (every GPU alike)."""
+    G = max(int(gpus), 1)
+    if G == 1 or skew == 1.0 or int(E) <= 1:
+        return expected_experts_touched(E, k, T, skew) / G
+    T = np.asarray(T, dtype=float)
+    q = routing_shares(E, k, skew)
+    per_gpu = max(int(E) // G, 1)
+    rest = float(q[1:].mean()) if len(q) > 1 else 0.0
+    return (1.0 - (1.0 - q[0]) ** T) + (per_gpu - 1) * (1.0 - (1.0 - rest) ** T)
+
+
 # --------------------------------------------------------------------------------------------
 # Frontier what-ifs
 # --------------------------------------------------------------------------------------------

@@ -266,7 +266,12 @@ def test_expert_parallel_bytes(skew):
     B = 64
     ops = ops_by_name(cfg, Workload(B, 1024, 1, tp=8, ep=8, expert_skew=skew), "decode", B, 1024)
     touched = formulas.expected_experts_touched(256, 8, B, skew)
-    assert close(ops["moe.expert_up"].weights_bytes, 58 * touched * 7168 * 2048 * 2 / 8)
+    # the step waits for the busiest GPU, which reads the weights of its 32 experts that the step
+    # touches: the hottest expert and 31 of average share among the other 255
+    q = formulas.routing_shares(256, 8, skew)
+    here = (1 - (1 - q[0]) ** B) + 31 * (1 - (1 - q[1:].mean()) ** B)
+    assert close(here, touched / 8) if skew == 1 else touched / 8 < here <= 32
+    assert close(ops["moe.expert_up"].weights_bytes, 58 * here * 7168 * 2048 * 2)
     # the busiest GPU (skewed routing) computes and receives its share of the pairs: 32 experts per
     # GPU, the hottest at skew x the mean load, so 1 + about (skew - 1) / 32 of the mean GPU's
     hot = formulas.ep_hot_gpu_load(256, 8, 8, skew)
@@ -279,6 +284,38 @@ def test_expert_parallel_bytes(skew):
     assert close(ops["comm.ep_all_to_all"].comm_time_s, 58 * 2 * 7 / 8 * a2a / 450e9)
     if skew > 1:
         assert touched < formulas.expected_experts_touched(256, 8, B, 1.0)
+
+
+def test_skew_under_expert_parallelism_never_speeds_decode_up():
+    """Under EP the step waits for the busiest GPU: more skew gives it more pairs and it still reads
+    all of its experts, so decode time and its expert bytes only grow with skew (they used to fall:
+    the bytes were the mean GPU's, which a concentrated routing leaves idle)."""
+    cfg, spec = get_model("qwen3-30b-a3b"), get_spec("h100-sxm")
+    tpot = []
+    all_16 = 48 * 16 * 2048 * 768 * 2  # the 16 experts a GPU holds, all 48 layers
+    for skew in (1.0, 2.0, 4.0, 16.0):
+        wl = Workload(64, 1024, 1, ep=8, expert_skew=skew)
+        tpot.append(analyze(cfg, spec, wl).tpot_s)
+        up = float(ops_by_name(cfg, wl, "decode", 64, 1024)["moe.expert_up"].weights_bytes)
+        mean_gpu = float(formulas.expected_experts_touched(128, 8, 64, skew)) / 8 * 48 * 2048 * 768 * 2
+        # 512 pairs: the busiest GPU reads (nearly) all 16 of its experts, however few the mean GPU does
+        assert mean_gpu * (1 - 1e-12) <= up <= all_16 and up > 0.97 * all_16
+    assert all(b >= a for a, b in zip(tpot, tpot[1:])) and tpot[-1] > tpot[0]
+
+
+def test_attention_data_parallel_keeps_whole_sequences():
+    """EP 8 over 8 GPUs, TP 1: attention is data-parallel over 8 groups, each holding whole
+    sequences. One sequence lives on one GPU (its whole KV cache there), 12 sequences put 2 on the
+    busiest; a batch never splits a sequence's cache over GPUs."""
+    from rooflinecli.analysis import kv_cache_bytes_per_gpu
+
+    cfg = get_model("qwen3-30b-a3b")
+    one_seq = 2 * 48 * 4 * 128 * 4097 * 2  # 2 L H_kv D N bytes
+    for batch, seqs in ((1, 1), (8, 1), (12, 2), (64, 8)):
+        wl = Workload(batch, 4096, 1, ep=8)
+        assert close(float(kv_cache_bytes_per_gpu(cfg, wl, 4097, batch)), seqs * one_seq)
+        core = ops_by_name(cfg, wl, "decode", batch, 4096)["attn.core"]
+        assert close(float(core.kv_read_bytes), seqs * 2 * 48 * 4 * 128 * 4096 * 2, rel=1e-2)  # summed over the layers
 
 
 def test_compressed_attention_variant_by_hand():

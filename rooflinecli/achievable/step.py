@@ -108,7 +108,7 @@ class _Builder:
         self.cfg, self.wl, self.phase, self.m, self.p = cfg, wl, phase, models, profile
         self.batch = np.asarray(batch, dtype=float)
         self.context = np.asarray(context, dtype=float)
-        self.seqs = self.batch / wl.attention_dp
+        self.seqs = wl.seqs_per_gpu(self.batch)
         q = wl.decode_tokens if phase == "decode" else 1  # a verification pass: q tokens per sequence
         self.tokens = self.seqs * self.context if phase == "prefill" else self.seqs * q
         self.last = self.seqs * q  # tokens through the final norm and the LM head

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .memory import (
     activation_workspace_bytes_per_gpu,
+    fit_warning,
     kv_cache_bytes_per_gpu,
     max_batch_that_fits,
     max_context_that_fits,
@@ -47,6 +48,7 @@ __all__ = [
     "analyze",
     "decode_compute_bound_batch",
     "decode_compute_bound_batches",
+    "fit_warning",
     "kv_cache_bytes_per_gpu",
     "kv_crossover_context",
     "layer_prediction",

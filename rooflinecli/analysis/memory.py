@@ -50,8 +50,8 @@ def weights_bytes_per_gpu(cfg: ModelConfig, wl: Workload) -> float:
 def kv_cache_bytes_per_gpu(cfg: ModelConfig, wl: Workload, context, batch):
     """KV cache each GPU holds for ``batch`` sequences at ``context`` tokens (paged when
     ``wl.kv_block_size``): heads split over tp (replicated when tp > H_kv; MLA's latent is
-    replicated), sequences split over the data-parallel attention groups."""
-    total = KV.kv_cache_bytes_for(cfg, np.asarray(context, dtype=float), np.asarray(batch, dtype=float) / wl.attention_dp, wl.kv_bytes_per_element, wl.kv_block_size)
+    replicated), whole sequences split over the data-parallel attention groups (the busiest one's)."""
+    total = KV.kv_cache_bytes_for(cfg, np.asarray(context, dtype=float), wl.seqs_per_gpu(batch), wl.kv_bytes_per_element, wl.kv_block_size)
     return total * kv_cache_fraction_per_gpu(cfg, wl.tp)
 
 
@@ -61,7 +61,7 @@ def activation_workspace_bytes_per_gpu(cfg: ModelConfig, wl: Workload, prompt_le
     the residual stream plus the widest layer's input and output per token of a chunk, plus fp32
     logits for the last token of each sequence. An estimate."""
     tp = wl.tp
-    seqs = np.asarray(batch, dtype=float) / wl.attention_dp
+    seqs = wl.seqs_per_gpu(batch)
     tokens = seqs * np.asarray(prompt_len, dtype=float)
     if wl.prefill_chunk_tokens:
         tokens = np.minimum(tokens, float(wl.prefill_chunk_tokens))
@@ -94,6 +94,23 @@ def memory_totals(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len
         "capacity_bytes_per_gpu": np.asarray(spec.memory_capacity_bytes, dtype=float),
         "fits": np.asarray(total <= spec.memory_capacity_bytes),
     }
+
+
+def fit_warning(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len, context, batch) -> str | None:
+    """"does not fit: ... needed per GPU, ... available" for the smallest of ``batch`` (one or
+    many) whose weights + KV (at ``context``) + workspace (prefill of ``prompt_len``) exceed one
+    GPU's memory, naming the batches from there on when more than one was asked; None when all fit."""
+    from rooflinecli.fmt import fmt_bytes
+
+    b = np.atleast_1d(np.asarray(batch, dtype=float))
+    mem = memory_totals(cfg, spec, wl, prompt_len, context, b)
+    total = np.broadcast_to(mem["total_bytes_per_gpu"], b.shape)
+    over = np.flatnonzero(total > spec.memory_capacity_bytes)
+    if not len(over):
+        return None
+    i = int(over[0])
+    where = f" at batch {int(b[i]):,}" + (" and above" if len(b) > 1 and i < len(b) - 1 else "") if len(b) > 1 else ""
+    return f"does not fit{where}: {fmt_bytes(total[i])} needed per GPU, {fmt_bytes(spec.memory_capacity_bytes)} available"
 
 
 def max_batch_that_fits(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len: int, context: int) -> int:

@@ -358,7 +358,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
     L = cfg.num_layers
     link = link_bytes_per_s_one_way(spec)
     G, tp = wl.num_gpus, wl.tp
-    seqs = batch / wl.attention_dp  # sequences each GPU attends for
+    seqs = wl.seqs_per_gpu(batch)  # sequences each GPU attends for (the busiest group's)
     q = wl.decode_tokens if phase == "decode" else 1  # tokens per sequence of a decode step
     tokens_total = batch * context if phase == "prefill" else batch * q  # tokens of the step, whole replica
     tokens = seqs * context if phase == "prefill" else seqs * q  # tokens each GPU's dense part sees
@@ -465,6 +465,9 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
         # the busiest GPU's pairs (skewed routing under expert parallelism): the step waits for it
         hot = F.ep_hot_gpu_load(m.num_routed_experts, m.top_k, wl.ep, wl.expert_skew)
         pairs = m.top_k * tokens_total * hot
+        # and reads the weights of the experts it holds that the step touches (all of them, when
+        # the hottest experts sit there, even as skew concentrates the rest elsewhere)
+        touched_here = F.ep_hot_gpu_experts_touched(m.num_routed_experts, m.top_k, tokens_total, wl.ep, wl.expert_skew)
         experts = P.routed_expert_linears(cfg)
         skewed = f", busiest GPU {hot:.2f}x the mean pairs" if hot != 1.0 else ""
         for lin in experts:
@@ -475,7 +478,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                     group="moe",
                     layers=Lm,
                     flops=F.linear_flops(pairs, lin.d_in, lin.d_out) / G,
-                    weights_bytes=touched * weight_bytes(lin.params, wl) / G,
+                    weights_bytes=touched_here * weight_bytes(lin.params, wl) * wl.ep / G,
                     activation_bytes=F.linear_activation_bytes(pairs, lin.d_in, lin.d_out, b_a) / G,
                     note=f"{lin.d_in}->{lin.d_out}, top-{m.top_k} of {m.num_routed_experts}{skewed}",
                     extra={"experts_touched": touched},

@@ -10,7 +10,7 @@ import numpy as np
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
-from .memory import max_batch_that_fits, max_context_that_fits, memory_totals, weights_breakdown_per_gpu
+from .memory import fit_warning, max_batch_that_fits, max_context_that_fits, memory_totals, weights_breakdown_per_gpu
 from .ops import check_parallel, kv_heads_per_gpu, phase_ops
 from .phase import TOTAL_FIELDS, OpTime, phase_times, sum_ops
 from .workload import Workload, validate_workload
@@ -397,10 +397,9 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
         warnings.append(f"--tp {wl.tp} > {cfg.num_kv_heads} KV heads: each GPU keeps {kv_heads_per_gpu(cfg, wl.tp):g} KV head (replicated), so KV bytes per GPU stop shrinking")
     if cfg.mla is not None and wl.tp > 1:
         warnings.append(f"--tp {wl.tp}: MLA's latent KV cache is replicated on every GPU")
-    if not memory["fits"]:
-        warnings.append(
-            f"does not fit: {memory['total_bytes_per_gpu'] / 1e9:.1f} GB needed per GPU, {spec.memory_capacity_bytes / 1e9:.0f} GB available"
-        )
+    fit = fit_warning(cfg, spec, wl, S, S + G, float(B))
+    if fit:
+        warnings.append(fit)
 
     return Analysis(
         model=cfg,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rooflinecli.dtypes import (
     BYTES_PER_ELEMENT,
     COMPUTE_DTYPES,
@@ -92,6 +94,13 @@ class Workload:
     @property
     def attention_dp(self) -> int:
         return self.num_gpus // self.tp
+
+    def seqs_per_gpu(self, batch):
+        """Sequences the busiest data-parallel attention group attends for: whole sequences,
+        ceil(batch / attention_dp) (a sequence's KV cache lives on one group; a batch smaller
+        than the groups leaves some idle). ``batch`` itself without attention DP."""
+        b = np.asarray(batch, dtype=float)
+        return b if self.attention_dp == 1 else np.ceil(b / self.attention_dp)
 
     def efficiency_for(self, kind: str) -> float:
         return float(self.efficiency.get(kind, 1.0))
