@@ -6,41 +6,60 @@ Bytes use decimal units (GB = 1e9), as GPU datasheets print them; times pick s /
 from __future__ import annotations
 
 
+def _rounded(x: float, digits: int) -> float:
+    """``x`` rounded to ``digits`` significant digits, so that a unit is picked for the number as
+    it will print (0.9996 s is "1 s", not "1e+03 ms")."""
+    return float(f"{x:.{digits}g}")
+
+
+def fmt_num(x: float | None, digits: int = 3) -> str:
+    """A plain number to ``digits`` significant digits, whole from 10^(digits-1) on, without
+    exponent notation: ``1642.7`` -> ``"1,643"``, ``0.1234`` -> ``"0.123"``, ``2.5e-6`` -> ``"2.5e-06"`` only below 1e-4 (where
+    a fixed form would be all zeros); None -> ``"-"``."""
+    if x is None:
+        return "-"
+    x = float(x)
+    if x != x or x in (float("inf"), float("-inf")):
+        return str(x)
+    r = _rounded(x, digits)
+    if r == 0:
+        return "0"
+    if abs(r) >= 10 ** (digits - 1):
+        return f"{x:,.0f}"  # whole numbers from there on, every digit shown
+    return f"{x:,.{digits}g}"  # below 10^(digits-1): no exponent down to 1e-4
+
+
+def _scaled(x: float, units: tuple, digits: int, sep: str = " ") -> str | None:
+    """``x`` in the first (name, scale) unit it reaches once rounded, or None below them all."""
+    r = _rounded(x, digits)
+    for unit, scale in units:
+        if abs(r) >= scale:
+            return f"{fmt_num(x / scale, digits)}{sep}{unit}"
+    return None
+
+
 def fmt_bytes(n: float | None) -> str:
     """``1.5e9`` -> ``"1.5 GB"`` (decimal units); None -> ``"-"``."""
     if n is None:
         return "-"
     n = float(n)
-    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= scale:
-            return f"{_sig3(n / scale)} {unit}"
-    return f"{n:.0f} B"
-
-
-def _sig3(x: float) -> str:
-    """Three significant digits, whole numbers with thousands separators past 999 (never ``1e+03``)."""
-    return f"{x:.3g}" if abs(x) < 999.5 else f"{x:,.0f}"
+    return _scaled(n, (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)), 3) or f"{n:.0f} B"
 
 
 def fmt_time(s: float | None) -> str:
-    """Seconds as ``"3.2 s"``, ``"4.52 ms"`` or ``"70.2 us"``; None -> ``"-"``."""
+    """Seconds as ``"3.2 s"``, ``"4.52 ms"``, ``"70.2 us"`` or ``"310 ns"``; None -> ``"-"``."""
     if s is None:
         return "-"
     s = float(s)
-    if s >= 1:
-        return f"{_sig3(s)} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
-    return f"{s * 1e6:.3g} us"
+    if s == 0:
+        return "0 us"
+    return _scaled(s, (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)), 3) or f"{fmt_num(s * 1e9)} ns"
 
 
 def fmt_count(n: float) -> str:
     """A bare count with a T/B/M/k suffix: ``1.1e12`` -> ``"1.1T"``."""
     n = float(n)
-    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.4g}{unit}" if abs(n / scale) < 9999.5 else f"{n / scale:,.0f}{unit}"
-    return f"{n:.4g}"
+    return _scaled(n, (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)), 4, sep="") or fmt_num(n, 4)
 
 
 def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
@@ -48,10 +67,8 @@ def fmt_si(x: float | None, unit: str = "", digits: int = 3) -> str:
     if x is None:
         return "-"
     x = float(x)
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.{digits}g} {prefix}{unit}"
-    return f"{x:.{digits}g} {unit}".strip()
+    units = tuple((f"{prefix}{unit}", scale) for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")))
+    return _scaled(x, units, digits) or f"{fmt_num(x, digits)} {unit}".strip()
 
 
 def json_safe(x):

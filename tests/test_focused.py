@@ -97,7 +97,7 @@ def test_rope_scale_and_no_extension():
     out = run_json("rope", "--base", "10000", "--rotary-dim", "64", "--trained-context", "4096", "--scale", "0.5")
     assert out["needed"] is False and out["new_base"] == 10000
     r = run("rope", "--base", "10000", "--rotary-dim", "64", "--trained-context", "4096", "--scale", "4")
-    assert r.exit_code == 0 and f"{10000 * 4 ** (64 / 62):,.6g}" in r.output
+    assert r.exit_code == 0 and f"{10000 * 4 ** (64 / 62):,.7g}" in r.output
 
 
 @pytest.mark.parametrize(
@@ -383,6 +383,20 @@ def test_disagg_plan_by_hand():
     assert out["total_gpus"] == out["prefill_gpus"] + out["decode_gpus"]
 
 
+def test_disagg_light_load_plans_the_batch_that_forms():
+    """A light load never forms a large batch: at 1e-7 req/s both pools plan batch 1 (one prompt's
+    TTFT); as the rate grows the batches grow, each the smallest one instance that keeps up with
+    the rate, until one instance no longer does and the plan takes the most requests per second."""
+    args = ("--model", "llama-3-8b", "--hw", "h100-sxm", "--prompt", "1024", "--gen", "256", "--ttft-target", "0.5", "--tpot-target", "0.05")
+    low = run_json("disagg", *args, "--rate", "0.0000001")
+    assert (low["prefill_batch"], low["decode_batch"], low["total_gpus"]) == (1, 1, 2)
+    mid = run_json("disagg", *args, "--rate", "10")
+    assert mid["decode_instances"] == 1 and 1 < mid["decode_batch"] and mid["decode_requests_per_s_per_instance"] >= 10
+    high = run_json("disagg", *args, "--rate", "1000")
+    assert high["decode_batch"] > mid["decode_batch"] and high["decode_instances"] > 1
+    assert high["prefill_requests_per_s_per_instance"] >= mid["prefill_requests_per_s_per_instance"]
+
+
 def test_disagg_instances_fit_in_memory():
     """Long prompts: the prefill batch with the best rate must still hold its prompts' KV cache
     (Llama-3-8B, 32k prompts: 4 GiB of KV each on an 80 GB H100), and the decode batch its cache at
@@ -429,3 +443,33 @@ def test_disagg_bad_input(args, fragment):
         base[args[i]] = args[i + 1]
     flat = [x for kv in base.items() for x in kv]
     assert_one_line_error(run("disagg", "--model", "llama-3-8b", *flat), fragment)
+
+
+def test_speculative_says_when_no_draft_length_pays():
+    """With no acceptance every draft is wasted: no row is starred best and the caption says plain
+    decoding wins; with free drafts the best sits at the table's edge and the caption says so."""
+    r = run("speculative", "-k", "4", "-a", "0", "-c", "0.5")
+    assert r.exit_code == 0, r.output
+    assert "*" not in r.output and "no draft length pays" in r.output
+    r = run("speculative", "-k", "4", "-a", "0.8")
+    assert r.exit_code == 0 and "still rises at k = 8" in " ".join(r.output.split())
+
+
+def test_whatifs_name_their_mode_and_warn_when_nothing_fits():
+    """On a calibrated spec kv, moe, speculative and disagg say their times are achievable (or the
+    roof with --mode roof); moe and speculative warn, as analyze does, when the workload does not fit."""
+    r = run("moe", "--model", "mixtral-8x7b", "--hw", "h200-measured", "--batch", "1")
+    assert r.exit_code == 0 and "(achievable, torch engine)" in r.output
+    r = run("kv", "--model", "llama-3-8b", "--hw", "h200-measured", "--mode", "roof")
+    assert r.exit_code == 0 and "decode step: roof" in r.output
+    r = run("speculative", "-k", "4", "-a", "0.8", "--model", "llama-3-8b", "--hw", "h200-measured")
+    assert r.exit_code == 0 and "h200-measured (achievable, torch engine)" in r.output
+    r = run("disagg", "--model", "llama-3-8b", "--hw", "h200-measured", "--prompt", "1024", "--gen", "256", "--rate", "10",
+            "--ttft-target", "0.5", "--tpot-target", "0.05")
+    assert r.exit_code == 0 and "(achievable, torch engine;" in r.output
+    r = run("moe", "--model", "deepseek-v3", "--hw", "h100-sxm")
+    assert r.exit_code == 0 and "warning: does not fit at batch 1 and above: 1.34 TB needed per GPU, 80 GB available" in r.output
+    r = run("speculative", "-k", "8", "-a", "0.9", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "65536")
+    assert r.exit_code == 0 and "warning: does not fit: " in r.output and "needed per GPU, 80 GB available" in r.output
+    r = run("speculative", "-k", "8", "-a", "0.9", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1")
+    assert r.exit_code == 0 and "does not fit" not in r.output

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_time
+from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_num, fmt_time
 from rooflinecli.fmt import json_default as _json_default
 from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
@@ -92,7 +92,7 @@ def rope_cmd(
         f"(s = {ext.scale:.4g}), rotary dim {ext.rotary_dim}"
     )
     if ext.needed:
-        c.print(f"NTK-aware RoPE base: {ext.new_base:,.6g}  (was {ext.base:,.6g}; x{ext.new_base / ext.base:.4g})")
+        c.print(f"NTK-aware RoPE base: {fmt_num(ext.new_base, 7)}  (was {fmt_num(ext.base, 7)}; x{fmt_num(ext.new_base / ext.base, 4)})")
     else:
         c.print(f"no extension needed: the target fits the trained context; base stays {ext.base:,.6g}")
 
@@ -145,11 +145,17 @@ def speculative_cmd(
             from rooflinecli.whatif.rope import context_warning
             from rooflinecli.whatif.speculative import verify_costs
 
+            from rooflinecli.analysis import Workload, fit_warning
+
             warning = context_warning(cfg, context)
             spec = get_spec(hw)
+            fit = fit_warning(cfg, spec, Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype),
+                              context, context, batch)
+            warning = "\n".join(w for w in (warning, f"warning: {fit}" if fit else None) if w) or None
             # the table's k = 1..8 and the k asked for, each verification pass timed by the model
+            mk = _mode_kwargs(spec, mode, engine)
             step_time, verify = verify_costs(cfg, spec, batch, context, sorted({*range(1, 9), draft_tokens}), dtype=dtype,
-                                             weight_dtype=weight_dtype, kv_dtype=kv_dtype, **_mode_kwargs(spec, mode, engine))
+                                             weight_dtype=weight_dtype, kv_dtype=kv_dtype, **mk)
     elif hw is not None:
         raise RooflineError("--hw needs --model (the decode step time is the model's)")
     res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source,
@@ -170,12 +176,19 @@ def speculative_cmd(
     c.print(f"speed-up over plain decoding: {res.speedup:.3g}x")
     if res.tpot_s is not None:
         c.print(
-            f"{model} on {hw}, batch {batch}, context {context:,}: decode step {fmt_time(res.target_step_time_s)} "
-            f"-> {fmt_time(res.tpot_s)} per token ({res.tokens_per_s_per_sequence:.4g} tokens/s per sequence)"
+            f"{model} on {hw} ({_mode_phrase(mk)}), batch {batch}, context {context:,}: decode step {fmt_time(res.target_step_time_s)} "
+            f"-> {fmt_time(res.tpot_s)} per token ({fmt_num(res.tokens_per_s_per_sequence, 4)} tokens/s per sequence)"
         )
     best = max(table, key=lambda r: r[2])
-    rows = [[str(k), f"{t:.3f}", f"{s:.3f}x" + (" *" if k == best[0] else "")] for k, t, s in table]
-    c.print(_table("speed-up by draft length (* best)", ["draft tokens k", "tokens/step", "speed-up"], rows))
+    pays = best[2] > 1.0
+    rows = [[str(k), f"{t:.3f}", f"{s:.3f}x" + (" *" if pays and k == best[0] else "")] for k, t, s in table]
+    if not pays:
+        caption = "no draft length pays: plain decoding (1x) is faster than every k here"
+    elif best[0] == table[-1][0]:
+        caption = f"* best of the table; the speed-up still rises at k = {best[0]}: longer drafts may pay more"
+    else:
+        caption = None
+    c.print(_table("speed-up by draft length" + (" (* best)" if pays else ""), ["draft tokens k", "tokens/step", "speed-up"], rows, caption=caption))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -240,6 +253,11 @@ def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:
     return {"mode": resolve_mode(spec, mode, engine), "engine": engine}
 
 
+def _mode_phrase(kw: dict) -> str:
+    """What the times of ``_mode_kwargs``' workload are: the calibrated model's or the roof."""
+    return f"achievable, {kw['engine']} engine" if kw["mode"] == "achievable" else "roof"
+
+
 def _workload(batch: int, prompt: int, gen: int, **kwargs):
     from rooflinecli.analysis import Workload
     from rooflinecli.analysis.workload import validate_workload
@@ -290,7 +308,8 @@ def kv_cmd(
 
             raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
     cfg, spec = get_model(model), get_spec(hw)
-    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **_mode_kwargs(spec, mode, engine))
+    mk = _mode_kwargs(spec, mode, engine)
+    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **mk)
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     _warn(context_warning(cfg, context))
     if as_json:
@@ -302,7 +321,7 @@ def kv_cmd(
     c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_bits:g}-bit" if kv_bits is not None else
             f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_dtype}", end="")
     c.print(f", paged {kv_block_size}-token blocks" if kv_block_size else "", end="")
-    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)})")
+    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}); decode step: {_mode_phrase(mk)}")
     table_rows = [
         [r.variant, r.attention, fmt_bytes(r.kv_bytes_per_token), fmt_bytes(r.kv_cache_bytes),
          fmt_bytes(r.kv_read_bytes_per_step), fmt_bytes(r.weights_bytes_per_step),
@@ -372,6 +391,10 @@ def moe_cmd(
     expert_b = M.expert_bytes(cfg, wl)
     all_experts = float(formulas.expected_experts_touched(m.num_routed_experts, m.top_k, 10**9, 1.0))
     _warn(context_warning(cfg, context))
+    from rooflinecli.analysis import fit_warning
+
+    fit = fit_warning(cfg, spec, wl, context, context, B)
+    _warn(f"warning: {fit}" if fit else None)
     out = {
         "model": cfg.name, "hw": spec.id, "context_tokens": context, "skew": skew, "ep": ep, "tp": tp,
         "num_routed_experts": m.num_routed_experts, "top_k": m.top_k, "num_shared_experts": m.num_shared_experts,
@@ -414,7 +437,7 @@ def moe_cmd(
     cols = ["batch (tokens)", "experts/layer (uniform)", f"skew {skew:g}", "weights read", "KV read", "decode step", "tokens/s", "bound"]
     if ep > 1:
         cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
-    c.print(_table(f"decode step vs batch on {spec.id}, context {context:,}", cols, rows,
+    c.print(_table(f"decode step vs batch on {spec.id} ({_mode_phrase(mk)}), context {context:,}", cols, rows,
                    caption=f"experts/layer: E(1-(1-k/E)^T) of {m.num_routed_experts}; all {all_experts:.0f} read once T is large"
                    + (f"; skew {skew:g}: the hottest expert takes {skew:g}x the mean load, the coldest "
                       f"{float(formulas.routing_shares(m.num_routed_experts, m.top_k, skew)[-1]) * m.num_routed_experts / m.top_k:.2f}x" if skew != 1 else "")))
@@ -478,17 +501,18 @@ def compare_cmd(
         return
     ach = any(r["mode"] == "achievable" for r in rows)  # mode and roof columns only when they differ
     table = [
-        [r["label"], *([r["mode"]] if ach else []), fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), *([fmt_time(r["roof_tpot_s"])] if ach else []), f"{r['decode_tokens_per_s']:,.0f}" if r["decode_tokens_per_s"] else "-",
+        [r["label"], *([r["mode"]] if ach else []), fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), *([fmt_time(r["roof_tpot_s"])] if ach else []), fmt_num(r['decode_tokens_per_s']) if r["decode_tokens_per_s"] else "-",
          f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
          "yes" if r["memory_fits"] else "NO"]
-        + ([f"${r['cost_per_million_output_tokens_usd']:,.3g}"] if price_per_gpu_hour is not None else [])
+        + ([f"${fmt_num(r['cost_per_million_output_tokens_usd'])}"] if price_per_gpu_hour is not None else [])
         for r in rows
     ]
-    cols = ["", *(["mode"] if ach else []), "TTFT", "TPOT (mean)", *(["roof TPOT"] if ach else []), "decode tokens/s", "bound (prefill/decode)", "weights", "KV cache", "fits"]
+    cols = ["", *(["mode"] if ach else []), "TTFT", "TPOT (mean)", *(["roof TPOT"] if ach else []), "decode tokens/s per replica", "bound (prefill/decode)", "weights per GPU", "KV cache per GPU", "fits"]
     if price_per_gpu_hour is not None:
         cols.append("USD per M output tokens")
     _console().print(_table(title, cols, table,
-                            caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"))
+                            caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"
+                            + (f", EP {ep}" if ep > 1 else "") + f"; a replica is {wl.num_gpus} GPU{'s' if wl.num_gpus > 1 else ''}"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -523,13 +547,14 @@ def disagg_cmd(
     from rooflinecli.whatif.rope import context_warning
 
     cfg, spec = get_model(model), get_spec(hw)
-    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **_mode_kwargs(spec, mode, engine)), prompt, gen, rate, ttft_target, tpot_target, max_batch)
+    mk = _mode_kwargs(spec, mode, engine)
+    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **mk), prompt, gen, rate, ttft_target, tpot_target, max_batch)
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
         _echo_json(p.to_json())
         return
     c = _console()
-    c.print(f"{cfg.name} on {spec.id} (instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "
+    c.print(f"{cfg.name} on {spec.id} ({_mode_phrase(mk)}; instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "
             f"TTFT <= {fmt_time(ttft_target)}, TPOT <= {fmt_time(tpot_target)}")
     if not p.feasible:
         from rooflinecli.errors import markup_safe
@@ -537,10 +562,10 @@ def disagg_cmd(
         c.print(f"[bold red]infeasible[/]: {markup_safe(p.reason)}", markup=True)
         return
     rows = [
-        ["prefill", str(p.prefill_batch), f"TTFT {fmt_time(p.prefill_time_s)}", f"{p.prefill_requests_per_s_per_instance:,.3g} req/s",
+        ["prefill", str(p.prefill_batch), f"TTFT {fmt_time(p.prefill_time_s)}", f"{fmt_num(p.prefill_requests_per_s_per_instance)} req/s",
          str(p.prefill_instances), str(p.prefill_gpus)],
         ["decode", str(p.decode_batch), f"TPOT {fmt_time(p.decode_tpot_s)}",
-         f"{p.decode_tokens_per_s_per_instance:,.0f} tok/s = {p.decode_requests_per_s_per_instance:,.3g} req/s",
+         f"{p.decode_tokens_per_s_per_instance:,.0f} tok/s = {fmt_num(p.decode_requests_per_s_per_instance)} req/s",
          str(p.decode_instances), str(p.decode_gpus)],
     ]
     c.print(_table("disaggregated serving plan", ["pool", "batch", "latency", "per instance", "instances", "GPUs"], rows,

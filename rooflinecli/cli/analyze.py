@@ -4,11 +4,12 @@ cost, memory and a per-op roofline table for prefill and decode (``rooflinecli.a
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated
 
 import typer
 
-from rooflinecli.fmt import json_default
+from rooflinecli.fmt import fmt_num, json_default
 from rooflinecli.cli.achievable_options import EngineOption, ModeOption
 from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
 
@@ -50,7 +51,7 @@ def analyze_cmd(
     Defaults: llama-3-8b on h100-sxm, batch 1, prompt 1024, gen 256. On a datasheet spec: the pure
     roofline (efficiency 1.0, no launch overhead). On a calibrated spec (--hw h200-measured): the
     achievable times of the calibrated vendor-kernel model, roof beside (--mode roof for the roof
-    alone). Times are per GPU of a --tp x --ep replica.
+    alone). Times are per GPU of a replica of max(--tp, --ep) GPUs.
     """
     from rooflinecli.analysis import Workload, analyze, parse_efficiency
     from rooflinecli.hardware import get_spec
@@ -111,7 +112,7 @@ def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
         return fmt_bytes(x) if x else "-"
 
     for r in phase.ops:
-        ai = "-" if r.arithmetic_intensity_flop_per_byte is None else f"{r.arithmetic_intensity_flop_per_byte:.3g}"
+        ai = "-" if r.arithmetic_intensity_flop_per_byte is None else fmt_num(r.arithmetic_intensity_flop_per_byte)
         t.add_row(
             r.name, str(r.layers), fmt_count(r.flops) if r.flops else "-", b(r.weights_bytes), b(r.kv_read_bytes + r.kv_write_bytes),
             b(r.activation_bytes), ai, fmt_time(r.time_s), f"{r.time_s / total:.1%}", r.bound,
@@ -119,7 +120,7 @@ def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
     tt = phase.totals
     t.add_row(
         "total", "", fmt_count(tt["flops"]), b(tt["weights_bytes"]), b(tt["kv_read_bytes"] + tt["kv_write_bytes"]), b(tt["activation_bytes"]),
-        f"{tt['flops'] / tt['bytes']:.3g}" if tt["bytes"] else "-", fmt_time(tt["time_s"]), "100%", phase.bound, style="bold",
+        fmt_num(tt["flops"] / tt["bytes"]) if tt["bytes"] else "-", fmt_time(tt["time_s"]), "100%", phase.bound, style="bold",
     )
     return t
 
@@ -131,7 +132,7 @@ def _achievable_table(title: str, rows: list[dict], roof_total_s: float, fmt_tim
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["op", "L", "kernels/L", "roof time", "achievable", "fixed cost", "efficiency", "beyond roof", "%"]
+    cols = ["op", "L", "kernels/L", "roof time", "achievable", "fixed cost", "efficiency past fixed", "beyond roof", "%"]
     for i, col in enumerate(cols):
         t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     total = sum(r["time_s"] for r in rows) or 1.0
@@ -157,7 +158,7 @@ def render(a, show_ops: bool = True) -> None:
 
     c = make_console(soft_wrap=True, markup=True)
     wl, cfg, spec = a.workload, a.model, a.spec
-    par = f", TP {wl.tp}" + (f" x EP {wl.ep}" if wl.ep > 1 else "") + f" = {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
+    par = f", TP {wl.tp}" + (f", EP {wl.ep}" if wl.ep > 1 else "") + f" over {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
     c.print(
         f"[bold]{markup_safe(cfg.name)}[/] on [bold]{markup_safe(spec.id)}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
         f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
@@ -190,22 +191,27 @@ def render(a, show_ops: bool = True) -> None:
     else:
         c.print("mode roof: roofline on this spec's measured ceilings")
 
-    def beside(t, roof_t):
-        return f"  (roof {fmt_time(roof_t)}, x{t / roof_t:.2f})" if ach and roof_t else ""
+    def beside(t, roof_t, phase=None):
+        if not (ach and roof_t):
+            return ""
+        rows = (a.achievable_ops or {}).get(phase) or []
+        total, fixed = sum(r["time_s"] for r in rows), sum(r["fixed_s"] for r in rows)
+        share = f", {fixed / total:.0%} of it fixed per-kernel costs" if total and fixed else ""
+        return f"  (roof {fmt_time(roof_t)}, x{t / roof_t:.2f}{share})"
 
     lines = [
-        ("TTFT (prefill)", f"{fmt_time(a.ttft_s)}  ({a.prefill.bound}-bound){beside(a.ttft_s, a.roof_ttft_s)}"),
-        ("TPOT first / mean / last", f"{fmt_time(a.tpot_first_s)} / {fmt_time(a.tpot_s)} / {fmt_time(a.tpot_last_s)}  ({a.decode.bound}-bound){beside(a.tpot_s, a.roof_tpot_s)}"),
+        ("TTFT (prefill)", f"{fmt_time(a.ttft_s)}  ({a.prefill.bound}-bound){beside(a.ttft_s, a.roof_ttft_s, 'prefill')}"),
+        ("TPOT first / mean / last", f"{fmt_time(a.tpot_first_s)} / {fmt_time(a.tpot_s)} / {fmt_time(a.tpot_last_s)}  ({a.decode.bound}-bound){beside(a.tpot_s, a.roof_tpot_s, 'decode')}"),
         ("end-to-end latency", fmt_time(a.e2e_latency_s)),
-        ("decode tokens/s", f"{a.tokens_per_s_per_sequence:,.1f} per sequence, {a.tokens_per_s_per_gpu:,.0f} per GPU "
-                            f"({a.end_to_end_tokens_per_s_per_gpu:,.0f} per GPU with prefill)"),
-        ("decode compute-bound at", f"batch {a.decode_gemm_compute_bound_batch if a.decode_gemm_compute_bound_batch else '> 65536'} for the matmuls, "
-                                    f"{'batch ' + str(a.decode_compute_bound_batch) if a.decode_compute_bound_batch else 'never (<= 65536)'} for the whole step "
+        ("decode tokens/s", f"{fmt_num(a.tokens_per_s_per_sequence)} per sequence, {fmt_num(a.tokens_per_s_per_gpu)} per GPU "
+                            f"({fmt_num(a.end_to_end_tokens_per_s_per_gpu)} per GPU with prefill)"),
+        ("decode compute-bound at", (f"batch {a.decode_gemm_compute_bound_batch:,}" if a.decode_gemm_compute_bound_batch else "batch > 65,536") + " for the matmuls, "
+                                    f"{f'batch {a.decode_compute_bound_batch:,}' if a.decode_compute_bound_batch else 'never (<= 65,536)'} for the whole step "
                                     f"(context {a.decode_compute_bound_context:,})"),
-        ("KV read = weight read at", f"context {a.kv_crossover_context:,.0f}" if a.kv_crossover_context else "never (KV reads stay below weight reads)"),
+        ("KV read = weight read at", f"context {math.ceil(a.kv_crossover_context):,}" if a.kv_crossover_context else "never (KV reads stay below weight reads)"),
     ]
     if a.cost_per_million_output_tokens_usd is not None:
-        lines.append(("cost", f"${a.cost_per_million_output_tokens_usd:,.3g} per million output tokens"))
+        lines.append(("cost", f"${fmt_num(a.cost_per_million_output_tokens_usd)} per million output tokens"))
     if a.decode_naive_mla is not None:
         lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean{', roof' if ach else ''}), for comparison"))
     m = a.memory

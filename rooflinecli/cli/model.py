@@ -78,10 +78,10 @@ def _human(n: float, unit: str = "") -> str:
 
 
 def _bytes(n: float) -> str:
-    for scale, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if n >= scale:
-            return f"{n:,.0f} B ({n / scale:.4g} {suffix})"
-    return f"{n:,.4g} B"
+    """Exact bytes and the decimal figure every other command prints: "131,072 B (131 KB)"."""
+    from rooflinecli.fmt import fmt_bytes
+
+    return f"{n:,.0f} B ({fmt_bytes(n)})" if n >= 1e3 else f"{n:,.4g} B"
 
 
 def _console():
@@ -181,7 +181,7 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     t.add_row("source", cfg.source)
     t.add_row("model type", cfg.model_type)
     t.add_row("layers", f"{cfg.num_layers}" + (f" ({s['num_dense_layers']} dense, {s['num_moe_layers']} MoE)" if cfg.moe else ""))
-    t.add_row("hidden size", str(cfg.hidden_size))
+    t.add_row("hidden size", f"{cfg.hidden_size:,}")
     attn = f"{cfg.attention_kind}: {cfg.num_heads} heads, {cfg.num_kv_heads} KV heads, head dim {cfg.head_dim}"
     if cfg.mla is not None:
         m = cfg.mla
@@ -192,13 +192,13 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     t.add_row("attention", attn)
     if cfg.sliding_window is not None:
         t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
-    t.add_row("MLP", f"{'gated' if cfg.gated_mlp else 'plain'} ({cfg.activation}), width {cfg.intermediate_size}")
+    t.add_row("MLP", f"{'gated' if cfg.gated_mlp else 'plain'} ({cfg.activation}), width {cfg.intermediate_size:,}")
     if cfg.moe is not None:
         m = cfg.moe
         shared = f" + {m.num_shared_experts} shared (width {m.shared_expert_intermediate_size})" if m.num_shared_experts else ""
         t.add_row("MoE", f"{m.num_routed_experts} routed experts, top-{m.top_k}, width {m.expert_intermediate_size}{shared}")
-    t.add_row("vocab", f"{cfg.vocab_size}" + (" (tied embeddings)" if cfg.tie_embeddings else ""))
-    t.add_row("max context", str(cfg.max_position_embeddings))
+    t.add_row("vocab", f"{cfg.vocab_size:,}" + (" (tied embeddings)" if cfg.tie_embeddings else ""))
+    t.add_row("max context", f"{cfg.max_position_embeddings:,}")
     t.add_row("total params", f"{s['total_params']:,.0f} ({_human(s['total_params'])})")
     t.add_row(
         "active params / token",
@@ -209,7 +209,7 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     for note in cfg.notes:
         t.add_row("note", note)
     t.add_row(f"KV bytes / token ({kv_label})", _bytes(s["kv_bytes_per_token"]))
-    t.add_row(f"KV bytes at {cfg.max_position_embeddings} tokens", _bytes(s["kv_bytes_at_max_context"]))
+    t.add_row(f"KV bytes at {cfg.max_position_embeddings:,} tokens", _bytes(s["kv_bytes_at_max_context"]))
     console.print(t)
 
     b = Table(title="Parameters by component")

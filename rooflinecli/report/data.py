@@ -392,7 +392,7 @@ ASSUMPTIONS: tuple[str, ...] = (
     "Roofline per op: time = max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency)) + link time for communication + launch overhead; a phase is the sum of its ops over the layers.",
     "Bytes are minimum HBM traffic: weights read once per step, each op's input read and output written once; attention is flash-style (no N x N matrix in HBM); residual adds and RoPE are fused and not counted.",
     "Prefill: batch x prompt tokens, causal; the LM head runs only for the last token of each sequence. Decode: one step per generated token at contexts prompt .. prompt + gen - 1; per-op decode figures are means over those steps.",
-    "Times, bytes and memory are per GPU of one tensor-parallel x expert-parallel replica.",
+    "Times, bytes and memory are per GPU of one replica: max(TP, EP) GPUs, the experts split over EP of them, attention data-parallel over EP / TP groups when EP > TP.",
     "MoE: expected distinct experts touched under uniform routing, E x (1 - (1 - k/E)^T), with the skew factor for imbalanced routing.",
     "Memory: weights + KV cache at context prompt + gen + the transient activations of a prefill (sized for one chunk of --prefill-chunk tokens; prefill time is modelled unchunked), against the spec's capacity.",
     "Ceilings come from spec files with their sources; a measured spec's ceilings are drawn apart from the datasheet ones. No point predicted by the model can lie above its roof; a measured point above its roof means FLOPs or bytes were over-counted (or data came from cache) and is flagged.",

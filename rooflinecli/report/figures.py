@@ -8,9 +8,10 @@ text and nothing else. Axes carry their units; log axes where the quantity spans
 
 from __future__ import annotations
 
-from rooflinecli.fmt import fmt_si, fmt_time
+from rooflinecli.fmt import fmt_num, fmt_si, fmt_time
 
 import html
+import math
 from typing import Any
 
 #: colours per op category / phase (plotly's default qualitative palette, fixed order)
@@ -202,7 +203,7 @@ def _op_hover(p: dict[str, Any], wl: dict[str, Any]) -> str:
     return (
         f"<b>{t(p['name'])}</b> ({p['phase']}, {p['kind']}, {p['layers']} layer(s))<br>"
         f"shape {t(op_shape(p, wl))}<br>"
-        f"AI {p['arithmetic_intensity_flop_per_byte']:,.3g} FLOP/byte<br>"
+        f"AI {fmt_num(p['arithmetic_intensity_flop_per_byte'])} FLOP/byte<br>"
         f"{fmt_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted, {p['pct_of_roof']:.0f}% of roof<br>"
         f"time {fmt_time(p['time_s'])} ({p['share_of_phase']:.1%} of {p['phase']})<br>"
         f"FLOPs {fmt_si(p['flops'], 'FLOP')}, bytes {fmt_si(p['bytes'], 'B')}<br>{p['bound']}-bound"
@@ -213,7 +214,7 @@ def _measured_hover(p: dict[str, Any], predicted: bool = False) -> str:
     head = f"<b>{t(p['name'])}</b> {t(p['shape'])} {t(p['dtype'])}" + (" (prediction)" if predicted else "") + "<br>"
     pct = "-" if p["pct_of_roof"] is None else f"{p['pct_of_roof']:.0f}%"
     body = (
-        f"AI {p['arithmetic_intensity_flop_per_byte']:,.3g} FLOP/byte<br>"
+        f"AI {fmt_num(p['arithmetic_intensity_flop_per_byte'])} FLOP/byte<br>"
         f"measured {fmt_time(p['measured_s'])}: {fmt_si(p['measured_flops_per_s'], 'FLOP/s')}<br>"
         f"predicted {fmt_time(p['predicted_s'])}: {fmt_si(p['predicted_flops_per_s'], 'FLOP/s')}<br>"
         f"{t(p['bound'])}-bound, {pct} of roof"
@@ -274,7 +275,7 @@ def kv_vs_weights(d: dict[str, Any]):
     title = f"KV cache vs weights per decode step, batch {k['batch']}: "
     if n:
         traces.append(
-            go.Scatter(x=[n, n], y=[lo, hi], mode="lines+text", name=f"crossover: context {n:,.0f}", line={"color": "#000", "dash": "dash"},
+            go.Scatter(x=[n, n], y=[lo, hi], mode="lines+text", name=f"crossover: context {math.ceil(n):,}", line={"color": "#000", "dash": "dash"},
                        text=["", f"KV = weights at {n:,.0f} tokens"], textposition="bottom left")
         )
         title += f"KV reads overtake weight reads at context {n:,.0f}"

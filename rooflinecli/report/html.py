@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
-from rooflinecli.fmt import fmt_bytes, fmt_si
+from rooflinecli.fmt import fmt_bytes, fmt_num, fmt_si
 
 import html
 import json
+import math
 from typing import Any
 
 from rooflinecli.fmt import fmt_time
@@ -94,7 +95,7 @@ def _summary(d: dict[str, Any]) -> str:
     cbg = a["decode_gemm_compute_bound_batch"]
     pairs = [
         ("model", f"{m['display_name']} ({m['name']}; {m['attention']}, {m['num_layers']} layers, {m['total_params'] / 1e9:.3g} B params, {m['active_params'] / 1e9:.3g} B active)"),
-        ("GPU", f"{gpu['name']} ({gpu['id']}, {gpu['kind']}); {wl['num_gpus']} GPU(s) per replica (TP {wl['tp']} x EP {wl['ep']})"),
+        ("GPU", f"{gpu['name']} ({gpu['id']}, {gpu['kind']}); {wl['num_gpus']} GPU(s) per replica (TP {wl['tp']}, EP {wl['ep']})"),
         ("workload", f"batch {wl['batch']}, prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}; {wl['compute_dtype']} compute, {wl['weight_dtype']} weights, KV {wl['kv_dtype'] if wl['kv_bits'] is None else str(wl['kv_bits']) + '-bit'}"),
         ("TTFT (prefill)", f"{fmt_time(a['ttft_s'])} ({a['prefill']['bound']}-bound)"),
         ("TPOT first / mean / last", f"{fmt_time(a['tpot_first_s'])} / {fmt_time(a['tpot_s'])} / {fmt_time(a['tpot_last_s'])} ({a['decode']['bound']}-bound)"),
@@ -104,11 +105,11 @@ def _summary(d: dict[str, Any]) -> str:
         ("decode turns compute-bound at", (f"batch {cbg:,} for the matmuls; " if cbg else "matmuls: beyond batch 65,536; ")
          + (f"batch {cb:,} for the whole step" if cb else "whole step: never up to batch 65,536")
          + f" (context {a['decode_compute_bound_context']:,})"),
-        ("KV read = weight read at", f"context {a['kv_crossover_context']:,.0f}" if a["kv_crossover_context"] else "never"),
+        ("KV read = weight read at", f"context {math.ceil(a['kv_crossover_context']):,}" if a["kv_crossover_context"] else "never"),
         ("memory per GPU", f"weights {fmt_bytes(mem['weights_bytes'])} + KV {fmt_bytes(mem['kv_cache_bytes'])} + workspace {fmt_bytes(mem['activation_workspace_bytes'])} = {fmt_bytes(mem['total_bytes_per_gpu'])} of {fmt_bytes(mem['capacity_bytes_per_gpu'])}: {'fits' if mem['fits'] else 'DOES NOT FIT'}"),
     ]
     if a.get("cost_per_million_output_tokens_usd") is not None:
-        pairs.append(("cost", f"USD {a['cost_per_million_output_tokens_usd']:,.3g} per million output tokens"))
+        pairs.append(("cost", f"USD {fmt_num(a['cost_per_million_output_tokens_usd'])} per million output tokens"))
     warn = "".join(f'<p class="warning">warning: {e(w)}</p>' for w in d["warnings"])
     return kv_table(pairs) + warn
 
@@ -130,7 +131,7 @@ def _ops_table(d: dict[str, Any]) -> str:
 
 def _variants_table(d: dict[str, Any]) -> str:
     v = d["attention_variants"]
-    cols = ["variant", "attention", "KV bytes/token", f"KV cache at {v['context']:,}", "vs configured", "KV = weights at context", "TTFT", "TPOT", "decode tokens/s per GPU", "fits"]
+    cols = ["variant", "attention", "KV bytes/token", f"KV cache per GPU at {v['context']:,}", "vs configured", "KV = weights at context", "TTFT", "TPOT", "decode tokens/s per GPU", "fits"]
     rows = [[
         r["variant"], r["attention"], Cell(fmt_bytes(r["kv_bytes_per_token"]), r["kv_bytes_per_token"]), Cell(fmt_bytes(r["kv_cache_bytes"]), r["kv_cache_bytes"]),
         Cell(_num(r["kv_cache_vs_configured"], ".3g") + "x" if r["kv_cache_vs_configured"] is not None else "-", r["kv_cache_vs_configured"]),
@@ -202,7 +203,7 @@ def _validation(d: dict[str, Any]) -> str:
     if v.get("targets"):
         from rooflinecli.bench.validate import target_value_text
 
-        trows = [[x["name"], x["goal"], Cell(target_value_text(x["value"], x.get("unit", "")), x["value"]), x["status"], x["detail"]]
+        trows = [[x["name"], x["goal"], Cell(x.get("value_text") or target_value_text(x["value"], x.get("unit", "")), x["value"]), x["status"], x["detail"]]
                  for x in v["targets"]]
         out.append("<h3>Kernel targets</h3>" + table(["target", "goal", "value (unit)", "status", "detail"], trows))
     if v.get("end_to_end"):

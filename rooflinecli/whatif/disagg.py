@@ -5,14 +5,17 @@ a TPOT target.
 Model (capacity planning, no queueing):
 
 - a prefill instance (``tp`` GPUs) prefills ``b_p`` prompts at once in t_p(b_p) (``phase_grid``,
-  prefill); TTFT is taken as t_p(b_p), so b_p is the batch with the most requests per second
-  among those with t_p(b_p) <= the TTFT target whose weights + KV cache of the prompts + chunked
-  prefill workspace fit in memory; instances = ceil(rate * t_p(b_p) / b_p);
+  prefill); TTFT is taken as t_p(b_p). Candidates: the batches with t_p(b_p) <= the TTFT target
+  whose weights + KV cache of the prompts + chunked prefill workspace fit in memory. When one
+  instance of some candidate keeps up with the rate (b_p / t_p(b_p) >= rate), b_p is the smallest
+  such batch (a light load never forms a large batch, and a smaller one prefills sooner);
+  otherwise the candidate with the most requests per second. Instances = ceil(rate * t_p(b_p) / b_p);
 - a decode instance runs ``b_d`` sequences; its TPOT is the mean ``phase_grid`` decode step time
-  over contexts prompt .. prompt + gen - 1; b_d is the largest batch whose TPOT meets the target
-  and whose weights + KV cache at the last token + one step's workspace fit in memory; one
-  instance finishes b_d / (gen * TPOT) requests per second, so instances = ceil(rate * gen *
-  TPOT / b_d).
+  over contexts prompt .. prompt + gen - 1. Candidates: the batches whose TPOT meets the target
+  and whose weights + KV cache at the last token + one step's workspace fit in memory. One
+  instance finishes b_d / (gen * TPOT) requests per second; b_d is the smallest candidate whose one
+  instance keeps up with the rate (Little's law: rate * gen * TPOT sequences in flight), else the
+  largest; instances = ceil(rate * gen * TPOT / b_d).
 
 Memory is ``analysis.memory.memory_totals``, as in ``analyze``.
 """
@@ -119,7 +122,8 @@ def plan(
                f"takes {t_p[0]:.4g} s, above the TTFT target {ttft_target_s:g} s; raise --tp or the target")
         return DisaggPlan(**common, feasible=False, reason=f"prefill of one {prompt:,}-token prompt on {gpus} GPU(s) {why}")
     rps = np.where(ok, B / t_p, -1.0)
-    i = int(np.argmax(rps))
+    keeps_up = np.flatnonzero(rps >= rate)
+    i = int(keeps_up[0]) if keeps_up.size else int(np.argmax(rps))
     b_p, tp_time, p_rps = int(B[i]), float(t_p[i]), float(rps[i])
     p_inst = max(1, math.ceil(rate / p_rps - 1e-12))
 
@@ -136,7 +140,8 @@ def plan(
         return DisaggPlan(**common, feasible=False, reason=f"decode at batch 1 {why} on {gpus} GPU(s); raise --tp or the target",
                           prefill_batch=b_p, prefill_time_s=tp_time, prefill_requests_per_s_per_instance=p_rps,
                           prefill_instances=p_inst, prefill_gpus=p_inst * gpus)
-    j = int(np.nonzero(good)[0][-1])
+    keeps_up = np.flatnonzero(good & (B / (gen * tpot) >= rate))
+    j = int(keeps_up[0]) if keeps_up.size else int(np.nonzero(good)[0][-1])
     b_d, tpot_d = int(B[j]), float(tpot[j])
     d_tps = b_d / tpot_d
     d_rps = d_tps / gen

@@ -38,7 +38,7 @@ class KVRow:
     variant: str  # "as configured (gqa)", "mha", ...
     attention: str  # describe_attention
     kv_bytes_per_token: float  # one sequence, whole model, uncapped
-    kv_cache_bytes: float  # B sequences at context N (windows, compression, paging applied)
+    kv_cache_bytes: float  # per GPU: B sequences at context N (windows, compression, paging applied; split as --tp/--ep split it)
     kv_read_bytes_per_step: float  # one decode step at context N, B sequences
     weights_bytes_per_step: float  # weights read by that decode step (MoE: experts touched at B)
     decode_step_time_s: float
@@ -68,8 +68,8 @@ def decode_point(cfg: ModelConfig, spec: HardwareSpec, wl, batch: int, context) 
 
 def kv_rows(cfg: ModelConfig, spec: HardwareSpec, batch: int, context: int, wl_kwargs: dict, variants=VARIANTS) -> list[KVRow]:
     """The configured model first, then each variant (skipping one identical to the configured)."""
-    from rooflinecli.analysis import kv_crossover_context, with_attention_variant
-    from rooflinecli.kv import kv_bytes_per_token, kv_cache_bytes_for
+    from rooflinecli.analysis import kv_cache_bytes_per_gpu, kv_crossover_context, with_attention_variant
+    from rooflinecli.kv import kv_bytes_per_token
 
     wl = _workload(wl_kwargs, batch, context)
     b = wl.kv_bytes_per_element
@@ -83,7 +83,7 @@ def kv_rows(cfg: ModelConfig, spec: HardwareSpec, batch: int, context: int, wl_k
     rows: list[KVRow] = []
     base_cache = None
     for label, m in models:
-        cache = float(kv_cache_bytes_for(m, context, batch, b, wl.kv_block_size))
+        cache = float(kv_cache_bytes_per_gpu(m, wl, context, batch))  # what each GPU holds, as the step's reads are
         if base_cache is None:
             base_cache = cache
         p = decode_point(m, spec, wl, batch, [context])

@@ -127,7 +127,7 @@ def context_warning(cfg: ModelConfig, context_tokens: int) -> str | None:
     if cfg.position_embedding == "rope" and cfg.rope_theta:
         ext = rope_for_model(cfg, target_context=int(context_tokens))
         msg += (
-            f"; NTK-aware RoPE base {ext.new_base:.4g} (from {ext.base:.4g}) would cover it: "
+            f"; NTK-aware RoPE base {ext.new_base:,.0f} (from {ext.base:,.0f}) would cover it: "
             f"roofline rope --model {cfg.name} --target-context {int(context_tokens)}"
         )
     return msg
