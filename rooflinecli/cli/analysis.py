@@ -563,13 +563,13 @@ def disagg_cmd(
         return
     rows = [
         ["prefill", str(p.prefill_batch), f"TTFT {fmt_time(p.prefill_time_s)}", f"{fmt_num(p.prefill_requests_per_s_per_instance)} req/s",
-         str(p.prefill_instances), str(p.prefill_gpus)],
+         f"{p.prefill_instances:,}", f"{p.prefill_gpus:,}"],
         ["decode", str(p.decode_batch), f"TPOT {fmt_time(p.decode_tpot_s)}",
          f"{p.decode_tokens_per_s_per_instance:,.0f} tok/s = {fmt_num(p.decode_requests_per_s_per_instance)} req/s",
-         str(p.decode_instances), str(p.decode_gpus)],
+         f"{p.decode_instances:,}", f"{p.decode_gpus:,}"],
     ]
     c.print(_table("disaggregated serving plan", ["pool", "batch", "latency", "per instance", "instances", "GPUs"], rows,
-                   caption=f"total {p.total_gpus} GPUs; prefill:decode = {p.prefill_to_decode_gpu_ratio:.3g}"))
+                   caption=f"total {p.total_gpus:,} GPUs; prefill:decode = {p.prefill_to_decode_gpu_ratio:.3g}"))
 
 
 def register(app: typer.Typer) -> None:
