@@ -428,13 +428,14 @@ def moe_cmd(
     comp = [[r["component"], fmt_count(r["total_params"]), fmt_count(r["active_params"])] for r in ps["by_component"] if r["total_params"]]
     c.print(_table("parameters by component", ["component", "total", "active/token"], comp))
     rows = [
-        [str(r["batch"]), f"{r['experts_touched_uniform']:.1f}", f"{r['experts_touched_skewed']:.1f}" if skew != 1 else "-",
-         fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), f"{r['tokens_per_s']:,.0f}",
+        [f"{r['batch']:,}", f"{r['experts_touched_uniform']:.1f}", *([f"{r['experts_touched_skewed']:.1f}"] if skew != 1 else []),
+         fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), fmt_num(r["tokens_per_s"]),
          "compute" if r["compute_bound"] else "memory"]
         + ([fmt_bytes(r["weights_bytes_per_gpu"]), fmt_time(r["time_s_ep1"])] if ep > 1 else [])
         for r in out["decode_by_batch"]
     ]
-    cols = ["batch (tokens)", "experts/layer (uniform)", f"skew {skew:g}", "weights read", "KV read", "decode step", "tokens/s", "bound"]
+    cols = ["batch (tokens)", "experts/layer (uniform)", *([f"experts/layer (skew {skew:g})"] if skew != 1 else []),
+            "weights read", "KV read", "decode step", "tokens/s", "bound"]
     if ep > 1:
         cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
     c.print(_table(f"decode step vs batch on {spec.id} ({_mode_phrase(mk)}), context {context:,}", cols, rows,
