@@ -473,3 +473,15 @@ def test_whatifs_name_their_mode_and_warn_when_nothing_fits():
     assert r.exit_code == 0 and "warning: does not fit: " in r.output and "needed per GPU, 80 GB available" in r.output
     r = run("speculative", "-k", "8", "-a", "0.9", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1")
     assert r.exit_code == 0 and "does not fit" not in r.output
+
+
+def test_whatif_json_says_its_mode():
+    """kv, moe, speculative and disagg JSON name the mode (and engine) of their times."""
+    common = ("--model", "llama-3-8b", "--hw", "h200-measured")
+    assert run_json("kv", *common)["mode"] == "achievable"
+    assert run_json("kv", *common, "--mode", "roof")["mode"] == "roof"
+    moe = run_json("moe", "--model", "mixtral-8x7b", "--hw", "h200-measured", "--batch", "1")
+    assert moe["mode"] == "achievable" and moe["engine"] == "torch" and "tokens_per_s_per_replica" in moe["decode_by_batch"][0]
+    assert run_json("speculative", "-k", "2", "-a", "0.7", *common)["mode"] == "achievable"
+    assert run_json("disagg", *common, "--prompt", "1024", "--gen", "64", "--rate", "1", "--ttft-target", "1",
+                    "--tpot-target", "0.05", "--engine", "fused")["engine"] == "fused"

@@ -473,3 +473,21 @@ def test_figure_labels_and_tables_avoid_exponent_notation(full_report):
     from rooflinecli.report.html import _us
 
     assert [_us(x) for x in (0.3043, 8.123e-4, 4.19e-8, None)] == ["304,300", "812.3", "0.0419", "-"]
+
+
+def test_report_sections_time_as_its_analysis_on_a_calibrated_gpu():
+    """On a calibrated spec (mode None, as `roofline report` passes it) the analysis is achievable; the batch sweep, the attention variants
+    and the GPUs table must say the same TPOT at the workload's batch (they used to time the roof),
+    and each GPU row names its mode."""
+    from rooflinecli.report import build_report_data
+
+    cfg = get_model("llama-3-8b")
+    d = build_report_data(cfg, [get_spec("h200-measured"), get_spec("h100-sxm")], Workload(batch=8, prompt_len=4096, gen_len=1), mode=None)
+    tpot = d["analysis"]["tpot_s"]
+    assert d["analysis"]["tpot_s"] != pytest.approx(d["analysis"]["roof_tpot_s"], rel=1e-3)  # achievable, not the roof
+    sweep = d["batch_sweep"]
+    assert sweep["tpot_s"][sweep["batch"].index(8)] == pytest.approx(tpot, rel=1e-9)
+    configured = [r for r in d["attention_variants"]["rows"] if r["configured"]][0]
+    assert configured["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+    assert [(g["hw"], g["mode"]) for g in d["gpus"]] == [("h200-measured", "achievable"), ("h100-sxm", "roof")]
+    assert d["gpus"][0]["tpot_s"] == pytest.approx(tpot, rel=1e-9)

@@ -31,11 +31,11 @@ def test_sweep_csv_rows_by_hand(tmp_path):
     assert len(row) == 1
     row = row.iloc[0]
     assert row.weight_dtype == "fp8" and row.kv_dtype == "bf16"
-    assert row.kv_cache_bytes == 2 * 32 * 8 * 128 * 2 * 2048 * 4  # 2*L*H_kv*D*b*N*B
-    assert row.tokens_per_s == pytest.approx(4 / row.time_s)
+    assert row.kv_cache_bytes_per_gpu == 2 * 32 * 8 * 128 * 2 * 2048 * 4  # 2*L*H_kv*D*b*N*B
+    assert row.tokens_per_s_per_replica == pytest.approx(4 / row.time_s)
     assert row.time_s == pytest.approx(max(row.compute_time_s, row.memory_time_s), rel=1e-9)
     pre = df[(df.phase == "prefill") & (df.batch == 4) & (df.context_tokens == 3072)].iloc[0]
-    assert pre.tokens_per_s == pytest.approx(4 * 3072 / pre.time_s)
+    assert pre.tokens_per_s_per_replica == pytest.approx(4 * 3072 / pre.time_s)
     assert "wrote 96 rows" in r.output
 
 
@@ -150,3 +150,22 @@ def test_sweep_memory_columns_follow_analyze_and_prefill_chunk(tmp_path):
         totals[chunk] = df.set_index(["batch", "context_tokens"]).total_bytes_per_gpu
     assert (totals["1k"] <= totals["8192"]).all() and (totals["8192"] <= totals["0"]).all()
     assert totals["8192"][(64, 32768)] < totals["0"][(64, 32768)]  # 2M tokens unchunked vs one 8192-token chunk
+
+
+def test_sweep_kv_cache_is_per_gpu_as_analyze_counts_it(tmp_path):
+    """``kv_cache_bytes_per_gpu``: heads split over --tp, one KV head per GPU past the KV heads
+    (Llama-3-8B, 8 KV heads, TP 16), MLA's latent on every GPU: analyze's memory figure."""
+    import pandas as pd
+    from rooflinecli.analysis import kv_cache_bytes_per_gpu
+
+    for model, tp in (("llama-3-8b", 2), ("llama-3-8b", 16), ("deepseek-v2-lite", 8)):
+        out = tmp_path / f"{model}-{tp}.csv"
+        r = runner.invoke(app, ["sweep", "--model", model, "--hw", "h200", "--batch", "8", "--context", "8192", "--tp", str(tp),
+                                "--phase", "decode", "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        got = pd.read_csv(out).iloc[0].kv_cache_bytes_per_gpu
+        cfg = get_model(model)
+        assert got == pytest.approx(float(kv_cache_bytes_per_gpu(cfg, Workload(8, 8192, 1, tp=tp), 8192, 8)), rel=1e-12)
+    full = 2 * 32 * 8 * 128 * 2 * 8192 * 8
+    assert pd.read_csv(tmp_path / "llama-3-8b-2.csv").iloc[0].kv_cache_bytes_per_gpu == full / 2
+    assert pd.read_csv(tmp_path / "llama-3-8b-16.csv").iloc[0].kv_cache_bytes_per_gpu == full / 8  # one of 8 heads each

@@ -163,7 +163,7 @@ def speculative_cmd(
     table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens), verify)
     _warn(warning)
     if as_json:
-        _echo_json({**res.to_json(), "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
+        _echo_json({**res.to_json(), **(mk if hw is not None else {}), "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
         return
     c = _console()
     c.print(
@@ -313,7 +313,7 @@ def kv_cmd(
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     _warn(context_warning(cfg, context))
     if as_json:
-        _echo_json({"model": cfg.name, "hw": spec.id, "batch": batch, "context_tokens": context,
+        _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context,
                     "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
                     "variants": [r.to_json() for r in rows]})
         return
@@ -396,7 +396,7 @@ def moe_cmd(
     fit = fit_warning(cfg, spec, wl, context, context, B)
     _warn(f"warning: {fit}" if fit else None)
     out = {
-        "model": cfg.name, "hw": spec.id, "context_tokens": context, "skew": skew, "ep": ep, "tp": tp,
+        "model": cfg.name, "hw": spec.id, **mk, "context_tokens": context, "skew": skew, "ep": ep, "tp": tp,
         "num_routed_experts": m.num_routed_experts, "top_k": m.top_k, "num_shared_experts": m.num_shared_experts,
         "num_moe_layers": cfg.num_moe_layers, "routed_expert_bytes": expert_b,
         "routed_experts_per_gpu": m.num_routed_experts / ep,
@@ -404,7 +404,7 @@ def moe_cmd(
         "params_by_component": ps["by_component"],
         "decode_by_batch": [
             {"batch": int(b), "tokens_in_step": int(b), "experts_touched_uniform": float(tu), "experts_touched_skewed": float(ts),
-             "weights_bytes": float(wb), "kv_read_bytes": float(kr), "time_s": float(t), "tokens_per_s": float(b / t),
+             "weights_bytes": float(wb), "kv_read_bytes": float(kr), "time_s": float(t), "tokens_per_s_per_replica": float(b / t),
              "compute_bound": bool(cb), "weights_bytes_per_gpu": float(wpg),
              "time_s_ep1": float(t1)}
             for b, tu, ts, wb, kr, t, cb, wpg, t1 in zip(B, touched["uniform"], touched["skewed"], dec["weights_bytes"],
@@ -429,13 +429,13 @@ def moe_cmd(
     c.print(_table("parameters by component", ["component", "total", "active/token"], comp))
     rows = [
         [f"{r['batch']:,}", f"{r['experts_touched_uniform']:.1f}", *([f"{r['experts_touched_skewed']:.1f}"] if skew != 1 else []),
-         fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), fmt_num(r["tokens_per_s"]),
+         fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), fmt_num(r["tokens_per_s_per_replica"]),
          "compute" if r["compute_bound"] else "memory"]
         + ([fmt_bytes(r["weights_bytes_per_gpu"]), fmt_time(r["time_s_ep1"])] if ep > 1 else [])
         for r in out["decode_by_batch"]
     ]
     cols = ["batch (tokens)", "experts/layer (uniform)", *([f"experts/layer (skew {skew:g})"] if skew != 1 else []),
-            "weights read", "KV read", "decode step", "tokens/s", "bound"]
+            "weights read", "KV read", "decode step", "tokens/s per replica", "bound"]
     if ep > 1:
         cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
     c.print(_table(f"decode step vs batch on {spec.id} ({_mode_phrase(mk)}), context {context:,}", cols, rows,
@@ -541,7 +541,7 @@ def disagg_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Prefill/decode disaggregation: prefill and decode GPUs needed for a request rate within
-    TTFT and TPOT targets (each instance is --tp GPUs; no queueing modelled)."""
+    TTFT and TPOT targets (each instance is max(--tp, --ep) GPUs; no queueing modelled)."""
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif.disagg import plan
@@ -552,7 +552,7 @@ def disagg_cmd(
     p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **mk), prompt, gen, rate, ttft_target, tpot_target, max_batch)
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
-        _echo_json(p.to_json())
+        _echo_json({**p.to_json(), **mk})
         return
     c = _console()
     c.print(f"{cfg.name} on {spec.id} ({_mode_phrase(mk)}; instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "

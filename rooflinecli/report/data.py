@@ -284,7 +284,7 @@ def attention_variants(cfg: ModelConfig, spec: HardwareSpec, wl) -> dict[str, An
         label = f"* {configured}" if kind == configured else kind
         try:
             m = cfg if kind == configured else with_attention_variant(cfg, kind)
-            s = summary_row(label, m, spec, wl)
+            s = summary_row(label, m, spec, wl, wl.mode)
         except RooflineError as e:
             notes.append(f"{kind}: {e}")
             continue
@@ -437,6 +437,7 @@ def build_report_data(
 
     analyses = [analyze(cfg, s, replace(wl, mode=resolve_mode(s, mode, wl.engine))) for s in specs]
     a = analyses[0]
+    wl = a.workload  # the first GPU's mode, resolved: every section of it times as its analysis does
 
     # measured ceilings: --measured-hw, else the measured spec the validation resolved
     validation = None
@@ -512,6 +513,7 @@ def build_report_data(
                 "hw": s.id,
                 "name": s.name,
                 "kind": s.kind,
+                "mode": x.workload.mode,
                 "ttft_s": x.ttft_s,
                 "tpot_s": x.tpot_s,
                 "e2e_latency_s": x.e2e_latency_s,

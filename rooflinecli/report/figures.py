@@ -417,7 +417,7 @@ def gpus(d: dict[str, Any]):
     from plotly.subplots import make_subplots
 
     g = d["gpus"]
-    names = [t(x["hw"]) for x in g]
+    names = [t(x["hw"] + (" (achievable)" if x.get("mode") == "achievable" else "")) for x in g]
     fig = make_subplots(rows=1, cols=4, subplot_titles=("TTFT (ms)", "TPOT (ms)", "decode tokens/s per GPU", "ridge point (FLOP/byte)"))
     for col, key, scale in ((1, "ttft_s", 1e3), (2, "tpot_s", 1e3), (3, "tokens_per_s_per_gpu", 1.0), (4, "ridge_point_flop_per_byte", 1.0)):
         fig.add_trace(go.Bar(x=names, y=[x[key] * scale for x in g], marker={"color": [PALETTE[i % len(PALETTE)] for i in range(len(g))]}, showlegend=False,

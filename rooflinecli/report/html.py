@@ -157,9 +157,9 @@ def _moe_table(d: dict[str, Any]) -> str:
 
 
 def _gpus_table(d: dict[str, Any]) -> str:
-    cols = ["GPU", "name", "kind", "TTFT", "TPOT", "decode tokens/s per GPU", "ridge (FLOP/B)", "memory per GPU", "fits", "compute-bound batch"]
+    cols = ["GPU", "name", "kind", "times", "TTFT", "TPOT", "decode tokens/s per GPU", "ridge (FLOP/B)", "memory per GPU", "fits", "compute-bound batch"]
     rows = [[
-        g["hw"], g["name"], g["kind"], Cell(fmt_time(g["ttft_s"]), g["ttft_s"]), Cell(fmt_time(g["tpot_s"]), g["tpot_s"]),
+        g["hw"], g["name"], g["kind"], g.get("mode", "roof"), Cell(fmt_time(g["ttft_s"]), g["ttft_s"]), Cell(fmt_time(g["tpot_s"]), g["tpot_s"]),
         Cell(f"{g['tokens_per_s_per_gpu']:,.0f}", g["tokens_per_s_per_gpu"]), Cell(f"{g['ridge_point_flop_per_byte']:,.0f}", g["ridge_point_flop_per_byte"]),
         Cell(f"{fmt_bytes(g['total_bytes_per_gpu'])} of {fmt_bytes(g['memory_capacity_bytes'])}", g["total_bytes_per_gpu"]), "yes" if g["fits"] else "no",
         Cell(f"{g['decode_compute_bound_batch']:,}" if g["decode_compute_bound_batch"] else "never", g["decode_compute_bound_batch"]),

@@ -32,7 +32,7 @@ from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
 #: decode step times are averaged over at most this many evenly spaced contexts (endpoints kept)
-MAX_CONTEXT_SAMPLES = 256
+MAX_CONTEXT_SAMPLES = 2048
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ def plan(
     p_fits = np.broadcast_to(memory_totals(cfg, spec, wl, prompt, prompt, B)["fits"], B.shape)
     ok = (t_p <= ttft_target_s) & p_fits
     if not ok.any():
-        why = ("does not fit in memory; raise --tp" if not p_fits[0] else
-               f"takes {t_p[0]:.4g} s, above the TTFT target {ttft_target_s:g} s; raise --tp or the target")
+        why = ("does not fit in memory; raise --tp (or --ep for MoE)" if not p_fits[0] else
+               f"takes {t_p[0]:.4g} s, above the TTFT target {ttft_target_s:g} s; raise --tp (or --ep for MoE) or the target")
         return DisaggPlan(**common, feasible=False, reason=f"prefill of one {prompt:,}-token prompt on {gpus} GPU(s) {why}")
     rps = np.where(ok, B / t_p, -1.0)
     keeps_up = np.flatnonzero(rps >= rate)
@@ -137,7 +137,7 @@ def plan(
     good = (tpot <= tpot_target_s) & fits
     if not good.any():
         why = "does not fit in memory" if not fits[0] else f"has TPOT {tpot[0]:.4g} s, above the target {tpot_target_s:g} s"
-        return DisaggPlan(**common, feasible=False, reason=f"decode at batch 1 {why} on {gpus} GPU(s); raise --tp or the target",
+        return DisaggPlan(**common, feasible=False, reason=f"decode at batch 1 {why} on {gpus} GPU(s); raise --tp (or --ep for MoE) or the target",
                           prefill_batch=b_p, prefill_time_s=tp_time, prefill_requests_per_s_per_instance=p_rps,
                           prefill_instances=p_inst, prefill_gpus=p_inst * gpus)
     keeps_up = np.flatnonzero(good & (B / (gen * tpot) >= rate))

@@ -7,8 +7,9 @@ the combinations. Rows are long-format, one per (combination, phase, batch, cont
 - prefill rows: ``batch`` sequences of ``context_tokens`` prompt tokens prefilled together;
 - decode rows: one decode step of ``batch`` sequences at ``context_tokens`` tokens of context.
 
-``tokens_per_s`` is per model replica (``tp`` GPUs): prefill batch*context/time_s, decode
-batch/time_s. Memory columns are per GPU; ``kv_cache_bytes`` is the whole replica's cache.
+``tokens_per_s_per_replica`` is per model replica (``tp`` GPUs): prefill batch*context/time_s,
+decode batch/time_s. Memory columns are per GPU, ``kv_cache_bytes_per_gpu`` included (heads split
+over tp, replicated past the KV heads; MLA's latent on every GPU), as ``analyze`` counts it.
 ``total_bytes_per_gpu`` and ``fits`` are ``analysis.memory_totals`` at prompt = cache =
 ``context_tokens``: weights + KV cache + the workspace of a prefill run in chunks of
 ``prefill_chunk_tokens`` (8192 by default, as in ``analyze``; None: unchunked).
@@ -42,10 +43,10 @@ NUMBER_COLUMNS: tuple[str, ...] = (
     "bytes",
     "arithmetic_intensity_flop_per_byte",
     "compute_bound",
-    "tokens_per_s",
+    "tokens_per_s_per_replica",
     "weights_bytes",
     "kv_read_bytes",
-    "kv_cache_bytes",
+    "kv_cache_bytes_per_gpu",
     "total_bytes_per_gpu",
     "fits",
 )
@@ -111,9 +112,8 @@ def block_columns(
 ) -> dict[str, np.ndarray]:
     """Numeric columns of one (combination, phase) over the batch x context grid, flattened
     batch-major (row i*len(context) + j is batch[i], context[j])."""
-    from rooflinecli.analysis import Workload, phase_grid
+    from rooflinecli.analysis import Workload, kv_cache_bytes_per_gpu, phase_grid
     from rooflinecli.analysis.workload import validate_workload
-    from rooflinecli.kv import kv_cache_bytes_for
 
     wl = validate_workload(
         Workload(
@@ -157,10 +157,10 @@ def block_columns(
         "bytes": bytes_,
         "arithmetic_intensity_flop_per_byte": ai,
         "compute_bound": col(g["compute_bound"], np.bool_),
-        "tokens_per_s": tps,
+        "tokens_per_s_per_replica": tps,
         "weights_bytes": col(g["weights_bytes"]),
         "kv_read_bytes": col(g["kv_read_bytes"]),
-        "kv_cache_bytes": col(kv_cache_bytes_for(combo.cfg, Nf, Bf, wl.kv_bytes_per_element, kv_block_size)),
+        "kv_cache_bytes_per_gpu": col(kv_cache_bytes_per_gpu(combo.cfg, wl, Nf, Bf)),
         "total_bytes_per_gpu": col(g["total_bytes_per_gpu"]),
         "fits": col(g["fits"], np.bool_),
     }
