@@ -391,6 +391,14 @@ def test_documented_sample_command_runs_and_matches_the_committed_sample(tmp_pat
     assert old["inputs"] == data["inputs"] and old["schema"] == data["schema"]
     assert old["validation"]["gpu_name"] == data["validation"]["gpu_name"] == "NVIDIA H200"  # a real GPU run
     assert len(old["measured_points"]) == len(data["measured_points"]) > 0
+    # every flagged point sits above a drawn line, and every unflagged one under the fastest drawn:
+    # the fastest measured ceilings (burst bf16 peak, fastest stream) are drawn with the measured ones
+    levels = [m["level"] for m in data["ceilings"]["measured"]["memory"]]
+    labels = [c["label"] for c in data["ceilings"]["measured"]["compute"]]
+    assert "HBM, fastest measured stream" in levels and "bf16 burst" in labels
+    # the comparison lists the rows only one side has, as the verdict line counts them
+    missing = len(data["regress"]["only_in_baseline"])
+    assert missing > 0 and page.count('class="verdict-missing"') == missing
 
 
 def test_preset_report_is_fast_and_small():
@@ -491,3 +499,28 @@ def test_report_sections_time_as_its_analysis_on_a_calibrated_gpu():
     assert configured["tpot_s"] == pytest.approx(tpot, rel=1e-9)
     assert [(g["hw"], g["mode"]) for g in d["gpus"]] == [("h200-measured", "achievable"), ("h100-sxm", "roof")]
     assert d["gpus"][0]["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+
+
+def test_achievable_report_adds_up_and_says_so():
+    """On a calibrated spec the breakdown's bars add up to the achievable TTFT / TPOT the summary
+    states (the ops' roof times plus what lies beyond the roof), the summary names the mode and the
+    roof beside it, no op is drawn above the ceiling its time was computed on, and no table cell
+    uses exponent notation."""
+    from rooflinecli.report import build_report_data, render_report
+
+    d = build_report_data(get_model("qwen3-30b-a3b"), [get_spec("h200-measured")], Workload(batch=1, prompt_len=1024, gen_len=16), mode=None)
+    a = d["analysis"]
+    assert a["mode"] == "achievable"
+    assert sum(d["breakdown_s"]["decode"].values()) == pytest.approx(a["tpot_s"], rel=1e-9)
+    assert sum(d["breakdown_s"]["prefill"].values()) == pytest.approx(a["ttft_s"], rel=1e-9)
+    assert max(p["pct_of_roof"] for p in d["ops"] if p["pct_of_roof"] is not None) <= 100.0 + 1e-6
+    page = render_report(d)
+    assert "achievable: the calibrated vendor-kernel model" in page and "roof " + fmt_time_of(a["roof_tpot_s"]) in page
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert not [c for c in cells if re.search(r"\de[+]\d", c)]
+
+
+def fmt_time_of(s):
+    from rooflinecli.fmt import fmt_time
+
+    return fmt_time(s)

@@ -132,10 +132,14 @@ def ceilings(spec: HardwareSpec, only_measured: bool = False) -> dict[str, Any]:
 
 def op_points(analysis) -> list[dict[str, Any]]:
     """One row per op and phase of an ``Analysis``: its FLOPs, bytes, AI, predicted time, share of
-    the phase, achieved FLOP/s at the prediction and % of the datasheet roof at its AI (below 100%
+    the phase, achieved FLOP/s at the prediction and % of its roof at its AI (the spec's; achievable
+    mode: the fastest measured ceilings, drawn as their own line; below 100%
     where launch overhead, communication or an efficiency < 1 apply). ``placed``: whether it can
     sit on a log-log roofline (it has FLOPs and HBM bytes)."""
-    spec, wl = analysis.spec, analysis.workload
+    from rooflinecli.analysis.summary import roof_spec_of
+
+    wl = analysis.workload
+    spec = roof_spec_of(analysis.spec, wl)  # the ceilings the ops' times were computed on (achievable: the fastest measured)
     peak = spec.peak_flops_per_s(wl.compute_dtype)
     bw = spec.memory_bandwidth_bytes_per_s
     rows = []
@@ -174,14 +178,66 @@ def op_points(analysis) -> list[dict[str, Any]]:
     return rows
 
 
-def breakdown(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Predicted time per category and phase (prefill: the whole prompt; decode: one step)."""
+#: the breakdown's share of an achievable phase that its ops' roof times leave out
+BEYOND_ROOF = "beyond the roof (fixed costs, efficiency)"
+
+
+def _with_model_roof(c: dict[str, Any], a) -> dict[str, Any]:
+    """``c`` plus, in achievable mode, the HBM ceiling the analysis's roof uses when it is not the
+    spec's (the fastest measured stream): the op markers sit under it, not above the spec's line."""
+    j = a.to_json()
+    bw = (j.get("roof_memory_bandwidth_gb_per_s") or 0.0) * 1e9
+    if a.mode == "achievable" and bw and abs(bw - a.spec.memory_bandwidth_bytes_per_s) > 1e-6 * bw:
+        c = {**c, "memory": [*c["memory"], {"level": "HBM, fastest measured stream (the achievable mode's roof)",
+                                            "bandwidth_bytes_per_s": bw, "source": "measured"}]}
+    return c
+
+
+#: the dtypes whose burst peak the roofline draws (those our kernels and their baselines run)
+BURST_DRAWN = ("bf16", "fp16", "fp8")
+
+
+def _with_fastest(c: dict[str, Any], measured: HardwareSpec) -> dict[str, Any]:
+    """A measured spec's ceilings plus the fastest ones it knows of where they are higher
+    (``bench.validate.fastest_ceilings``: burst peaks, the fastest measured stream): the ceilings
+    a measured kernel is flagged against (5% slack), drawn so a point under them is seen to be."""
+    from rooflinecli.bench.validate import fastest_ceilings
+
+    try:
+        f = fastest_ceilings(measured)
+    except RooflineError:
+        return c
+    compute = list(c["compute"])
+    for dtype, tflops in sorted(f.peak_dense_tflops.items()):
+        if dtype not in BURST_DRAWN:
+            continue
+        if tflops > measured.peak_dense_tflops.get(dtype, float("inf")) * (1 + 1e-6) and f"peak_dense_tflops.{dtype}" in measured.measured_keys:
+            compute.append({"dtypes": [dtype], "peak_flops_per_s": float(tflops) * 1e12, "source": "measured", "label": f"{dtype} burst",
+                            "ridge_point_flop_per_byte": float(tflops) * 1e12 / measured.memory_bandwidth_bytes_per_s})
+    memory = list(c["memory"])
+    if f.memory_bandwidth_gb_per_s > measured.memory_bandwidth_gb_per_s * (1 + 1e-6):
+        memory.append({"level": "HBM, fastest measured stream", "bandwidth_bytes_per_s": f.memory_bandwidth_bytes_per_s, "source": "measured"})
+    return {**c, "compute": compute, "memory": memory}
+
+
+def breakdown(points: list[dict[str, Any]], beyond_roof_s: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    """Predicted time per category and phase (prefill: the whole prompt; decode: one step): the
+    ops' roof times, plus ``beyond_roof_s`` per phase (achievable mode: achievable - roof) so the
+    bars add up to the phase's TTFT / TPOT as the summary states them."""
     out: dict[str, dict[str, float]] = {}
     for p in points:
         d = out.setdefault(p["phase"], {c: 0.0 for c in CATEGORIES})
         d[p["category"]] += p["time_s"]
     used = [c for c in CATEGORIES if any(d[c] > 0 for d in out.values())]
-    return {ph: {c: d[c] for c in used} for ph, d in out.items()}
+    res = {ph: {c: d[c] for c in used} for ph, d in out.items()}
+    for ph, extra in (beyond_roof_s or {}).items():
+        if ph in res and extra > 0:
+            res[ph][BEYOND_ROOF] = float(extra)
+    for ph in res:  # every phase lists the same categories
+        for other in res.values():
+            for c in other:
+                res[ph].setdefault(c, 0.0)
+    return res
 
 
 # ------------------------------------------------------------------------------------------------
@@ -374,6 +430,8 @@ def measured_points(validation: dict[str, Any]) -> list[dict[str, Any]]:
                 "predicted_s": pred,
                 "predicted_flops_per_s": r["flops"] / pred if pred else None,
                 "pct_of_roof": best / m * 100.0 if (best and m) else None,
+                "pct_of_roof_basis": "measured ceilings" if r.get("predicted_measured_s") else "datasheet",
+                "pct_of_datasheet_roof": pred / m * 100.0 if (pred and m) else None,
                 "error_datasheet": r.get("error_datasheet"),
                 "error_measured": r.get("error_measured"),
                 "above_roof": bool(r.get("above_roof") or r.get("above_measured_roof")),
@@ -498,11 +556,11 @@ def build_report_data(
         "measured_hardware": measured.to_dict() if measured is not None else None,
         "analysis": a.to_json(),
         "ceilings": {
-            "datasheet": ceilings(spec),
-            "measured": ceilings(measured, only_measured=True) if measured is not None else None,
+            "datasheet": _with_model_roof(ceilings(spec), a),
+            "measured": _with_fastest(ceilings(measured, only_measured=True), measured) if measured is not None else None,
         },
         "ops": points,
-        "breakdown_s": breakdown(points),
+        "breakdown_s": breakdown(points, {"prefill": a.ttft_s - a.roof_ttft_s, "decode": a.tpot_s - a.roof_tpot_s} if a.mode == "achievable" else None),
         "kv_vs_weights": kv_vs_weights(cfg, spec, wl, a.kv_crossover_context),
         "memory_vs_batch": memory_vs_batch(cfg, spec, wl, a.memory["max_batch_at_context"]),
         "batch_sweep": batch_sweep(cfg, spec, wl, mid, {"whole step": a.decode_compute_bound_batch, "matmuls": a.decode_gemm_compute_bound_batch}),

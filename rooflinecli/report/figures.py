@@ -108,7 +108,7 @@ def roofline(d: dict[str, Any]):
             traces.append(
                 go.Scatter(
                     x=rp, y=[comp["peak_flops_per_s"] / TFLOP for comp in c["compute"]], mode="markers",
-                    name=f"ridge points vs HBM ({'measured' if measured else 'datasheet'})", legendgroup="ceilings",
+                    name=f"ridge points vs HBM ({'measured' if measured or c.get('kind') == 'measured' else 'datasheet'})", legendgroup="ceilings",
                     marker={"symbol": "diamond", "size": 9, "color": "#2CA02C" if measured else "#444"},
                     text=[f"ridge point {comp['label']}: {comp['ridge_point_flop_per_byte']:,.0f} FLOP/byte" for comp in c["compute"]],
                     hovertemplate="%{text}<extra></extra>",
@@ -212,12 +212,17 @@ def _op_hover(p: dict[str, Any], wl: dict[str, Any]) -> str:
 
 def _measured_hover(p: dict[str, Any], predicted: bool = False) -> str:
     head = f"<b>{t(p['name'])}</b> {t(p['shape'])} {t(p['dtype'])}" + (" (prediction)" if predicted else "") + "<br>"
-    pct = "-" if p["pct_of_roof"] is None else f"{p['pct_of_roof']:.0f}%"
+    pct = "-" if p["pct_of_roof"] is None else f"{p['pct_of_roof']:.0f}% of the {p.get('pct_of_roof_basis', 'datasheet')} roof"
+    if p.get("pct_of_roof_basis") == "measured ceilings" and p.get("pct_of_datasheet_roof") is not None:
+        pct += f" ({p['pct_of_datasheet_roof']:.0f}% of the datasheet's)"
+    rate = "FLOP/s" if p["flops"] else "B/s"  # a copy has no FLOPs: its bandwidth
+    measured = p["measured_flops_per_s"] if p["flops"] else p.get("measured_bytes_per_s")
+    predicted = p["predicted_flops_per_s"] if p["flops"] else (p["bytes"] / p["predicted_s"] if p.get("predicted_s") else None)
     body = (
         f"AI {fmt_num(p['arithmetic_intensity_flop_per_byte'])} FLOP/byte<br>"
-        f"measured {fmt_time(p['measured_s'])}: {fmt_si(p['measured_flops_per_s'], 'FLOP/s')}<br>"
-        f"predicted {fmt_time(p['predicted_s'])}: {fmt_si(p['predicted_flops_per_s'], 'FLOP/s')}<br>"
-        f"{t(p['bound'])}-bound, {pct} of roof"
+        f"measured {fmt_time(p['measured_s'])}: {fmt_si(measured, rate)}<br>"
+        f"predicted on the datasheet roof {fmt_time(p['predicted_s'])}: {fmt_si(predicted, rate)}<br>"
+        f"{t(p['bound'])}-bound, {pct}"
     )
     if p["above_roof"]:
         body += "<br><b>faster than its roof: FLOPs or bytes over-counted</b>"
@@ -263,11 +268,12 @@ def kv_vs_weights(d: dict[str, Any]):
 
     k = d["kv_vs_weights"]
     x = k["context"]
+    hover = "context %{x:,} tokens: %{y:,.3~r} GB<extra>%{fullData.name}</extra>"
     traces = [
-        go.Scatter(x=x, y=[v / GB for v in k["kv_read_bytes_per_step"]], mode="lines", name="KV cache read per decode step (GB)", line={"color": "#EF553B", "width": 2.5}),
-        go.Scatter(x=x, y=[v / GB for v in k["weights_read_bytes_per_step"]], mode="lines", name="weights read per decode step (GB)", line={"color": "#636EFA", "width": 2.5}),
-        go.Scatter(x=x, y=[v / GB for v in k["kv_cache_bytes_per_gpu"]], mode="lines", name="KV cache held per GPU (GB)", line={"color": "#EF553B", "dash": "dot"}),
-        go.Scatter(x=x, y=[v / GB for v in k["weights_bytes_per_gpu"]], mode="lines", name="weights held per GPU (GB)", line={"color": "#636EFA", "dash": "dot"}),
+        go.Scatter(x=x, y=[v / GB for v in k["kv_read_bytes_per_step"]], mode="lines", name="KV cache read per decode step (GB)", line={"color": "#EF553B", "width": 2.5}, hovertemplate=hover),
+        go.Scatter(x=x, y=[v / GB for v in k["weights_read_bytes_per_step"]], mode="lines", name="weights read per decode step (GB)", line={"color": "#636EFA", "width": 2.5}, hovertemplate=hover),
+        go.Scatter(x=x, y=[v / GB for v in k["kv_cache_bytes_per_gpu"]], mode="lines", name="KV cache held per GPU (GB)", line={"color": "#EF553B", "dash": "dot"}, hovertemplate=hover),
+        go.Scatter(x=x, y=[v / GB for v in k["weights_bytes_per_gpu"]], mode="lines", name="weights held per GPU (GB)", line={"color": "#636EFA", "dash": "dot"}, hovertemplate=hover),
     ]
     ys = [v for v in k["kv_read_bytes_per_step"] + k["weights_read_bytes_per_step"] + k["kv_cache_bytes_per_gpu"] + k["weights_bytes_per_gpu"] if v]
     lo, hi = min(ys) / GB / 2, max(ys) / GB * 2
@@ -276,9 +282,9 @@ def kv_vs_weights(d: dict[str, Any]):
     if n:
         traces.append(
             go.Scatter(x=[n, n], y=[lo, hi], mode="lines+text", name=f"crossover: context {math.ceil(n):,}", line={"color": "#000", "dash": "dash"},
-                       text=["", f"KV = weights at {n:,.0f} tokens"], textposition="bottom left")
+                       text=["", f"KV = weights at {math.ceil(n):,} tokens"], textposition="bottom left")
         )
-        title += f"KV reads overtake weight reads at context {n:,.0f}"
+        title += f"KV reads overtake weight reads at context {math.ceil(n):,}"
     else:
         title += "KV reads never overtake weight reads"
     w = k["workload_context"]
@@ -303,7 +309,7 @@ def memory_vs_batch(d: dict[str, Any]):
         ("kv_cache_bytes_per_gpu", f"KV cache at context {m['context']:,}", "#EF553B"),
         ("activation_workspace_bytes_per_gpu", "prefill activation workspace", "#00CC96"),
     ):
-        traces.append(go.Scatter(x=x, y=[v / GB for v in m[key]], mode="lines", stackgroup="mem", name=name, line={"color": color}, hovertemplate="batch %{x}: %{y:.3g} GB<extra>" + name + "</extra>"))
+        traces.append(go.Scatter(x=x, y=[v / GB for v in m[key]], mode="lines", stackgroup="mem", name=name, line={"color": color}, hovertemplate="batch %{x}: %{y:,.3~r} GB<extra>" + name + "</extra>"))
     cap = m["capacity_bytes_per_gpu"] / GB
     traces.append(go.Scatter(x=[x[0], x[-1]], y=[cap, cap], mode="lines+text", name=f"capacity {cap:,.0f} GB", line={"color": "#000", "dash": "dash", "width": 2}, text=["", f"capacity {cap:,.0f} GB"], textposition="top left"))
     mb = m["max_batch_that_fits"]
@@ -334,7 +340,7 @@ def batch_sweep(d: dict[str, Any]):
         fits = [s["fits"][i] for i in idx]
         marker = {"color": color, "size": 5, "symbol": ["circle" if f else "circle-open" for f in fits]}
         fig.add_trace(go.Scatter(x=[x[i] for i in idx], y=[s["tpot_s"][i] * 1e3 for i in idx], mode="markers", name=name, legendgroup=name, marker=marker,
-                                 hovertemplate="batch %{x}: TPOT %{y:.4g} ms<extra>" + name + "</extra>"), row=1, col=1)
+                                 hovertemplate="batch %{x}: TPOT %{y:,.4~r} ms<extra>" + name + "</extra>"), row=1, col=1)
         fig.add_trace(go.Scatter(x=[x[i] for i in idx], y=[s["tokens_per_s_per_gpu"][i] for i in idx], mode="markers", name=name, legendgroup=name, showlegend=False, marker=marker,
                                  hovertemplate="batch %{x}: %{y:,.0f} tokens/s per GPU<extra>" + name + "</extra>"), row=2, col=1)
     notes = []
@@ -377,12 +383,12 @@ def attention_variants(d: dict[str, Any]):
     labels = [t(r["variant"]) for r in rows]
     hover = [f"{t(r['variant'])}: {t(r['attention'])}" for r in rows]
     colors = ["#D62728" if r["configured"] else "#636EFA" for r in rows]
-    fig = make_subplots(rows=1, cols=4, subplot_titles=(f"KV cache at {v['context']:,} tokens (GB)", "KV bytes per token (KB)", "TPOT (ms)", "TTFT (ms)"))
-    for col, key, scale in ((1, "kv_cache_bytes", 1 / GB), (2, "kv_bytes_per_token", 1e-3), (3, "tpot_s", 1e3), (4, "ttft_s", 1e3)):
+    fig = make_subplots(rows=1, cols=4, subplot_titles=(f"KV cache per GPU at {v['context']:,} tokens (GB)", "KV bytes per token (KB)", "TPOT (ms)", "TTFT (ms)"))
+    for col, key, scale, unit in ((1, "kv_cache_bytes", 1 / GB, "GB"), (2, "kv_bytes_per_token", 1e-3, "KB"), (3, "tpot_s", 1e3, "ms"), (4, "ttft_s", 1e3, "ms")):
         fig.add_trace(
             go.Bar(x=labels, y=[(r[key] * scale if r[key] is not None else None) for r in rows], marker={"color": colors}, showlegend=False,
                    text=hover, customdata=[_bar_label(r[key] * scale if r[key] is not None else None) for r in rows],
-                   hovertemplate="%{text}<br>%{y:.4g}<extra></extra>", texttemplate="%{customdata}", textposition="outside"),
+                   hovertemplate="%{text}<br>%{y:,.4~r} " + unit + "<extra></extra>", texttemplate="%{customdata}", textposition="outside"),
             row=1, col=col,
         )
     fig.update_layout(**_layout(f"Attention variants of {t(d['model']['name'])} (* = as configured), batch {v['batch']}", height=440))
@@ -399,7 +405,7 @@ def moe(d: dict[str, Any]):
     fig = make_subplots(rows=1, cols=2 if et else 1, subplot_titles=("parameters per component (billions)",) + (("distinct routed experts read per MoE layer",) if et else ()))
     for key, name, color in (("total_params", "total", "#636EFA"), ("active_params", "active per token", "#EF553B")):
         fig.add_trace(go.Bar(x=[c["component"] for c in comps], y=[c[key] / 1e9 for c in comps], name=name, marker={"color": color},
-                             hovertemplate="%{x}: %{y:.4g} B params<extra>" + name + "</extra>"), row=1, col=1)
+                             hovertemplate="%{x}: %{y:,.4~r} B params<extra>" + name + "</extra>"), row=1, col=1)
     if et:
         fig.add_trace(go.Scatter(x=et["tokens"], y=et["uniform"], mode="lines", name="experts touched (uniform routing)", line={"color": "#00CC96"}), row=1, col=2)
         if et["skew"] != 1:
@@ -419,10 +425,11 @@ def gpus(d: dict[str, Any]):
     g = d["gpus"]
     names = [t(x["hw"] + (" (achievable)" if x.get("mode") == "achievable" else "")) for x in g]
     fig = make_subplots(rows=1, cols=4, subplot_titles=("TTFT (ms)", "TPOT (ms)", "decode tokens/s per GPU", "ridge point (FLOP/byte)"))
-    for col, key, scale in ((1, "ttft_s", 1e3), (2, "tpot_s", 1e3), (3, "tokens_per_s_per_gpu", 1.0), (4, "ridge_point_flop_per_byte", 1.0)):
+    for col, key, scale, unit in ((1, "ttft_s", 1e3, "ms"), (2, "tpot_s", 1e3, "ms"), (3, "tokens_per_s_per_gpu", 1.0, "tokens/s per GPU"),
+                                  (4, "ridge_point_flop_per_byte", 1.0, "FLOP/byte")):
         fig.add_trace(go.Bar(x=names, y=[x[key] * scale for x in g], marker={"color": [PALETTE[i % len(PALETTE)] for i in range(len(g))]}, showlegend=False,
                              text=[t(x["name"]) for x in g], customdata=[_bar_label(x[key] * scale) for x in g],
-                             hovertemplate="%{text}: %{y:.4g}<extra></extra>", texttemplate="%{customdata}", textposition="outside"), row=1, col=col)
+                             hovertemplate="%{text}: %{y:,.4~r} " + unit + "<extra></extra>", texttemplate="%{customdata}", textposition="outside"), row=1, col=col)
     fig.update_layout(**_layout("GPUs side by side (same model and workload)", height=420))
     return fig
 
@@ -438,7 +445,7 @@ def gpu_ceilings(d: dict[str, Any]):
         rp, peak, bw = x["ridge_point_flop_per_byte"], x["peak_flops_per_s"], x["memory_bandwidth_bytes_per_s"]
         traces.append(go.Scatter(x=[x_lo, rp, x_hi], y=[x_lo * bw / TFLOP, peak / TFLOP, peak / TFLOP], mode="lines+markers", name=t(x["hw"]),
                                  line={"color": PALETTE[i % len(PALETTE)]}, marker={"size": [0, 9, 0]},
-                                 hovertemplate=f"{t(x['name'])}<br>" + "AI %{x:.3g} FLOP/byte: %{y:.4g} TFLOP/s<extra></extra>"))
+                                 hovertemplate=f"{t(x['name'])}<br>" + "AI %{x:,.3~r} FLOP/byte: %{y:,.4~r} TFLOP/s<extra></extra>"))
     wl = d["analysis"]["workload"]
     layout = _layout(f"Rooflines of the GPUs ({wl['compute_dtype']} compute, HBM)", xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
                      yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}})

@@ -45,7 +45,13 @@ def _pct(x: float | None, signed: bool = False) -> str:
 
 
 def _num(x: float | None, fmt: str = ".3g") -> str:
-    return "-" if x is None else format(x, fmt)
+    """``x`` in ``fmt``; a general ("g") format goes through ``fmt_num`` (no exponent above 1e-4:
+    "1,240" where ``.3g`` says "1.24e+03"), keeping its significant digits."""
+    if x is None:
+        return "-"
+    if fmt.endswith("g") and abs(x) >= 1e-4:
+        return fmt_num(x, int(fmt.strip(",.g") or 6))
+    return format(x, fmt)
 
 
 class Cell:
@@ -93,12 +99,16 @@ def _summary(d: dict[str, Any]) -> str:
     mem = a["memory"]
     cb = a["decode_compute_bound_batch"]
     cbg = a["decode_gemm_compute_bound_batch"]
+    ach = a.get("mode") == "achievable"
     pairs = [
         ("model", f"{m['display_name']} ({m['name']}; {m['attention']}, {m['num_layers']} layers, {m['total_params'] / 1e9:.3g} B params, {m['active_params'] / 1e9:.3g} B active)"),
         ("GPU", f"{gpu['name']} ({gpu['id']}, {gpu['kind']}); {wl['num_gpus']} GPU(s) per replica (TP {wl['tp']}, EP {wl['ep']})"),
         ("workload", f"batch {wl['batch']}, prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}; {wl['compute_dtype']} compute, {wl['weight_dtype']} weights, KV {wl['kv_dtype'] if wl['kv_bits'] is None else str(wl['kv_bits']) + '-bit'}"),
-        ("TTFT (prefill)", f"{fmt_time(a['ttft_s'])} ({a['prefill']['bound']}-bound)"),
-        ("TPOT first / mean / last", f"{fmt_time(a['tpot_first_s'])} / {fmt_time(a['tpot_s'])} / {fmt_time(a['tpot_last_s'])} ({a['decode']['bound']}-bound)"),
+        ("times", (f"achievable: the calibrated vendor-kernel model ({a.get('engine')} engine), the roof beside; the per-op numbers "
+                   "and the roofline chart's op markers are the roof's" if ach else "the roofline (no calibration)")),
+        ("TTFT (prefill)", f"{fmt_time(a['ttft_s'])} ({a['prefill']['bound']}-bound)" + (f"; roof {fmt_time(a['roof_ttft_s'])}" if ach else "")),
+        ("TPOT first / mean / last", f"{fmt_time(a['tpot_first_s'])} / {fmt_time(a['tpot_s'])} / {fmt_time(a['tpot_last_s'])} ({a['decode']['bound']}-bound)"
+         + (f"; roof {fmt_time(a['roof_tpot_s'])} (mean)" if ach else "")),
         ("end-to-end latency", fmt_time(a["e2e_latency_s"])),
         ("decode throughput", f"{a['tokens_per_s_per_sequence']:,.1f} tokens/s per sequence, {a['tokens_per_s_per_gpu']:,.0f} per GPU"),
         ("ridge point", f"{a['ridge_point_flop_per_byte']:,.0f} FLOP/byte ({wl['compute_dtype']} peak / HBM bandwidth)"),
@@ -135,7 +145,7 @@ def _variants_table(d: dict[str, Any]) -> str:
     rows = [[
         r["variant"], r["attention"], Cell(fmt_bytes(r["kv_bytes_per_token"]), r["kv_bytes_per_token"]), Cell(fmt_bytes(r["kv_cache_bytes"]), r["kv_cache_bytes"]),
         Cell(_num(r["kv_cache_vs_configured"], ".3g") + "x" if r["kv_cache_vs_configured"] is not None else "-", r["kv_cache_vs_configured"]),
-        Cell(f"{r['crossover_context_tokens']:,.0f}" if r["crossover_context_tokens"] else "never", r["crossover_context_tokens"]),
+        Cell(f"{math.ceil(r['crossover_context_tokens']):,}" if r["crossover_context_tokens"] else "never", r["crossover_context_tokens"]),
         Cell(fmt_time(r["ttft_s"]), r["ttft_s"]), Cell(fmt_time(r["tpot_s"]), r["tpot_s"]),
         Cell(_num(r["decode_tokens_per_s_per_gpu"], ",.0f"), r["decode_tokens_per_s_per_gpu"]), "yes" if r["fits"] else "no",
     ] for r in v["rows"]]
@@ -157,7 +167,7 @@ def _moe_table(d: dict[str, Any]) -> str:
 
 
 def _gpus_table(d: dict[str, Any]) -> str:
-    cols = ["GPU", "name", "kind", "times", "TTFT", "TPOT", "decode tokens/s per GPU", "ridge (FLOP/B)", "memory per GPU", "fits", "compute-bound batch"]
+    cols = ["GPU", "name", "kind", "times", "TTFT", "TPOT", "decode tokens/s per GPU", "ridge (FLOP/B)", "memory per GPU", "fits", "whole step compute-bound at batch"]
     rows = [[
         g["hw"], g["name"], g["kind"], g.get("mode", "roof"), Cell(fmt_time(g["ttft_s"]), g["ttft_s"]), Cell(fmt_time(g["tpot_s"]), g["tpot_s"]),
         Cell(f"{g['tokens_per_s_per_gpu']:,.0f}", g["tokens_per_s_per_gpu"]), Cell(f"{g['ridge_point_flop_per_byte']:,.0f}", g["ridge_point_flop_per_byte"]),
@@ -185,7 +195,7 @@ def _validation(d: dict[str, Any]) -> str:
         o = s["overall"]
         srows.append([basis, Cell(o["n"], o["n"]), Cell(_pct(o["median_abs_error"]), o["median_abs_error"]), Cell(_pct(o["p90_abs_error"]), o["p90_abs_error"]), Cell(_pct(o["median_error"], True), o["median_error"])])
     out.append(table(["prediction from", "points", "median |error|", "p90 |error|", "median error"], srows))
-    cols = ["op", "impl", "shape", "dtype", "bound", "measured us (p20-p80)", "TFLOP/s", "GB/s", "datasheet us", "error", "measured-ceiling us", "error", "% of roof", "flag"]
+    cols = ["op", "impl", "shape", "dtype", "bound", "measured us (p20-p80)", "TFLOP/s", "GB/s", "datasheet us", "error", "measured-ceiling us", "error", "% of roof (measured ceilings, else datasheet)", "flag"]
     by_key = {(p["op"], p["impl"], p["shape"], p["dtype"]): p for p in d["measured_points"]}
     rows = []
     for r in v["rows"]:
@@ -194,10 +204,10 @@ def _validation(d: dict[str, Any]) -> str:
         rows.append([
             r["op"], r["impl"], r["shape"], r["dtype"], r["bound"],
             Cell(f"{_us(r['measured_s'])} ({_us(r['p20_s'])}-{_us(r['p80_s'])})", r["measured_s"]),
-            Cell(_num(r["achieved_tflops"], ".4g"), r["achieved_tflops"]), Cell(_num(r["achieved_gb_per_s"], ",.4g"), r["achieved_gb_per_s"]),
+            Cell(_num(r["achieved_tflops"], ".4g") if r["flops"] else "-", r["achieved_tflops"]), Cell(_num(r["achieved_gb_per_s"], ",.4g"), r["achieved_gb_per_s"]),
             Cell(_us(r["predicted_datasheet_s"]), r["predicted_datasheet_s"]), Cell(_pct(r["error_datasheet"], True), r["error_datasheet"]),
             Cell(_us(r["predicted_measured_s"]), r["predicted_measured_s"]), Cell(_pct(r["error_measured"], True), r["error_measured"]),
-            Cell(_num(p.get("pct_of_roof"), ".3g"), p.get("pct_of_roof")), Cell(flag, 1 if flag else 0, "flag" if flag else ""),
+            Cell(_num(p.get("pct_of_roof"), ".0f") + ("%" if p.get("pct_of_roof") is not None else ""), p.get("pct_of_roof")), Cell(flag, 1 if flag else 0, "flag" if flag else ""),
         ])
     out.append(table(cols, rows, tid="validation-table"))
     if v.get("targets"):
@@ -235,27 +245,48 @@ def _regress(d: dict[str, Any]) -> str:
             Cell(_us(c["baseline_median_s"]), c["baseline_median_s"]), Cell(_us(c["candidate_median_s"]), c["candidate_median_s"]),
             Cell(_pct(c["rel_change"], True), c["rel_change"]), Cell(_pct(c["noise"]), c["noise"]), Cell(_num(p, ".2g"), p), c["reason"],
         ])
+    for key, verdict, why in (("only_in_baseline", "missing", "in the baseline, not in the candidate"),
+                              ("only_in_candidate", "new", "in the candidate, not in the baseline")):
+        for k in r.get(key, []):
+            rows.append([Cell(verdict, verdict, f"verdict-{verdict}"), k["op"], k["impl"], k["shape"], k["dtype"], "-", "-", "-", "-", "-", why])
     out.append(table(cols, rows, tid="regress-table"))
     for n in r.get("notes", []):
         out.append(f'<p class="note">{e(n)}</p>')
     return "\n".join(out)
 
 
+def _value_text(v: Any) -> str:
+    """An input's value as a reader wants it: "-" for none / empty, "gemm=0.8, attention=0.7" for a
+    mapping, "yes"/"no", whole numbers with thousands separators, others without exponent."""
+    if v is None or v == {} or v == []:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_value_text(x)}" for k, x in v.items())
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v.is_integer() and abs(v) < 1e15 else fmt_num(v, 6)
+    return str(v)
+
+
 def _inputs(d: dict[str, Any]) -> str:
     a, m = d["analysis"], d["model"]
-    pairs = [(k, v) for k, v in d["inputs"].items()]
+    pairs = [(k, _value_text(v)) for k, v in d["inputs"].items()]
     pairs += [("model source", m["source"]), ("model type", m["model_type"]),
               ("model shape", f"{m['num_layers']} layers, d={m['hidden_size']}, {m['num_heads']} heads, {m['num_kv_heads']} KV heads x {m['head_dim']}, vocab {m['vocab_size']:,}"),
               ("KV bytes per token", fmt_bytes(m["kv_bytes_per_token"]))]
-    pairs += [(f"workload.{k}", v) for k, v in a["workload"].items()]
+    pairs += [(f"workload.{k}", _value_text(v)) for k, v in a["workload"].items()]
     out = [kv_table(pairs), "<h3>Hardware specs</h3>"]
     specs = list(d["hardware"]) + ([d["measured_hardware"]] if d["measured_hardware"] else [])
     for s in specs:
-        peaks = ", ".join(f"{k} {v:g}" for k, v in s["peak_dense_tflops"].items())
+        peaks = ", ".join(f"{k} {fmt_num(v, 4)}" for k, v in s["peak_dense_tflops"].items())
         est = f"; estimates: {', '.join(s['estimates'])}" if s["estimates"] else ""
         meas = f"; measured here: {', '.join(s['measured_keys'])} (base {s['base']})" if s["measured_keys"] else ""
         out.append(f"<p><b>{e(s['id'])}</b> ({e(s['kind'])}): {e(s['name'])}. Dense peaks (TFLOP/s): {e(peaks)}; "
-                   f"HBM {e(s['memory']['bandwidth_gb_per_s'])} GB/s, {e(s['memory']['capacity_gb'])} GB; L2 {e(s['cache']['l2_bandwidth_gb_per_s'])} GB/s{e(est)}{e(meas)}. "
+                   f"HBM {e(_value_text(s['memory']['bandwidth_gb_per_s']))} GB/s, {e(_value_text(s['memory']['capacity_gb']))} GB; "
+                   f"L2 {e(_value_text(s['cache']['l2_bandwidth_gb_per_s']))} GB/s{e(est)}{e(meas)}. "
                    f"File: <code>{e(s['path'])}</code></p>")
         src = "".join(f"<li>{e(x['title'])}: <code>{e(x['url'])}</code>{(' (' + e(x['note']) + ')') if x['note'] else ''}</li>" for x in s["sources"])
         out.append(f"<ul class='sources'>{src}</ul>")
@@ -333,10 +364,12 @@ def render_page(d: dict[str, Any], figure_json: dict[str, str], plotly_js: str) 
 
     sections.append(("summary", "Summary", _summary(d)))
     sections.append(("roofline", "Roofline", fig("roofline",
-        "Solid lines: datasheet ceilings (dotted: L2 / shared memory; labels say which figures are estimates); green dashed: measured ceilings. "
+        "Solid lines: the first GPU's own ceilings (its spec file's: datasheet, or measured for a measured spec; dotted: L2 / shared memory; "
+        "labels give each figure's source); green dashed: the measured ceilings the validation uses. "
         "Circles: prefill ops, squares: decode ops (per decode step), marker area by share of the phase's time; FLOP/s at the predicted time, so an op "
         "below its roof pays launch overhead, communication or an efficiency < 1. Stars: measured kernels, joined to their predictions (open circles); "
-        "a red x marks a point above its roof." + _unplaced(d))))
+        "a red x marks a measured point more than 5% above the fastest ceiling measured on its GPU (burst peak, fastest measured stream: "
+        "the extra green lines), a counting error; a prediction never lies above its roof." + _unplaced(d))))
     sections.append(("breakdown", "Time breakdown", fig("breakdown", "Share of each phase's predicted time per op category; hover for absolute times.")))
     sections.append(("kv", "KV cache vs weights", fig("kv-vs-weights") + fig("memory-vs-batch")))
     sections.append(("batch", "Batch sweep", fig("batch-sweep", "TPOT and decode throughput of one step at the middle of the generation; red: the step is compute-bound.")))
@@ -347,7 +380,8 @@ def render_page(d: dict[str, Any], figure_json: dict[str, str], plotly_js: str) 
         sections.append(("validation", "Validation: predicted vs measured", fig("validation") + _validation(d)))
     if d["regress"]:
         sections.append(("regress", "Comparison of two runs (regress)", _regress(d)))
-    sections.append(("ops", "Per-op numbers", '<p class="note">Click a column header to sort. Totals over each op\'s layers, per GPU; decode rows are one step (mean over the generation).</p>' + _ops_table(d)))
+    sections.append(("ops", "Per-op numbers", '<p class="note">Click a column header to sort. Totals over each op\'s layers, per GPU; decode rows are one step (mean over the generation).'
+                                       + (" Times here are the roof's (the summary's TTFT and TPOT are achievable)." if d["analysis"].get("mode") == "achievable" else "") + '</p>' + _ops_table(d)))
     sections.append(("inputs", "Inputs and assumptions", _inputs(d)))
     sections.append(("data", "Data", '<p class="note">Every number above is embedded as JSON in <code>&lt;script type="application/json" id="report-data"&gt;</code>: '
                      "<code>json.loads(re.search(r'id=\"report-data\"&gt;(.*?)&lt;/script&gt;', html, re.S).group(1))</code> in Python, or "
