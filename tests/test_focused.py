@@ -251,7 +251,7 @@ def test_kv_bits_paging_and_window():
 def test_kv_beyond_trained_context_warns_and_suggests_rope():
     r = run("kv", "--model", "llama-3-8b", "--context", "32768", "--variants", "mqa")
     assert r.exit_code == 0
-    assert "warning" in r.output and "trained limit of 8,192" in r.output and "roofline rope --model llama-3-8b --target-context 32768" in r.output
+    assert "warning" in r.output and "trained limit of 8,192" in r.output and "roofline rope --model llama-3-8b --target-context 32769" in r.output
 
 
 def test_kv_table():

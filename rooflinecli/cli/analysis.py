@@ -147,7 +147,7 @@ def speculative_cmd(
 
             from rooflinecli.analysis import Workload, fit_warning
 
-            warning = context_warning(cfg, context)
+            warning = context_warning(cfg, context + 1)  # a decode step at context N holds N + 1 positions
             spec = get_spec(hw)
             fit = fit_warning(cfg, spec, Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype),
                               context, context, batch)
@@ -311,7 +311,7 @@ def kv_cmd(
     mk = _mode_kwargs(spec, mode, engine)
     wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **mk)
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
-    _warn(context_warning(cfg, context))
+    _warn(context_warning(cfg, context + 1))  # the step at N holds N + 1 positions, as analyze counts them
     if as_json:
         _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context,
                     "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
@@ -390,7 +390,7 @@ def moe_cmd(
     dec1 = M.decode_by_batch(cfg, spec, wl1, B, context) if ep > 1 else dec
     expert_b = M.expert_bytes(cfg, wl)
     all_experts = float(formulas.expected_experts_touched(m.num_routed_experts, m.top_k, 10**9, 1.0))
-    _warn(context_warning(cfg, context))
+    _warn(context_warning(cfg, context + 1))
     from rooflinecli.analysis import fit_warning
 
     fit = fit_warning(cfg, spec, wl, context, context, B)

@@ -211,7 +211,7 @@ def render(a, show_ops: bool = True) -> None:
         ("KV read = weight read at", f"context {math.ceil(a.kv_crossover_context):,}" if a.kv_crossover_context else "never (KV reads stay below weight reads)"),
     ]
     if a.cost_per_million_output_tokens_usd is not None:
-        lines.append(("cost", f"${fmt_num(a.cost_per_million_output_tokens_usd)} per million output tokens"))
+        lines.append(("cost", f"${fmt_num(a.cost_per_million_output_tokens_usd)} per million output tokens (prefill and decode GPU time)"))
     if a.decode_naive_mla is not None:
         lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean{', roof' if ach else ''}), for comparison"))
     m = a.memory

@@ -119,7 +119,7 @@ def _summary(d: dict[str, Any]) -> str:
         ("memory per GPU", f"weights {fmt_bytes(mem['weights_bytes'])} + KV {fmt_bytes(mem['kv_cache_bytes'])} + workspace {fmt_bytes(mem['activation_workspace_bytes'])} = {fmt_bytes(mem['total_bytes_per_gpu'])} of {fmt_bytes(mem['capacity_bytes_per_gpu'])}: {'fits' if mem['fits'] else 'DOES NOT FIT'}"),
     ]
     if a.get("cost_per_million_output_tokens_usd") is not None:
-        pairs.append(("cost", f"USD {fmt_num(a['cost_per_million_output_tokens_usd'])} per million output tokens"))
+        pairs.append(("cost", f"USD {fmt_num(a['cost_per_million_output_tokens_usd'])} per million output tokens (GPU time of the whole request: prefill and decode)"))
     warn = "".join(f'<p class="warning">warning: {e(w)}</p>' for w in d["warnings"])
     return kv_table(pairs) + warn
 
