@@ -109,7 +109,9 @@ def fit_warning(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, prompt_len, 
     if not len(over):
         return None
     i = int(over[0])
-    where = f" at batch {int(b[i]):,}" + (" and above" if len(b) > 1 and i < len(b) - 1 else "") if len(b) > 1 else ""
+    where = ""
+    if len(b) > 1:
+        where = f" at batch {int(b[i]):,}" + (" and above" if i < len(b) - 1 else "")
     return f"does not fit{where}: {fmt_bytes(total[i])} needed per GPU, {fmt_bytes(spec.memory_capacity_bytes)} available"
 
 

@@ -136,10 +136,8 @@ def op_points(analysis) -> list[dict[str, Any]]:
     mode: the fastest measured ceilings, drawn as their own line; below 100%
     where launch overhead, communication or an efficiency < 1 apply). ``placed``: whether it can
     sit on a log-log roofline (it has FLOPs and HBM bytes)."""
-    from rooflinecli.analysis.summary import roof_spec_of
-
     wl = analysis.workload
-    spec = roof_spec_of(analysis.spec, wl)  # the ceilings the ops' times were computed on (achievable: the fastest measured)
+    spec = analysis.roof_spec or analysis.spec  # the ceilings the ops' times were computed on (achievable: the fastest measured)
     peak = spec.peak_flops_per_s(wl.compute_dtype)
     bw = spec.memory_bandwidth_bytes_per_s
     rows = []
@@ -182,15 +180,20 @@ def op_points(analysis) -> list[dict[str, Any]]:
 BEYOND_ROOF = "beyond the roof (fixed costs, efficiency)"
 
 
+def _with_hbm(c: dict[str, Any], bw: float, below: float, level: str) -> dict[str, Any]:
+    """``c`` with one more HBM ceiling of ``bw`` bytes/s (measured) when it is above ``below``."""
+    if bw <= below * (1 + 1e-6):
+        return c
+    return {**c, "memory": [*c["memory"], {"level": level, "bandwidth_bytes_per_s": bw, "source": "measured"}]}
+
+
 def _with_model_roof(c: dict[str, Any], a) -> dict[str, Any]:
     """``c`` plus, in achievable mode, the HBM ceiling the analysis's roof uses when it is not the
     spec's (the fastest measured stream): the op markers sit under it, not above the spec's line."""
-    j = a.to_json()
-    bw = (j.get("roof_memory_bandwidth_gb_per_s") or 0.0) * 1e9
-    if a.mode == "achievable" and bw and abs(bw - a.spec.memory_bandwidth_bytes_per_s) > 1e-6 * bw:
-        c = {**c, "memory": [*c["memory"], {"level": "HBM, fastest measured stream (the achievable mode's roof)",
-                                            "bandwidth_bytes_per_s": bw, "source": "measured"}]}
-    return c
+    if a.mode != "achievable" or a.roof_spec is None:
+        return c
+    return _with_hbm(c, a.roof_spec.memory_bandwidth_bytes_per_s, a.spec.memory_bandwidth_bytes_per_s,
+                     "HBM, fastest measured stream (the achievable mode's roof)")
 
 
 #: the dtypes whose burst peak the roofline draws (those our kernels and their baselines run)
@@ -214,10 +217,7 @@ def _with_fastest(c: dict[str, Any], measured: HardwareSpec) -> dict[str, Any]:
         if tflops > measured.peak_dense_tflops.get(dtype, float("inf")) * (1 + 1e-6) and f"peak_dense_tflops.{dtype}" in measured.measured_keys:
             compute.append({"dtypes": [dtype], "peak_flops_per_s": float(tflops) * 1e12, "source": "measured", "label": f"{dtype} burst",
                             "ridge_point_flop_per_byte": float(tflops) * 1e12 / measured.memory_bandwidth_bytes_per_s})
-    memory = list(c["memory"])
-    if f.memory_bandwidth_gb_per_s > measured.memory_bandwidth_gb_per_s * (1 + 1e-6):
-        memory.append({"level": "HBM, fastest measured stream", "bandwidth_bytes_per_s": f.memory_bandwidth_bytes_per_s, "source": "measured"})
-    return {**c, "compute": compute, "memory": memory}
+    return _with_hbm({**c, "compute": compute}, f.memory_bandwidth_bytes_per_s, measured.memory_bandwidth_bytes_per_s, "HBM, fastest measured stream")
 
 
 def breakdown(points: list[dict[str, Any]], beyond_roof_s: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
@@ -230,13 +230,10 @@ def breakdown(points: list[dict[str, Any]], beyond_roof_s: dict[str, float] | No
         d[p["category"]] += p["time_s"]
     used = [c for c in CATEGORIES if any(d[c] > 0 for d in out.values())]
     res = {ph: {c: d[c] for c in used} for ph, d in out.items()}
-    for ph, extra in (beyond_roof_s or {}).items():
-        if ph in res and extra > 0:
-            res[ph][BEYOND_ROOF] = float(extra)
-    for ph in res:  # every phase lists the same categories
-        for other in res.values():
-            for c in other:
-                res[ph].setdefault(c, 0.0)
+    extra = {ph: float(x) for ph, x in (beyond_roof_s or {}).items() if ph in res and x > 0}
+    if extra:  # one more category, in every phase (as the others are)
+        for ph, d in res.items():
+            d[BEYOND_ROOF] = extra.get(ph, 0.0)
     return res
 
 
