@@ -1,7 +1,8 @@
 """User-facing errors: one line that names what is wrong and where; the CLI turns them into exit 2.
 
 Also the one reader of files a user names (``read_user_file``) and the text hygiene for anything a
-user supplied that ends up on a terminal (``clean_text``, ``markup_safe``).
+user supplied that ends up on a terminal, in Markdown or in XML (``clean_text``, ``show_name``,
+``markup_safe``): every renderer shows user strings through them.
 """
 
 from __future__ import annotations
@@ -29,11 +30,30 @@ MAX_USER_FILE_BYTES = 256 * 1024 * 1024
 #: C0/C1 control characters and ANSI escape sequences (CSI/OSC): never printed raw from user data
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: characters that reorder or hide text where they are shown: bidi embeddings, overrides, isolates
+#: and marks, zero-width spaces and joiners, the word joiner and invisible operators, the BOM, the
+#: soft hyphen, the combining grapheme joiner, the Mongolian vowel separator
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]")
 
 
 def clean_text(text: object) -> str:
-    """``text`` with terminal escape sequences and control characters removed (tabs and newlines kept)."""
-    return _CONTROL.sub("", _ANSI.sub("", str(text)))
+    """``text`` with terminal escape sequences, control characters (tabs and newlines kept) and
+    bidi / zero-width characters removed: what every renderer (terminal, Markdown, JUnit) shows of
+    a user-supplied string."""
+    return _INVISIBLE.sub("", _CONTROL.sub("", _ANSI.sub("", str(text))))
+
+
+def show_name(text: object) -> str:
+    """A user-supplied name (op, shape, kernel) shown so that two names that look alike are told
+    apart: ``clean_text``, followed, when the name holds anything but printable ASCII, by the code
+    points of those characters (removed ones included): ``gemm`` and ``g\u0435mm`` show as ``gemm``
+    and ``gеmm <U+0435>``; NFC and NFD ``café`` as ``café <U+00E9>`` and ``café <U+0301>``."""
+    raw = str(text)
+    shown = clean_text(raw)
+    odd = [c for c in raw if not (" " <= c <= "~")]
+    if not odd:
+        return shown
+    return f"{shown} <{' '.join(f'U+{ord(c):04X}' for c in odd)}>"
 
 
 def has_control(text: str) -> bool:
@@ -122,15 +142,24 @@ def read_user_file(path: str | Path, what: str, max_bytes: int = MAX_USER_FILE_B
 
 
 def parse_json_text(text: str, where: str) -> object:
-    """``json.loads`` for user files: bad JSON, NaN/Infinity literals and nesting too deep to parse
-    are one RooflineError line naming ``where``."""
+    """``json.loads`` for user files: bad JSON, NaN/Infinity literals, a key given twice in one
+    object (JSON keeps the last silently) and nesting too deep to parse are one RooflineError line
+    naming ``where``."""
     import json
 
     def _no_constants(name: str):
         raise ValueError(f"{name} is not a JSON number")
 
+    def _no_duplicates(pairs: list) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise RooflineError(f"{where}: key {json.dumps(key)} appears twice in one object; give it once")
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
     except RecursionError:
         raise RooflineError(f"{where}: nested too deeply to parse") from None
     except ValueError as e:  # JSONDecodeError is a ValueError

@@ -296,7 +296,7 @@ def kv_cmd(
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif.grid import parse_list
-    from rooflinecli.whatif.kv_variants import VARIANTS, kv_rows
+    from rooflinecli.whatif.kv_variants import VARIANTS, kv_rows, variant_models
     from rooflinecli.whatif.rope import context_warning
 
     _positive("--batch", batch)
@@ -311,6 +311,8 @@ def kv_cmd(
     mk = _mode_kwargs(spec, mode, engine)
     wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **mk)
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
+    for note in variant_models(cfg, kinds)[1]:
+        _warn(note)
     _warn(context_warning(cfg, context + 1))  # the step at N holds N + 1 positions, as analyze counts them
     if as_json:
         _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context,

@@ -66,20 +66,34 @@ def decode_point(cfg: ModelConfig, spec: HardwareSpec, wl, batch: int, context) 
     return {k: np.broadcast_to(np.asarray(v), ctx.shape) if np.ndim(v) else np.full(ctx.shape, v) for k, v in g.items()}
 
 
+def variant_models(cfg: ModelConfig, variants=VARIANTS) -> tuple[list[tuple[str, ModelConfig]], list[str]]:
+    """([(label, model)], notes): the configured model first, then each variant (skipping one
+    identical to the configured); a variant whose default sizes cannot apply to this model (GQA's
+    8 KV heads on 12 heads) is skipped with a note."""
+    from rooflinecli.analysis import with_attention_variant
+    from rooflinecli.errors import RooflineError
+
+    configured = variant_label(cfg)
+    models = [(f"* {configured}", cfg)]
+    notes: list[str] = []
+    for kind in variants:
+        if kind == configured:
+            continue  # the configured model already is this variant (its own sizes, not the defaults)
+        try:
+            models.append((kind, with_attention_variant(cfg, kind)))
+        except RooflineError as e:
+            notes.append(f"note: variant '{kind}' left out: {e}")
+    return models, notes
+
+
 def kv_rows(cfg: ModelConfig, spec: HardwareSpec, batch: int, context: int, wl_kwargs: dict, variants=VARIANTS) -> list[KVRow]:
-    """The configured model first, then each variant (skipping one identical to the configured)."""
-    from rooflinecli.analysis import kv_cache_bytes_per_gpu, kv_crossover_context, with_attention_variant
+    """The rows of ``variant_models`` (its notes are not returned: see that function)."""
+    from rooflinecli.analysis import kv_cache_bytes_per_gpu, kv_crossover_context
     from rooflinecli.kv import kv_bytes_per_token
 
     wl = _workload(wl_kwargs, batch, context)
     b = wl.kv_bytes_per_element
-    configured = variant_label(cfg)
-    models = [(f"* {configured}", cfg)]
-    for kind in variants:
-        if kind == configured:
-            continue  # the configured model already is this variant (its own sizes, not the defaults)
-        v = with_attention_variant(cfg, kind)
-        models.append((kind, v))
+    models, _ = variant_models(cfg, variants)
     rows: list[KVRow] = []
     base_cache = None
     for label, m in models:
