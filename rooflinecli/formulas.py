@@ -100,6 +100,15 @@ def quantized_weight_bytes(n_params, bits, group_size=None, scale_bytes=2.0):
     return data + scale_bytes * n_params / group_size
 
 
+def quantized_matrix_bytes(d_in, d_out, bits, group_in, group_out=1, scale_bytes=2.0, zero_bits=0):
+    """Stored bytes of one quantized d_in -> d_out matrix: d_in*d_out*bits/8 of data, plus one scale
+    (``scale_bytes``) and one zero point (``zero_bits``; 0 when symmetric) per block of ``group_in``
+    input elements by ``group_out`` output rows: ceil(d_in/group_in)*ceil(d_out/group_out) blocks.
+    Group g: (g, 1); per output channel: (d_in, 1); per tensor: (d_in, d_out)."""
+    blocks = -(-d_in // group_in) * -(-d_out // group_out)
+    return d_in * d_out * bits / 8.0 + blocks * (scale_bytes + zero_bits / 8.0)
+
+
 def streaming_bytes(n_elements, bytes_per_element, reads=1, writes=1):
     """Bytes of an elementwise pass: each input read and each output written once."""
     return n_elements * bytes_per_element * (reads + writes)

@@ -186,7 +186,10 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
         cfg = _gpt2(f, name)
     else:
         cfg = _decoder(f, model_type, name)
+    from rooflinecli.quant import parse_quantization
+
     return cfg.with_(
+        quantization=parse_quantization(raw.get("quantization_config"), where),
         source=source or where,
         display_name=meta.get("display_name") or name,
         published_params=meta.get("published_total_params"),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from rooflinecli.quant import WeightQuant
+
 
 @dataclass(frozen=True)
 class MLAConfig:
@@ -76,6 +78,8 @@ class ModelConfig:
     published_active_params: float | None = None  # active per token the publisher states
     source_url: str = ""  # where the preset's config.json was published
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the checkpoint's ``quantization_config`` (None: 16-bit weights, or whatever --weight-dtype says)
+    quantization: WeightQuant | None = None
 
     @property
     def attention_kind(self) -> str:

@@ -20,6 +20,7 @@ row per token, so for bytes moved the figure without embeddings is the meaningfu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rooflinecli.models import ModelConfig
 
@@ -229,3 +230,100 @@ def active_param_breakdown(cfg: ModelConfig, include_embeddings: bool = True) ->
 def active_params(cfg: ModelConfig, include_embeddings: bool = True) -> float:
     """Parameters used per token (see the module docstring for the embedding convention)."""
     return sum(active_param_breakdown(cfg, include_embeddings).values())
+
+
+# ------------------------------------------------------------------------------------------------
+# Stored bytes (a quantized checkpoint's ``quantization_config``, ``rooflinecli.quant``)
+# ------------------------------------------------------------------------------------------------
+
+#: module path of each inventory matrix inside one decoder layer, as the checkpoint names it
+_MODULES: dict[str, str] = {
+    "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+    "q_a": "self_attn.q_a_proj", "q_b": "self_attn.q_b_proj", "kv_a": "self_attn.kv_a_proj_with_mqa",
+    "kv_b": "self_attn.kv_b_proj",
+    "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+    "expert_gate": "mlp.experts.0.gate_proj", "expert_up": "mlp.experts.0.up_proj", "expert_down": "mlp.experts.0.down_proj",
+    "shared_gate": "mlp.shared_expert_gate", "router": "mlp.gate",
+}
+_MIXTRAL = {"expert_gate": "block_sparse_moe.experts.0.w1", "expert_up": "block_sparse_moe.experts.0.w3",
+            "expert_down": "block_sparse_moe.experts.0.w2", "router": "block_sparse_moe.gate"}
+
+
+def module_name(cfg: ModelConfig, lin: Linear, layer: int) -> str:
+    """The checkpoint's module name of ``lin`` in ``layer`` ("model.layers.3.self_attn.q_proj");
+    the LM head is "lm_head". Quantization configs name the modules they leave out this way."""
+    if lin.component == "lm_head":
+        return "lm_head"
+    name = lin.name
+    if cfg.model_type == "mixtral" and name in _MIXTRAL:
+        path = _MIXTRAL[name]
+    elif lin.component == "shared_experts" and name != "shared_gate":
+        shared = "shared_experts" if cfg.model_type.startswith("deepseek") else "shared_expert"
+        path = f"mlp.{shared}.{name.removeprefix('shared_')}_proj"
+    else:
+        path = _MODULES.get(name, name)
+    return f"model.layers.{layer}.{path}"
+
+
+def _layers_of(cfg: ModelConfig, lin: Linear) -> list[int]:
+    if lin.component == "attention":
+        return list(range(cfg.num_layers))
+    if lin.component == "dense_mlp":
+        return [i for i in range(cfg.num_layers) if not cfg.is_moe_layer(i)]
+    return [i for i in range(cfg.num_layers) if cfg.is_moe_layer(i)]
+
+
+@lru_cache(maxsize=4096)
+def converted_fraction(cfg: ModelConfig, lin: Linear) -> float:
+    """Share of ``lin``'s copies (one per layer that has it) the checkpoint stores quantized: 0 for
+    an unquantized model, the embedding, norms and routers; the LM head only where the format
+    converts it; excluded modules (``quantization_config``'s ignore lists) left out layer by layer."""
+    q = cfg.quantization
+    if q is None or lin.component in ("embeddings", "norms", "router"):
+        return 0.0
+    if lin.component == "lm_head":
+        tied = cfg.tie_embeddings  # the tied table is the embedding: stored 16-bit
+        return 1.0 if q.lm_head and not tied and not q.is_excluded("lm_head") else 0.0
+    layers = _layers_of(cfg, lin)
+    if not layers:
+        return 0.0
+    return sum(not q.is_excluded(module_name(cfg, lin, i)) for i in layers) / len(layers)
+
+
+def stored_bytes_per_weight(cfg: ModelConfig, lin: Linear) -> float:
+    """Bytes one weight of ``lin`` takes in the checkpoint, averaged over its copies: the format's
+    data, scales and zero points where converted, 16-bit elsewhere (biases are always 16-bit)."""
+    from rooflinecli.quant import UNCONVERTED_BYTES
+
+    f = converted_fraction(cfg, lin)
+    if f == 0.0:
+        return UNCONVERTED_BYTES
+    return f * cfg.quantization.bytes_per_param(lin.d_in, lin.d_out) + (1.0 - f) * UNCONVERTED_BYTES
+
+
+def stored_weight_bytes(cfg: ModelConfig) -> dict[str, float]:
+    """Bytes of every stored weight per component (keys: ``COMPONENTS``), the checkpoint's own
+    format (16-bit without a ``quantization_config``)."""
+    from rooflinecli.quant import UNCONVERTED_BYTES as b16
+
+    def of(linears, copies: float) -> float:
+        total = 0.0
+        for lin in linears:
+            weights = lin.count * lin.d_in * lin.d_out
+            total += weights * stored_bytes_per_weight(cfg, lin) + (lin.count * lin.d_out * b16 if lin.bias else 0.0)
+        return copies * total
+
+    L, Lm = cfg.num_layers, cfg.num_moe_layers
+    head = lm_head_linear(cfg)
+    n_routed = cfg.moe.num_routed_experts if cfg.moe is not None else 0
+    params = param_breakdown(cfg)
+    return {
+        "embeddings": params["embeddings"] * b16,
+        "attention": of(attention_linears(cfg), L),
+        "dense_mlp": of(dense_mlp_linears(cfg), L - Lm),
+        "shared_experts": of(shared_expert_linears(cfg), Lm),
+        "routed_experts": of(routed_expert_linears(cfg), Lm * n_routed),
+        "router": params["router"] * b16,
+        "norms": params["norms"] * b16,
+        "lm_head": of((head,), 1) if head is not None else 0.0,
+    }

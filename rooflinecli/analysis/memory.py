@@ -15,12 +15,12 @@ from rooflinecli import params as P
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
-from .ops import kv_cache_fraction_per_gpu, linear_params_per_gpu, linear_split, weight_bytes
+from .ops import kv_cache_fraction_per_gpu, linear_split, linear_weight_bytes, weight_bytes
 from .workload import Workload
 
 
 def _linears_bytes(cfg: ModelConfig, wl: Workload, linears, quantized=True) -> float:
-    return float(sum(weight_bytes(linear_params_per_gpu(cfg, lin, wl.tp), wl, quantized) for lin in linears))
+    return float(sum(linear_weight_bytes(cfg, wl, lin, wl.tp, quantized) for lin in linears))
 
 
 def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float]:
@@ -36,10 +36,10 @@ def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float
         "dense_mlp": (L - Lm) * _linears_bytes(cfg, wl, P.dense_mlp_linears(cfg)),
         "shared_experts": Lm * _linears_bytes(cfg, wl, P.shared_expert_linears(cfg)),
         # whole experts split over ep, each expert's matrices over num_gpus / ep
-        "routed_experts": float(Lm * E * sum(weight_bytes(lin.params, wl) for lin in P.routed_expert_linears(cfg)) / G),
+        "routed_experts": float(Lm * E * sum(linear_weight_bytes(cfg, wl, lin, 1) for lin in P.routed_expert_linears(cfg)) / G),
         "router": float(Lm * weight_bytes(router.params, wl, quantized=False)) if router is not None else 0.0,
         "norms": float(weight_bytes(L * P.norm_params_per_layer(cfg) + P.final_norm_params(cfg), wl, quantized=False)),
-        "lm_head": float(weight_bytes(head.params / tp, wl, quantized=False)) if head is not None else 0.0,
+        "lm_head": float(linear_weight_bytes(cfg, wl, head, tp, quantized=False)) if head is not None else 0.0,
     }
 
 

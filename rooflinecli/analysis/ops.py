@@ -127,6 +127,25 @@ def weight_bytes(n_params, wl: Workload, quantized: bool = True):
     return F.quantized_weight_bytes(n_params, 8.0 * _bpe(wl.weight_dtype))
 
 
+def linear_weight_bytes(cfg: ModelConfig, wl: Workload, lin: P.Linear, tp: int, quantized: bool = True):
+    """Bytes of ``lin``'s weights (all copies) one GPU holds under tensor parallelism ``tp``: as the
+    checkpoint stores them when it has a ``quantization_config`` (``params.stored_bytes_per_weight``;
+    biases 16-bit), else ``weight_bytes`` (``quantized``: follows ``weight_dtype``)."""
+    n = linear_params_per_gpu(cfg, lin, tp)
+    if cfg.quantization is None:
+        return weight_bytes(n, wl, quantized)
+    f_in, f_out = linear_split(cfg, lin, tp)
+    bias = lin.count * lin.d_out * f_out if lin.bias else 0.0
+    return (n - bias) * P.stored_bytes_per_weight(cfg, lin) + bias * 2.0
+
+
+def part_weight_bytes(cfg: ModelConfig, wl: Workload, lin: P.Linear, n_params):
+    """Bytes of ``n_params`` weights taken from ``lin`` (MLA's absorbed halves of kv_b)."""
+    if cfg.quantization is None:
+        return weight_bytes(n_params, wl)
+    return n_params * P.stored_bytes_per_weight(cfg, lin)
+
+
 def _bpe(dtype: str) -> float:
     from rooflinecli.dtypes import bytes_per_element
 
@@ -220,14 +239,13 @@ def kv_layer_bytes(cfg: ModelConfig, wl: Workload, entries, seqs):
 def _linear_op(cfg, wl, lin: P.Linear, tokens, prefix: str, kind: str, group: str, layers: int, quantized=True) -> OpCost:
     f_in, f_out = linear_split(cfg, lin, wl.tp)
     d_in, d_out = lin.d_in * f_in, lin.d_out * f_out
-    n = linear_params_per_gpu(cfg, lin, wl.tp)
     return OpCost(
         name=f"{prefix}.{lin.name}",
         kind=kind,
         group=group,
         layers=layers,
         flops=lin.count * F.linear_flops(tokens, d_in, d_out),
-        weights_bytes=weight_bytes(n, wl, quantized),
+        weights_bytes=linear_weight_bytes(cfg, wl, lin, wl.tp, quantized),
         activation_bytes=lin.count * F.linear_activation_bytes(tokens, d_in, d_out, wl.act_bytes_per_element),
         note=f"{lin.d_in}->{lin.d_out}" + (f" x{lin.count}" if lin.count > 1 else ""),
         extra={"linear": (d_in, d_out, lin.count)},  # per GPU: the achievable model's GEMM shape
@@ -324,7 +342,7 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
             group=group,
             layers=layers,
             flops=F.linear_flops(seqs * N, kv_b.d_in, up_out),
-            weights_bytes=weight_bytes(kv_b.d_in * up_out, wl),
+            weights_bytes=part_weight_bytes(cfg, wl, kv_b, kv_b.d_in * up_out),
             # reads the cached latents, writes per-head K_nope and V
             kv_read_bytes=F.mla_kv_cache_bytes(1, r, 0, N, b_kv, seqs),
             activation_bytes=seqs * N * up_out * b_a,
@@ -410,6 +428,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                 m = cfg.mla
                 h = cfg.num_heads / tp
                 r = m.kv_lora_rank
+                kv_b = lin
                 for nm, d_head, note in (("kv_b.uk", m.qk_nope_head_dim, "absorbed W_UK: q_nope -> latent"), ("kv_b.uv", m.v_head_dim, "absorbed W_UV: latent -> v")):
                     ops.append(
                         OpCost(
@@ -418,7 +437,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                             group="all",
                             layers=L,
                             flops=h * F.linear_flops(tokens, r, d_head),
-                            weights_bytes=weight_bytes(h * r * d_head, wl),
+                            weights_bytes=part_weight_bytes(cfg, wl, kv_b, h * r * d_head),
                             activation_bytes=h * F.linear_activation_bytes(tokens, r, d_head, b_a),
                             note=note,
                         )
@@ -478,7 +497,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                     group="moe",
                     layers=Lm,
                     flops=F.linear_flops(pairs, lin.d_in, lin.d_out) / G,
-                    weights_bytes=touched_here * weight_bytes(lin.params, wl) * wl.ep / G,
+                    weights_bytes=touched_here * linear_weight_bytes(cfg, wl, lin, 1) * wl.ep / G,
                     activation_bytes=F.linear_activation_bytes(pairs, lin.d_in, lin.d_out, b_a) / G,
                     note=f"{lin.d_in}->{lin.d_out}, top-{m.top_k} of {m.num_routed_experts}{skewed}",
                     extra={"experts_touched": touched},

@@ -55,7 +55,10 @@ def model_summary(cfg, kv_bytes_per_element: float) -> dict[str, Any]:
     """The figures ``model show --json`` prints beside the config fields."""
     from rooflinecli import kv, params
 
+    stored = params.stored_weight_bytes(cfg)
     return {
+        "weight_bytes": sum(stored.values()),
+        "weight_bytes_breakdown": stored,
         "attention": cfg.attention_kind,
         "num_moe_layers": cfg.num_moe_layers,
         "num_dense_layers": cfg.num_dense_layers,
@@ -140,13 +143,26 @@ def show_model(
     name_or_config_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).")],
     kv_dtype: KVDtypeOption = None,
     kv_bits: KVBitsOption = None,
+    weight_dtype: Annotated[
+        str | None,
+        typer.Option("--weight-dtype", help="Weights stored as bf16, fp16, fp32, fp8, int8 or int4 (group-128 scales), "
+                     "replacing the checkpoint's own quantization_config."),
+    ] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Show one model: config, parameter counts per component, KV-cache bytes per token."""
+    """Show one model: config, parameter counts per component, weight bytes as stored (its
+    quantization_config read), KV-cache bytes per token."""
     from rooflinecli.model_registry import get_model
+    from rooflinecli.quant import plain_weights, weight_dtype_note
 
     label, bits, b = _kv_choice(kv_dtype, kv_bits)
+    override = plain_weights(weight_dtype) if weight_dtype is not None else None  # bad dtype: before loading
     cfg = get_model(name_or_config_path)
+    if weight_dtype is not None:
+        note = weight_dtype_note(cfg, weight_dtype)
+        if note:
+            typer.echo(note, err=True)
+        cfg = cfg.with_(quantization=override)
     summary = model_summary(cfg, b)
     if json_out:
         out = asdict(cfg)
@@ -174,6 +190,8 @@ def _published(cfg, s: dict[str, Any]) -> str:
 def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     from rich.table import Table
 
+    from rooflinecli import params as P
+
     console = _console()
     t = Table(title=f"{cfg.display_name} ({cfg.name})", show_header=False)
     t.add_column("field")
@@ -198,6 +216,15 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
         shared = f" + {m.num_shared_experts} shared (width {m.shared_expert_intermediate_size})" if m.num_shared_experts else ""
         t.add_row("MoE", f"{m.num_routed_experts} routed experts, top-{m.top_k}, width {m.expert_intermediate_size}{shared}")
     t.add_row("vocab", f"{cfg.vocab_size:,}" + (" (tied embeddings)" if cfg.tie_embeddings else ""))
+    q = cfg.quantization
+    if q is not None:
+        t.add_row("quantization", q.label)
+        if q.method != "--weight-dtype":
+            head = P.lm_head_linear(cfg)
+            kept = "embedding, norms, routers" + ("" if head is not None and P.converted_fraction(cfg, head) else ", LM head")
+            t.add_row("left 16-bit", kept + (f"; excluded modules: {', '.join(q.excluded)}" if q.excluded else ""))
+            t.add_row("compute", f"{q.compute_dtype}: {q.compute_note}")
+    t.add_row("weights stored", _bytes(s["weight_bytes"]))
     t.add_row("max context", f"{cfg.max_position_embeddings:,}")
     t.add_row("total params", f"{s['total_params']:,.0f} ({_human(s['total_params'])})")
     t.add_row(
