@@ -18,9 +18,9 @@ from rooflinecli.hardware import (
     get_specs,
     load_spec_file,
     load_spec_files,
+    parse_spec,
     specs_dir,
 )
-from rooflinecli.hardware_validate import parse_spec
 
 REQUIRED_IDS = ("h100-sxm", "h100-pcie", "h200", "a100-sxm", "b200", "l40s", "rtx-4090", "mi300x")
 

@@ -258,7 +258,7 @@ def test_absurd_figures_are_refused(tmp_path, old, new, key, what):
 
 def test_unknown_efficiency_kind_is_refused(tmp_path):
     from rooflinecli.analysis.workload import OP_KINDS
-    from rooflinecli.hardware_validate import EFFICIENCY_KINDS
+    from rooflinecli.hardware.schema import EFFICIENCY_KINDS
 
     assert set(OP_KINDS) <= set(EFFICIENCY_KINDS)
     p = tmp_path / "m.toml"

@@ -533,10 +533,10 @@ def add_efficiency(doc: dict[str, Any], efficiency: Mapping[str, Mapping[str, fl
 def set_calibration(doc: dict[str, Any], relative_path: str) -> dict[str, Any]:
     """``doc`` naming its calibration file: ``calibration = "<path relative to the spec>"`` when the
     spec loader knows that key, else ``[measured_with] calibration`` (an older loader)."""
-    from rooflinecli import hardware_validate
+    from rooflinecli.hardware.schema import TOP_LEVEL
 
     doc = dict(doc)
-    if "calibration" in getattr(hardware_validate, "TOP_LEVEL", ()):
+    if "calibration" in TOP_LEVEL:
         doc["calibration"] = relative_path
         order = ["id", "name", "vendor", "kind", "base", "calibration"]
         return {k: doc[k] for k in order if k in doc} | {k: v for k, v in doc.items() if k not in order}

@@ -155,10 +155,12 @@ def show_cmd(
 def validate_cmd(
     files: Annotated[list[str], typer.Argument(help="Spec files (.toml) to check.")],
 ) -> None:
-    """Check spec files: one line per file, `ok` or the first problem; exit 2 if any is bad. A
-    measured spec's calibration file is loaded and fitted too (what `analyze` would do with it)."""
+    """Check spec files: one line per file, `ok` or its problem (every implausible figure, a line
+    each); exit 2 if any is bad. Loading a spec anywhere applies the same checks. A measured spec's
+    calibration file is loaded and fitted too (what `analyze` would do with it)."""
     from rooflinecli.achievable import models_for
     from rooflinecli.hardware import load_user_spec
+    from rooflinecli.hardware.plausible import ImplausibleSpec
 
     seen: dict[str, str] = {}
     bad = 0
@@ -169,6 +171,11 @@ def validate_cmd(
                 raise RooflineError(f"{f}: id: duplicate id '{spec.id}' (also in {seen[spec.id]})")
             if spec.measured_with.get("calibration"):
                 models_for(spec)
+        except ImplausibleSpec as e:
+            for line in e.problems:
+                typer.echo(f"error: {line}", err=True)
+            bad += 1
+            continue
         except RooflineError as e:
             typer.echo(f"error: {e}", err=True)
             bad += 1
@@ -188,10 +195,11 @@ def register(app: typer.Typer) -> None:
 
 def _achievable_roof_line(c, s) -> None:
     """A calibrated spec: the HBM ceiling of the achievable mode's roof and where it comes from
-    (``achievable.roof_spec``); a calibration that does not load is said in one line."""
+    (``ceilings.measured_roof_spec``); a calibration that does not load is said in one line."""
     if s.kind != "measured":
         return
-    from rooflinecli.achievable import models_for, roof_bandwidth_source, roof_spec
+    from rooflinecli.achievable import models_for
+    from rooflinecli.ceilings import measured_roof_bandwidth
     from rooflinecli.errors import RooflineError
 
     try:
@@ -201,5 +209,5 @@ def _achievable_roof_line(c, s) -> None:
         return
     if models is None:
         return
-    bw = roof_spec(s, models).memory_bandwidth_gb_per_s
-    c.print(f"achievable mode's roof: HBM {bw:,.0f} GB/s ({roof_bandwidth_source(s, models)})", markup=False)
+    bw, source = measured_roof_bandwidth(s, models.streams)
+    c.print(f"measured roof (the achievable mode's roof): HBM {bw:,.0f} GB/s, ridge {s.peak_flops_per_s('bf16') / (bw * 1e9):.0f} FLOP/B bf16 ({source})", markup=False)

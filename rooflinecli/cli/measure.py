@@ -209,8 +209,7 @@ def calibrate(
     """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
     from rooflinecli.atomic import refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
-    from rooflinecli.hardware import get_spec
-    from rooflinecli.hardware_validate import parse_spec
+    from rooflinecli.hardware import get_spec, parse_spec
 
     def refuse(spec_out: Path | None) -> None:  # before anything is measured or written
         cal_out = calibration_out or (spec_out.with_name(f"{spec_out.stem}.calibration.json") if spec_out is not None and ops else None)

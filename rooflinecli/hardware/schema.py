@@ -1,24 +1,31 @@
-"""Validation of hardware spec files: a parsed TOML dict -> ``HardwareSpec``, or ONE error line.
+"""The spec file schema: a parsed TOML dict -> ``HardwareSpec``, or ONE error line.
 
 Every problem is reported as a single ``RooflineError`` line that names the file, the dotted key and
 what is wrong, e.g. ``h100.toml: memory.bandwidth_gb_per_s: must be > 0, got -3``. Unknown keys get
-the closest valid key as a suggestion. The schema is documented in ``rooflinecli.hardware``.
+the closest valid key as a suggestion. The layout is documented in ``rooflinecli.hardware``.
 
 Measured specs (``kind = "measured"``) name a datasheet spec as ``base`` (an id, or a path relative
-to the measured file) and inherit every field they do not set.
+to the measured file) and inherit every field they do not set. Finding that base is the caller's:
+``parse_spec`` takes the resolver as an argument (``rooflinecli.hardware.loader`` passes the one
+that knows the built-in specs), so this module reads no file. Whether the figures are plausible
+for a GPU is ``rooflinecli.hardware.plausible``'s question.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rooflinecli.dtypes import COMPUTE_DTYPES, bytes_per_element
 from rooflinecli.errors import RooflineError, closest, has_control
+from rooflinecli.hardware.spec import HardwareSpec, Source
+
+#: (base as the file names it, the path of the measured file) -> the datasheet spec it names; a
+#: RooflineError's message says what is wrong with the base (``parse_spec`` names file and key)
+BaseResolver = Callable[[str, str], HardwareSpec]
 
 KINDS = ("datasheet", "measured")
 #: the longest string value (a name, a source note)
@@ -167,10 +174,9 @@ def _type_name(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward ref, imported below)
-    """Validate a parsed spec file and build its ``HardwareSpec``; one-line RooflineError otherwise."""
-    from rooflinecli.hardware import HardwareSpec, Source
-
+def parse_spec(raw: dict, path: str, resolve_base: BaseResolver) -> HardwareSpec:
+    """Validate a parsed spec file and build its ``HardwareSpec``; one-line RooflineError otherwise.
+    ``resolve_base`` finds a measured spec's datasheet base."""
     c = _Checker(path)
     if not isinstance(raw, dict):
         raise c.fail("", "a spec file must be a TOML table")
@@ -192,7 +198,7 @@ def parse_spec(raw: dict, path: str) -> "HardwareSpec":  # noqa: F821 (forward r
     if kind == "measured":
         if "base" not in raw:
             raise c.fail("base", "missing required key: a measured spec names its datasheet spec (e.g. base = \"h200\")")
-        base_spec = _resolve_base(c, c.string(raw["base"], "base"))
+        base_spec = _base(c, c.string(raw["base"], "base"), resolve_base)
     elif "base" in raw:
         raise c.fail("base", 'only measured specs (kind = "measured") have a base')
 
@@ -322,34 +328,17 @@ def derive_unmeasured_peaks(base: Mapping[str, float], measured: Mapping[str, fl
     return out
 
 
-def _resolve_base(c: _Checker, base: str):
-    from rooflinecli.hardware import builtin_specs, load_spec_file
-
-    if base.endswith(".toml") or "/" in base:
-        p = Path(base)
-        if not p.is_absolute():
-            p = Path(c.path).parent / p
-        if not p.is_file():
-            raise c.fail("base", f"base spec file '{base}' not found")
-        if p.resolve() == Path(c.path).resolve():
-            raise c.fail("base", "a spec cannot be its own base")
-        try:  # a datasheet base has no base of its own: no chain, no cycle of base references
-            spec = load_spec_file(p, expect_kind="datasheet")
-        except RooflineError as e:
-            raise c.fail("base", f"base spec file '{base}' does not load: {e}") from None
-    else:
-        specs = builtin_specs()
-        if base not in specs:
-            hint = closest(base, specs)
-            tail = f" (did you mean '{hint}'?)" if hint else ""
-            raise c.fail("base", f"unknown base GPU '{base}'{tail}; known: {', '.join(sorted(specs))}")
-        spec = specs[base]
+def _base(c: _Checker, base: str, resolve_base: BaseResolver) -> HardwareSpec:
+    try:
+        spec = resolve_base(base, c.path)
+    except RooflineError as e:
+        raise c.fail("base", str(e)) from None
     if spec.kind != "datasheet":
         raise c.fail("base", f"base '{base}' is itself a measured spec; name a datasheet spec")
     return spec
 
 
-def _inherited_values(base) -> dict[str, Any]:
+def _inherited_values(base: HardwareSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"name": base.name, "vendor": base.vendor, "peak_dense_tflops": dict(base.peak_dense_tflops)}
     for fields in TABLES.values():
         for f in fields.values():

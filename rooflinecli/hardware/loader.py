@@ -1,193 +1,28 @@
-"""Hardware specs: TOML files under ``hardware_specs/`` -> frozen ``HardwareSpec`` dataclasses.
+"""Finding and loading spec files: the built-in ones under ``hardware_specs/`` (datasheet) and
+``hardware_specs/measured/``, a file given by path, a GPU named by id; and the ceilings a measured
+spec derives from its base (``measured_peer``, ``bound_spec``).
 
-Every figure lives in a spec file with its source; no peak number is written in Python. A spec may
-be named by id (``h100-sxm``) or given by path (``my-gpu.toml``) anywhere a GPU is accepted.
-Measured specs (``hardware_specs/measured/*.toml``, written by ``roofline calibrate``) name a
-datasheet spec as ``base`` and override the ceilings they measured.
-
-File layout (every number carries its unit in its key)::
-
-    id = "h100-sxm"
-    name = "NVIDIA H100 SXM5 80GB"
-    vendor = "nvidia"
-    kind = "datasheet"                 # or "measured"
-    estimates = ["cache.l2_bandwidth_gb_per_s"]   # dotted keys whose figure is an estimate
-
-    [peak_dense_tflops]                # dense (no sparsity), TFLOP/s (TOP/s for int types)
-    fp64 = 33.5
-    bf16 = 989.4
-    ...
-    [memory]
-    type = "HBM3"
-    capacity_gb = 80
-    bandwidth_gb_per_s = 3350
-    [cache]
-    l2_size_mb = 50
-    l2_bandwidth_gb_per_s = 12000
-    smem_per_sm_kb = 228
-    smem_bandwidth_gb_per_s = 33454    # optional: all SMs (estimate: 128 B/clk/SM x 132 x 1.98 GHz)
-    [compute]
-    sm_count = 132                     # CUs on AMD
-    boost_clock_mhz = 1980
-    [interconnect]
-    gpu_link_gb_per_s = 900            # NVLink / Infinity Fabric, per GPU, all links, both ways
-    pcie_gb_per_s = 128
-    [power]
-    tdp_w = 700
-    [[sources]]
-    title = "NVIDIA H100 Tensor Core GPU Datasheet"
-    url = "https://..."
-    note = "tensor figures printed with sparsity; halved"
+Imports run one way: ``spec`` (dataclasses) <- ``schema`` (parsing, bases resolved by a function
+passed in) and ``plausible`` (ranges and cross-field rules) <- this module, which passes
+``resolve_base`` to the schema and applies the rules to every file it loads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from rooflinecli.dtypes import COMPUTE_DTYPES
-from rooflinecli.errors import RooflineError, parse_toml_text, read_user_file, unknown_name_error
+from rooflinecli.errors import RooflineError, closest, parse_toml_text, read_user_file, unknown_name_error
+from rooflinecli.hardware.plausible import check as check_plausible
+from rooflinecli.hardware.schema import parse_spec as parse_schema
+from rooflinecli.hardware.schema import peak_peer
+from rooflinecli.hardware.spec import HardwareSpec
 
-GB = 1e9
-TB = 1e12
 #: a spec file is a page of TOML; anything over 1 MB is not one
 MAX_SPEC_FILE_BYTES = 1_000_000
-
-
-@dataclass(frozen=True)
-class Source:
-    title: str
-    url: str
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class HardwareSpec:
-    """One GPU's ceilings. Throughputs are dense; bandwidths in bytes/s are derived properties."""
-
-    id: str
-    name: str
-    vendor: str
-    kind: str  # "datasheet" | "measured"
-    peak_dense_tflops: Mapping[str, float]
-    memory_type: str
-    memory_capacity_gb: float
-    memory_bandwidth_gb_per_s: float
-    l2_size_mb: float
-    l2_bandwidth_gb_per_s: float
-    smem_per_sm_kb: float
-    sm_count: int
-    boost_clock_mhz: float
-    gpu_link_gb_per_s: float
-    pcie_gb_per_s: float
-    tdp_w: float
-    sources: tuple[Source, ...]
-    estimates: frozenset[str] = frozenset()
-    base: str | None = None  # measured specs: the datasheet spec they refine
-    path: str = ""  # the file it was loaded from
-    #: fitted efficiency per op kind and regime: {"gemm": {"memory": 0.9, "compute": 0.8}, ...}
-    efficiency: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    #: free-form provenance of a measured spec (GPU name, driver, date, results file)
-    measured_with: Mapping[str, str] = field(default_factory=dict)
-    #: measured specs: the dotted keys this file set itself (the rest is inherited from ``base``)
-    measured_keys: frozenset[str] = frozenset()
-    #: shared-memory (SRAM) bandwidth of all SMs together, GB/s (optional: the report's shared-memory ceiling)
-    smem_bandwidth_gb_per_s: float | None = None
-
-    # ---- derived figures -------------------------------------------------------------------
-    def peak_flops_per_s(self, dtype: str) -> float:
-        """Dense peak in FLOP/s for a compute dtype; error lists the dtypes the spec has."""
-        try:
-            return self.peak_dense_tflops[dtype] * TB
-        except KeyError:
-            raise RooflineError(
-                f"{self.id}: no peak for compute dtype '{dtype}'; this spec has: "
-                f"{', '.join(sorted(self.peak_dense_tflops))} ({self.path or 'built-in'})"
-            ) from None
-
-    @property
-    def memory_bandwidth_bytes_per_s(self) -> float:
-        return self.memory_bandwidth_gb_per_s * GB
-
-    @property
-    def l2_bandwidth_bytes_per_s(self) -> float:
-        return self.l2_bandwidth_gb_per_s * GB
-
-    @property
-    def memory_capacity_bytes(self) -> float:
-        return self.memory_capacity_gb * GB
-
-    @property
-    def smem_per_sm_bytes(self) -> float:
-        return self.smem_per_sm_kb * 1024
-
-    @property
-    def smem_total_bytes(self) -> float:
-        return self.smem_per_sm_bytes * self.sm_count
-
-    @property
-    def gpu_link_bytes_per_s(self) -> float:
-        return self.gpu_link_gb_per_s * GB
-
-    def ridge_point(self, dtype: str = "bf16") -> float:
-        """FLOP per HBM byte at which ``dtype`` compute and memory time are equal."""
-        return self.peak_flops_per_s(dtype) / self.memory_bandwidth_bytes_per_s
-
-    @property
-    def onchip_to_hbm_bandwidth_ratio(self) -> float:
-        """L2 bandwidth over HBM bandwidth."""
-        return self.l2_bandwidth_gb_per_s / self.memory_bandwidth_gb_per_s
-
-    def is_estimate(self, dotted_key: str) -> bool:
-        return dotted_key in self.estimates
-
-    def provenance(self, dotted_key: str) -> str:
-        """Where a figure comes from: "measured", "measured estimate" (set by a measured spec as an
-        estimate from a measurement: a burst peak scaled to sustained), "estimate" or "datasheet"
-        (for plot labels)."""
-        if dotted_key in self.measured_keys:
-            return "measured estimate" if dotted_key in self.estimates else "measured"
-        return "estimate" if dotted_key in self.estimates else "datasheet"
-
-    def to_dict(self) -> dict:
-        """JSON-ready: the spec file's layout, plus ``derived`` figures (ridge points, ratios)."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "vendor": self.vendor,
-            "kind": self.kind,
-            "base": self.base,
-            "path": self.path,
-            "peak_dense_tflops": dict(self.peak_dense_tflops),
-            "memory": {
-                "type": self.memory_type,
-                "capacity_gb": self.memory_capacity_gb,
-                "bandwidth_gb_per_s": self.memory_bandwidth_gb_per_s,
-            },
-            "cache": {
-                "l2_size_mb": self.l2_size_mb,
-                "l2_bandwidth_gb_per_s": self.l2_bandwidth_gb_per_s,
-                "smem_per_sm_kb": self.smem_per_sm_kb,
-                **({"smem_bandwidth_gb_per_s": self.smem_bandwidth_gb_per_s} if self.smem_bandwidth_gb_per_s is not None else {}),
-            },
-            "compute": {"sm_count": self.sm_count, "boost_clock_mhz": self.boost_clock_mhz},
-            "interconnect": {"gpu_link_gb_per_s": self.gpu_link_gb_per_s, "pcie_gb_per_s": self.pcie_gb_per_s},
-            "power": {"tdp_w": self.tdp_w},
-            "derived": {
-                "ridge_point_flop_per_byte": {d: self.ridge_point(d) for d in self.peak_dense_tflops},
-                "bf16_ridge_point_flop_per_byte": self.ridge_point("bf16"),
-                "l2_to_hbm_bandwidth_ratio": self.onchip_to_hbm_bandwidth_ratio,
-                "smem_total_mb": self.smem_total_bytes / 1e6,
-            },
-            "estimates": sorted(self.estimates),
-            "measured_keys": sorted(self.measured_keys),
-            "sources": [{"title": s.title, "url": s.url, "note": s.note} for s in self.sources],
-            "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
-            "measured_with": dict(self.measured_with),
-        }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,7 +32,7 @@ class HardwareSpec:
 
 def specs_dir() -> Path:
     """The folder of built-in spec files: inside the package in a wheel, the repo root otherwise."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the rooflinecli package
     for candidate in (here / "hardware_specs", here.parent / "hardware_specs"):
         if candidate.is_dir():
             return candidate
@@ -216,8 +51,6 @@ def load_spec_file(path: str | Path, expect_kind: str | None = None) -> Hardware
     ``expect_kind`` ("datasheet" or "measured") is checked before anything else, so that a measured
     spec dropped among the datasheets is reported rather than resolved against itself.
     """
-    from rooflinecli.hardware_validate import parse_spec
-
     raw = read_spec_toml(path)
     if expect_kind is not None:
         kind = raw.get("kind", "datasheet")
@@ -225,6 +58,45 @@ def load_spec_file(path: str | Path, expect_kind: str | None = None) -> Hardware
             where = "hardware_specs/measured/" if kind == "measured" else "hardware_specs/"
             raise RooflineError(f"{path}: kind: a '{kind}' spec belongs in {where}, not beside {expect_kind} specs")
     return parse_spec(raw, str(path))
+
+
+def resolve_base(base: str, path: str) -> HardwareSpec:
+    """The datasheet spec a measured spec at ``path`` names as ``base``: a built-in id, or a spec
+    file (relative to ``path``'s folder) that is itself a datasheet spec (no chain, no cycle)."""
+    if base.endswith(".toml") or "/" in base:
+        p = Path(base)
+        if not p.is_absolute():
+            p = Path(path).parent / p
+        if not p.is_file():
+            raise RooflineError(f"base spec file '{base}' not found")
+        if p.resolve() == Path(path).resolve():
+            raise RooflineError("a spec cannot be its own base")
+        try:
+            return load_spec_file(p, expect_kind="datasheet")
+        except RooflineError as e:
+            raise RooflineError(f"base spec file '{base}' does not load: {e}") from None
+    specs = builtin_specs()
+    if base not in specs:
+        hint = closest(base, specs)
+        tail = f" (did you mean '{hint}'?)" if hint else ""
+        raise RooflineError(f"unknown base GPU '{base}'{tail}; known: {', '.join(sorted(specs))}")
+    return specs[base]
+
+
+def parse_spec(raw: dict, path: str) -> HardwareSpec:
+    """A parsed spec file -> its ``HardwareSpec``: the schema (``schema.parse_spec``, bases found by
+    ``resolve_base``), then the plausibility rules (``plausible.check``: ranges in both directions,
+    L2 above HBM, fp8 at least bf16, a measured figure at most 1.1x its datasheet figure). One
+    RooflineError line naming the file and the key otherwise."""
+    bases: list[HardwareSpec] = []
+
+    def resolve(base: str, at: str) -> HardwareSpec:
+        bases.append(resolve_base(base, at))
+        return bases[-1]
+
+    spec = parse_schema(raw, path, resolve)
+    check_plausible(spec, bases[-1] if bases else None)
+    return spec
 
 
 def load_spec_files(paths: list[Path], expect_kind: str | None = None) -> dict[str, HardwareSpec]:
@@ -328,12 +200,10 @@ BOUND_ENTRIES = (
 
 def measured_peer(spec: HardwareSpec, dtype: str) -> tuple[str, HardwareSpec] | None:
     """(peer, base spec) for a dense peak a measured spec does not measure but derives from a
-    measured dtype of the same datasheet figure (``hardware_validate.peak_peer``: int8 from fp8 on
+    measured dtype of the same datasheet figure (``schema.peak_peer``: int8 from fp8 on
     Hopper); None for a measured peak, a datasheet spec, or no such peer."""
     if not spec.base or f"peak_dense_tflops.{dtype}" in spec.measured_keys:
         return None
-    from rooflinecli.hardware_validate import peak_peer
-
     try:
         base = get_spec(spec.base)
     except RooflineError:
@@ -375,8 +245,6 @@ def bound_spec(spec: HardwareSpec) -> HardwareSpec:
             peaks[dt] = max(peaks[dt], burst * base.peak_dense_tflops[dt] / base.peak_dense_tflops[peer])
     if bw == spec.memory_bandwidth_gb_per_s and peaks == dict(spec.peak_dense_tflops):
         return spec
-    from dataclasses import replace
-
     return replace(spec, peak_dense_tflops=peaks, memory_bandwidth_gb_per_s=bw)
 
 
