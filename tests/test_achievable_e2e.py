@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rooflinecli.achievable import predict_step_breakdown, predict_step_s
+from rooflinecli.predict import predict_step_breakdown, predict_step_s
 from rooflinecli.analysis import Workload
 from rooflinecli.hardware import get_spec, load_spec_file
 from rooflinecli.model_registry import get_model
@@ -132,7 +132,7 @@ def test_shipped_h200_calibration_predicts_the_full_runs_whole_models():
                 continue
             wl = Workload(batch=p["batch"], prompt_len=p["context"], gen_len=1)
             pred = predict_step_s(cfg, spec, wl, p["phase"], p["batch"], p["context"], mode="achievable")
-            roof = predict_step_s(cfg, spec, wl, p["phase"], p["batch"], p["context"], mode="roof")
+            roof = predict_step_s(cfg, spec, wl, p["phase"], p["batch"], p["context"], mode="datasheet")
             assert p["measured_s"] > roof * 0.97, (entry["model_ref"], p)  # the roof stays a bound
             errors.append(pred / p["measured_s"] - 1)
     a = np.abs(errors)

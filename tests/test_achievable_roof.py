@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rooflinecli.achievable import models_for, phase_achievable, roof_spec
+from rooflinecli.achievable import models_for, phase_achievable
+from rooflinecli.ceilings import measured_roof_bandwidth, measured_roof_spec
 from rooflinecli.achievable.calibration import Row
 from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fastest_stream, fit_target_s, stream_rates
-from rooflinecli.analysis import Workload, analyze
+from rooflinecli.analysis import Workload
+from rooflinecli.predict import analyze
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model, preset_ids
 
@@ -35,16 +37,16 @@ def test_fastest_stream_takes_big_memory_bound_rows_at_their_fitted_time():
     assert [round(bw / 1e12, 2) for bw, _ in stream_rates(rows)] == [4.5, 4.2]
 
 
-def test_roof_spec_raises_only_the_bandwidth():
+def test_measured_roof_raises_only_the_bandwidth():
     spec = get_spec("h200-measured")
     models = models_for(spec)
-    fast = roof_spec(spec, models)
+    fast = measured_roof_spec(spec, models.streams)
     assert models.streams[0][0] / 1e9 == pytest.approx(fast.memory_bandwidth_gb_per_s)
     # the shipped H200 calibration: SDPA decode reads ran 7-8% over the sustained copy
     assert 1.04 < fast.memory_bandwidth_gb_per_s / spec.memory_bandwidth_gb_per_s < 1.12
     assert fast.memory_bandwidth_gb_per_s < get_spec("h200").memory_bandwidth_gb_per_s  # under the datasheet
     assert fast.peak_dense_tflops == spec.peak_dense_tflops  # sustained compute stays
-    assert roof_spec(get_spec("h100-sxm"), None) is get_spec("h100-sxm") or roof_spec(get_spec("h100-sxm"), None) == get_spec("h100-sxm")
+    assert measured_roof_spec(get_spec("h100-sxm")) == get_spec("h100-sxm")
 
 
 GRID_B = np.array([1.0, 16.0, 256.0])[:, None]
@@ -97,10 +99,12 @@ def test_analyze_prints_the_fastest_ceilings_and_a_ratio_of_at_least_one(capsys)
     assert a.to_json()["roof_memory_bandwidth_gb_per_s"] == a.roof_spec.memory_bandwidth_gb_per_s
     render(a, show_ops=False)
     out = capsys.readouterr().out
-    assert "roof on the fastest ceilings measured: HBM 4," in out and "fastest calibration stream, sdpa_decode" in out
-    # roof mode on the same spec keeps the spec's own (sustained copy) bandwidth
+    assert "roof beside: the measured roof, HBM 4," in out and "fastest calibration stream, sdpa_decode" in out
+    # roof mode on the same spec is the measured roof: the very roof printed beside achievable
     r = analyze(get_model("llama-3-8b"), spec, Workload(batch=64, prompt_len=131072, gen_len=4, kv_dtype="fp8", mode="roof"))
-    assert r.roof_spec is spec and r.tpot_s > a.roof_tpot_s
+    assert r.mode == "measured-roof" and r.roof_spec == a.roof_spec and r.tpot_s == pytest.approx(a.roof_tpot_s, rel=1e-12)
+    d = analyze(get_model("llama-3-8b"), spec, Workload(batch=64, prompt_len=131072, gen_len=4, kv_dtype="fp8", mode="datasheet"))
+    assert d.roof_spec == get_spec("h200") and d.tpot_s < r.tpot_s
 
 
 def test_a_mistimed_row_cannot_raise_the_roof_past_the_datasheet(tmp_path):
@@ -109,7 +113,6 @@ def test_a_mistimed_row_cannot_raise_the_roof_past_the_datasheet(tmp_path):
     import json
     import shutil
 
-    from rooflinecli.achievable import roof_bandwidth_source
     from rooflinecli.hardware import load_spec_file
 
     shipped = get_spec("h200-measured")
@@ -121,10 +124,10 @@ def test_a_mistimed_row_cannot_raise_the_roof_past_the_datasheet(tmp_path):
     spec = load_spec_file(tmp_path / "h200.toml")
     models = models_for(spec)
     assert models.streams[0][0] > 1e15  # the bad row is the "fastest"
-    fast = roof_spec(spec, models)
-    assert fast.memory_bandwidth_gb_per_s == pytest.approx(roof_spec(shipped, models_for(shipped)).memory_bandwidth_gb_per_s)
+    fast = measured_roof_spec(spec, models.streams)
+    assert fast.memory_bandwidth_gb_per_s == pytest.approx(measured_roof_spec(shipped, models_for(shipped).streams).memory_bandwidth_gb_per_s)
     assert fast.memory_bandwidth_gb_per_s <= get_spec("h200").memory_bandwidth_gb_per_s
-    assert "1 calibration row(s) over the datasheet's 4,800 GB/s left out" in roof_bandwidth_source(spec, models)
+    assert "1 calibration row(s) over the datasheet's 4,800 GB/s left out" in measured_roof_bandwidth(spec, models.streams)[1]
 
 
 def test_multi_gpu_collectives_are_flagged_as_uncalibrated():

@@ -11,7 +11,8 @@ import pytest
 
 from rooflinecli import formulas
 from rooflinecli.errors import RooflineError
-from rooflinecli.analysis import Workload, analyze, kv_crossover_context, phase_times
+from rooflinecli.analysis import Workload, kv_crossover_context, phase_times
+from rooflinecli.predict import analyze
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model
 

@@ -175,7 +175,7 @@ def test_moe_dry_run_times_both_engines_and_validate_rebuilds_the_tiny_experts(t
     rows = json.loads((tmp_path / "v.json").read_text())["end_to_end_full"]
     from dataclasses import replace
 
-    from rooflinecli.achievable import predict_step_s
+    from rooflinecli.predict import predict_step_s
     from rooflinecli.analysis import Workload
     from rooflinecli.hardware import get_spec
 

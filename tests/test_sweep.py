@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rooflinecli.analysis import Workload, analyze
+from rooflinecli.analysis import Workload
+from rooflinecli.predict import analyze
 from rooflinecli.cli import app
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model

@@ -238,13 +238,14 @@ def test_calibrate_from_results_embeds_the_fit(tmp_path, measured_spec):
 
 def _full_results(tmp_path, measured_spec, factors):
     """Results with llama-3-8b points measured at ``factor`` x the datasheet roof of each."""
-    from rooflinecli.bench.validate import _roof_step_s
+    from rooflinecli.analysis import Workload
     from rooflinecli.model_registry import get_model
+    from rooflinecli.predict import predict_step_s
 
     cfg = get_model("llama-3-8b")
     points = []
     for (phase, engine, B, N), f in factors.items():
-        t = _roof_step_s(cfg, H200, phase, B, N) * f
+        t = predict_step_s(cfg, H200, Workload(batch=B, prompt_len=N, gen_len=1), phase, B, N, mode="datasheet") * f
         points.append({"phase": phase, "engine": engine, "batch": B, "context": N, "layers": 32, "measured_s": t, "samples_s": [t] * 3})
     entry = {"model": "llama-3-8b", "model_ref": "llama-3-8b", "layers_full": 32, "layers_used": 32, "reduced": False,
              "config": {"num_layers": 32}, "points": points, "failed": [], "skipped": []}
@@ -263,14 +264,14 @@ FACTORS = {("decode", "torch", 1, 512): 1.30, ("decode", "torch", 8, 2048): 1.40
 def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measured_spec, monkeypatch):
     from rooflinecli.bench import validate as V
 
-    monkeypatch.setattr(V, "_step_predictor", lambda: None)  # no achievable model: roofs only, said so
+    # a measured spec without a calibration: the roofs only, and the notes say why
     v = validate(load_results(_full_results(tmp_path, measured_spec, FACTORS)), measured=str(measured_spec.path))
     pts = {(p["phase"], p["engine"], p["batch"], p["context"]): p for p in v.end_to_end_full}
     assert set(pts) == set(FACTORS)
     for key, f in FACTORS.items():
         p = pts[key]
         assert p["error_roof"] == pytest.approx(1 / f - 1, rel=1e-9)  # (pred - meas) / meas
-        assert p["predicted_s_roof_measured"] > p["predicted_s_roof"]  # measured ceilings are lower
+        assert p["predicted_s_roof_measured"] > p["predicted_s_roof"]  # the measured roof is lower
         assert p["predicted_s_achievable"] is None
         assert p["faster_than_roof"] == (f < 0.97)
     stats = V.e2e_full_stats(v.end_to_end_full)
@@ -280,7 +281,7 @@ def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measu
     flags = [f for f in v.flags() if f.startswith("e2e")]
     assert any("decode torch B64 N8192" in f and "datasheet roof" in f for f in flags)
     assert not any("triton B1 N2048" in f and "datasheet roof" in f for f in flags)  # 2% faster: inside the 3% slack
-    assert any("achievable model not available" in n for n in v.notes)
+    assert any("achievable prediction unavailable" in n and "needs a calibrated spec" in n for n in v.notes)
     data = v.to_json()
     assert len(data["end_to_end_full"]) == 5 and data["end_to_end_full_summary"]["roof"]["all"]["n"] == 4
 
@@ -292,16 +293,18 @@ def test_validate_whole_model_uses_the_achievable_predictor_when_there(tmp_path,
 
     def fake(cfg, spec, wl, phase, batch, context, *, mode, engine="torch"):
         calls.append((mode, spec.id, engine, phase, batch, context))
-        return {"roof": 1e-3, "roof_measured": 1.1e-3, "achievable": 1.25e-3}[mode]
+        return {"datasheet": 1e-3, "measured-roof": 1.1e-3, "achievable": 1.25e-3}[mode]
 
-    monkeypatch.setattr(V, "_step_predictor", lambda: fake)
+    import rooflinecli.predict
+
+    monkeypatch.setattr(rooflinecli.predict, "predict_step_s", fake)
     path = _full_results(tmp_path, measured_spec, FACTORS)
     v = validate(load_results(path), measured=str(measured_spec.path))
     torch_pts = [p for p in v.end_to_end_full if p["engine"] == "torch"]
     assert all(p["predicted_s_achievable"] == 1.25e-3 for p in torch_pts)
     assert all(p["predicted_s_achievable"] is None for p in v.end_to_end_full if p["engine"] == "triton")
-    assert {c[0] for c in calls} == {"roof", "roof_measured", "achievable"}
-    assert {c[1] for c in calls if c[0] == "roof"} == {"h200"} and {c[1] for c in calls if c[0] != "roof"} == {measured_spec.id}
+    assert {c[0] for c in calls} == {"datasheet", "measured-roof", "achievable"}
+    assert {c[1] for c in calls if c[0] == "datasheet"} == {"h200"} and {c[1] for c in calls if c[0] != "datasheet"} == {measured_spec.id}
     r = runner.invoke(app, ["validate", str(path), "--measured", str(measured_spec.path), "--markdown", str(tmp_path / "v.md")])
     assert r.exit_code == 0, r.output
     assert "whole model (e2e --full)" in r.output and "achievable model" in r.output

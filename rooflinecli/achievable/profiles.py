@@ -89,17 +89,9 @@ ENGINES: dict[str, EngineProfile] = {
     ),
 }
 
-MODES: tuple[str, ...] = ("roof", "achievable")
-
 
 def get_engine(name: str) -> EngineProfile:
     try:
         return ENGINES[name]
     except KeyError:
         raise unknown_name_error("engine", name, ENGINES) from None
-
-
-def check_mode(mode: str, option: str = "--mode") -> str:
-    if mode not in MODES:
-        raise RooflineError(f"{option}: unknown mode '{mode}'; known: {', '.join(MODES)}")
-    return mode

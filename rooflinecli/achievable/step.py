@@ -6,7 +6,7 @@ Per row: ``time_s`` (achievable, summed over the row's layers), ``fixed_s`` (its
 costs), ``roof_s`` (the roofline time of the analysis ops it covers; 0 for kernels the roofline
 model fuses away: RoPE, residual adds, the KV write), ``kernels`` per layer, and
 ``efficiency`` = roof / (achievable - fixed), at most 1: the roof is on the fastest ceilings measured
-(``roof_spec``) and no row's work is faster than it. Arrays broadcast over (batch, context).
+(``ceilings.measured_roof_spec``) and no row's work is faster than it. Arrays broadcast over (batch, context).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from rooflinecli.analysis.ops import kv_heads_per_gpu, phase_ops
 from rooflinecli.analysis.phase import time_ops
 from rooflinecli.analysis.workload import Workload
+from rooflinecli.ceilings import measured_roof_spec
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
@@ -119,9 +120,8 @@ class _Builder:
         self.ops = {o.name: o for o in ops}
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
-        from . import roof_spec  # the fastest ceilings measured: no achievable row goes below this roof
-
-        self.roof = {t.op.name: t.time_s for t in time_ops(roof_spec(spec, models), pure, wl.compute_dtype, ops)}
+        # the measured roof (the fastest HBM stream measured): no achievable row goes below it
+        self.roof = {t.op.name: t.time_s for t in time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, ops)}
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
         self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
         self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
@@ -151,7 +151,7 @@ class _Builder:
         every kernel, each timed as one op repeated; see ``_switch_cost``). Eager launches are
         accounted for by ``host_wait``, from ``host`` = (calibrated op, calls per layer): the host's
         cost of those torch calls. No row's work runs faster than the roof of the ops it covers:
-        time >= fixed + roof (``clamp``; ``roof_spec``'s ceilings), so its efficiency is at most
+        time >= fixed + roof (``clamp``; ``measured_roof_spec``'s ceilings), so its efficiency is at most
         1. A fit read far from its calibrated shapes, or a bytes-only model on an op that is
         compute-bound (MLA's absorbed decode at large batch), would otherwise put it under the
         roof; a row whose roof covers more than its own kernels (the

@@ -3,8 +3,9 @@
 Data flow: ``ModelConfig`` (weights inventory in ``rooflinecli.params``) + ``HardwareSpec`` +
 ``Workload`` -> ``ops.phase_ops`` (FLOPs and bytes per op, per layer, per GPU, from
 ``rooflinecli.formulas``) -> ``phase.time_ops`` (compute/memory/comm time per op, bound) ->
-``summary.analyze`` (TTFT, TPOT, latency, throughput, cost, memory, crossovers) or
-``summary.phase_grid`` (the same totals over numpy (batch, context) grids).
+``summary`` (op rows, phase totals, the compute-bound and KV-crossover searches). Pure roofline: it
+knows nothing of modes or calibrations; ``rooflinecli.predict`` composes it with the calibrated
+model (``rooflinecli.achievable``) into TTFT, TPOT and the rest.
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ from .memory import (
 from .ops import OpCost, phase_ops
 from .phase import phase_times, phase_totals
 from .summary import (
-    Analysis,
     OpRow,
     PhaseResult,
-    analyze,
     decode_compute_bound_batch,
     decode_compute_bound_batches,
     kv_crossover_context,
     layer_prediction,
-    phase_grid,
+    phase_result,
 )
 from .variants import VARIANTS, with_attention_variant
 from .workload import MLA_DECODE_FORMS, OP_KINDS, Workload, parse_efficiency, validate_workload
@@ -39,13 +38,11 @@ __all__ = [
     "MLA_DECODE_FORMS",
     "OP_KINDS",
     "VARIANTS",
-    "Analysis",
     "OpCost",
     "OpRow",
     "PhaseResult",
     "Workload",
     "activation_workspace_bytes_per_gpu",
-    "analyze",
     "decode_compute_bound_batch",
     "decode_compute_bound_batches",
     "fit_warning",
@@ -56,7 +53,7 @@ __all__ = [
     "max_context_that_fits",
     "memory_totals",
     "parse_efficiency",
-    "phase_grid",
+    "phase_result",
     "phase_ops",
     "phase_times",
     "phase_totals",

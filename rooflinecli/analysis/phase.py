@@ -34,11 +34,7 @@ TOTAL_FIELDS: tuple[str, ...] = (
 
 def efficiencies(spec: HardwareSpec, wl: Workload, kind: str) -> tuple[float, float]:
     """(compute, memory) efficiency of an op kind: the user's ``efficiency`` when given for the
-    kind, else the spec's fitted table when ``use_fitted_efficiency``, else 1.0. In achievable
-    mode the roof beside the achievable times is the pure roofline: 1.0 (the knobs are ignored
-    there, and said so; applied, ``--efficiency 0.5`` put the roof above the achievable time)."""
-    if wl.mode == "achievable":
-        return 1.0, 1.0
+    kind, else the spec's fitted table when ``use_fitted_efficiency``, else 1.0."""
     if kind in wl.efficiency:
         e = float(wl.efficiency[kind])
         return e, e
@@ -94,7 +90,7 @@ def time_ops(spec: HardwareSpec, wl: Workload, compute_dtype: str, ops: list[OpC
         compute = F.compute_time_s(flops, peak / L, e_c)
         memory = F.memory_time_s(byts, bw / L, e_m)
         comm = L * np.asarray(op.comm_time_s, dtype=float)
-        overhead = L * op.kernels * wl.launch_overhead_s if wl.mode != "achievable" else 0.0
+        overhead = L * op.kernels * wl.launch_overhead_s
         time = np.maximum(compute, memory)
         if comm.any():
             time = time + comm

@@ -60,10 +60,11 @@ class Workload:
     #: budget is of this order), so the activation workspace is sized for one chunk; None sizes it
     #: for the whole unchunked prefill. Prefill *time* is modelled unchunked either way.
     prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS
-    #: "roof" (the roofline on the spec's ceilings) or "achievable" (the spec's calibrated
-    #: vendor-kernel model, ``rooflinecli.achievable``; needs a calibrated measured spec)
-    mode: str = "roof"
-    engine: str = "torch"  # achievable mode: the engine profile (``achievable.ENGINES``)
+    #: the prediction's mode and engine, read by ``rooflinecli.predict`` only (the roofline here
+    #: knows neither): "datasheet", "measured-roof", "achievable" or "roof"; None: achievable where
+    #: the spec is calibrated for the engine, else the roof of the spec's own kind
+    mode: str | None = None
+    engine: str | None = None  # the engine profile (``achievable.ENGINES``); None: the spec's default
     #: tokens each sequence runs through one decode step: 1, or k + 1 for the verification pass
     #: of speculative decoding / MTP (k drafts and the token after them), which reads the weights
     #: and the KV cache once for all of them
@@ -146,10 +147,6 @@ def validate_workload(wl: Workload) -> Workload:
         raise RooflineError(f"--price-per-gpu-hour must be >= 0, got {wl.price_per_gpu_hour}")
     if wl.mla_decode not in MLA_DECODE_FORMS:
         raise RooflineError(f"MLA decode form must be one of {', '.join(MLA_DECODE_FORMS)}, got '{wl.mla_decode}'")
-    from rooflinecli.achievable.profiles import check_mode, get_engine
-
-    check_mode(wl.mode)
-    get_engine(wl.engine)
     return wl
 
 

@@ -1,8 +1,8 @@
 """``--mode`` and ``--engine``: the options every command that predicts times takes.
 
 ``--mode`` defaults to "achievable" on a calibrated spec (a measured spec naming its calibration
-file, e.g. ``--hw h200-measured``) and to "roof" otherwise; ``rooflinecli.achievable.resolve_mode``
-resolves it per spec.
+file, e.g. ``--hw h200-measured``) and to the roof of the spec's own kind otherwise;
+``rooflinecli.predict.resolve_mode`` resolves it per spec.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import typer
 
 ModeOption = Annotated[
     str | None,
-    typer.Option("--mode", help="roof (the roofline on the spec's ceilings) or achievable (the calibrated vendor-kernel model; default on a calibrated spec such as h200-measured)."),
+    typer.Option("--mode", help="datasheet (the roofline on the datasheet's figures), measured-roof (on a measured spec's measured roof), roof (the roof of the spec's own kind) or achievable (the calibrated kernel model; default on a calibrated spec such as h200-measured)."),
 ]
 EngineOption = Annotated[
     str,
