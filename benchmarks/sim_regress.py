@@ -5,7 +5,7 @@
 
 For each noise level (IQR/median of a lognormal), slowdown of one kernel and sample count, it runs
 ``--trials`` CI comparisons of a ``--kernels`` suite through the gate's own code
-(rooflinecli.regress_sim) and prints: caught (the slowed kernel judged "regression"), flagged
+(rooflinecli.gate.sim) and prints: caught (the slowed kernel judged "regression"), flagged
 ("regression" or "inconclusive"), and the false-alarm rate (trials in which any unchanged kernel is
 judged "regression"). Fixed seeds: the table is reproducible.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from rooflinecli.regress import GateParams
-from rooflinecli.regress_sim import simulate
+from rooflinecli.gate.decision import GateParams
+from rooflinecli.gate.sim import simulate
 
 
 def main() -> None:

@@ -27,10 +27,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.atomic import write_json_atomic
+from rooflinecli.output import write_json_atomic
 from rooflinecli.errors import RooflineError, one_line
 
 SCHEMA = "rooflinecli.results/1"
+#: the schema prefix of every version of the results file (``output.resolve_output``'s ``kind``)
+RESULTS_KIND = "rooflinecli.results/"
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ class Results:
         }
 
     def save(self, path: str | Path, *, make_parents: bool = False) -> Path:
-        return write_json_atomic(path, self.to_json(), make_parents=make_parents)
+        """Write atomically; an existing file at ``path`` must be a results file (a config, a spec
+        or a log named by mistake is refused, not replaced)."""
+        return write_json_atomic(path, self.to_json(), make_parents=make_parents, kind=RESULTS_KIND)
 
 
 def _row_json(r: ResultRow) -> dict[str, Any]:
@@ -145,12 +149,12 @@ _ROW_NUM = ("flops", "bytes", "p20_s", "p50_s", "p80_s", "achieved_tflops", "ach
             "predicted_s_measured", "pct_of_roof", "max_rel_error", "host_us_per_call")
 
 
-def _check_row(path: Path, i: int, r: dict) -> None:
-    """Types and ranges of one row's fields: strings are strings without control characters, numbers
-    are finite, non-negative and below MAX_ROW_NUMBER (or null where optional), ``correct`` a boolean."""
+def check_row(where: str, r: dict) -> None:
+    """Types and ranges of one row's fields (``where`` names the row in the error): strings are
+    strings without control characters, numbers are finite, non-negative and below MAX_ROW_NUMBER
+    (or null where optional), ``correct`` a boolean."""
     from rooflinecli.errors import has_control
 
-    where = f"{path}: rows[{i}]"
     for k in _ROW_STR:
         if k in r and (not isinstance(r[k], str) or has_control(r[k]) or len(r[k]) > 1000):
             raise RooflineError(f"{where}: '{k}' must be a string of at most 1000 characters without control characters")
@@ -226,6 +230,85 @@ def _check_extra(path: Path, extra: Any) -> None:
                     raise RooflineError(f"{where}.{k} must be an integer in [1, {MAX_E2E_INT:,}], got {json.dumps(n)[:40]}")
 
 
+#: a stored quantile agrees with its samples when it lies between the order statistics one rank
+#: either side of numpy's linear-rule position (so files written with another quantile rule, such
+#: as 'lower', 'nearest' or 'weibull', agree), with this much relative slack for rounding
+SUMMARY_RTOL = 1e-6
+_QUANTILES = (("p20_s", 0.2), ("p50_s", 0.5), ("p80_s", 0.8))
+
+
+def median_s(samples) -> float:
+    """The median of timing samples (linear interpolation, as ``quantiles_s``), pure Python."""
+    a = sorted(samples)
+    n = len(a)
+    return float(a[n // 2]) if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2.0
+
+
+def pooled_median_s(runs) -> float:
+    """A pooled baseline's median: the median of its runs' medians, each derived from that run's
+    samples (one slow or fast run cannot move it far)."""
+    return median_s([median_s(run) for run in runs])
+
+
+def summary_mismatch(sorted_samples, stored: dict[str, float], quantiles=_QUANTILES) -> tuple[str, float, float] | None:
+    """(field, stored value, value derived from the samples) of the first summary field that the
+    sorted samples contradict, or None when every one agrees (see ``SUMMARY_RTOL``)."""
+    a = sorted_samples
+    n = len(a)
+    for key, q in quantiles:
+        v = stored[key]
+        pos = q * (n - 1)
+        lo, hi = a[max(0, math.floor(pos) - 1)], a[min(n - 1, math.ceil(pos) + 1)]
+        if not lo * (1 - SUMMARY_RTOL) <= v <= hi * (1 + SUMMARY_RTOL):
+            f = pos - math.floor(pos)
+            derived = a[math.floor(pos)] * (1 - f) + a[min(n - 1, math.floor(pos) + 1)] * f
+            return key, v, derived
+    return None
+
+
+def _pooled_samples(raw: dict) -> dict[tuple, list[list[float]]] | None:
+    """A baseline file's stored runs' samples per row key (oldest run first), or None for a file
+    that is not a baseline. Unreadable stored rows are left out (pooling refuses them)."""
+    info = raw.get("extra", {}).get("baseline") if isinstance(raw.get("extra"), dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("runs"), list):
+        return None
+    out: dict[tuple, list[list[float]]] = {}
+    for run in info["runs"]:
+        for row in run.get("rows", ()) if isinstance(run, dict) and isinstance(run.get("rows"), list) else ():
+            if not isinstance(row, dict):
+                continue
+            key = tuple(row.get(k) for k in ("op", "impl", "shape", "dtype"))
+            samples = row.get("samples_s")
+            if not all(isinstance(x, str) for x in key) or not isinstance(samples, list) or not samples:
+                continue
+            if all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_SAMPLE_S <= x <= MAX_ROW_NUMBER for x in samples):
+                out.setdefault(key, []).append(samples)
+    return out
+
+
+def _check_summary(path: Path, i: int, r: dict, pooled: dict[tuple, list[list[float]]] | None) -> None:
+    """A timed row's p20/p50/p80 are derived from its samples, never trusted: a row whose stored
+    summary the samples contradict is refused. In a baseline file p50_s is the median of the
+    stored runs' medians (``pooled_median_s``), p20/p80 quantiles of the pooled samples."""
+    a = sorted(r["samples_s"])
+    where = f"{path}: rows[{i}] ({one_line(r['op'])[:60]} {one_line(r['shape'])[:60]} {one_line(r['dtype'])[:20]} [{one_line(r['impl'])[:20]}])"
+    quantiles = _QUANTILES
+    if pooled is not None:
+        runs = pooled.get((r["op"], r["impl"], r["shape"], r["dtype"]))
+        if not runs:
+            raise RooflineError(f"{where}: no stored run of the baseline holds this row, so its p50_s cannot be derived")
+        derived = pooled_median_s(runs)
+        if not abs(r["p50_s"] - derived) <= SUMMARY_RTOL * derived:
+            raise RooflineError(f"{where}: stored p50_s {r['p50_s']:.6g} s disagrees with the median of its {len(runs)} stored run(s) "
+                                f"({derived:.6g} s); summaries are derived from samples, never trusted")
+        quantiles = (_QUANTILES[0], _QUANTILES[2])
+    bad = summary_mismatch(a, r, quantiles)
+    if bad is not None:
+        key, v, derived = bad
+        raise RooflineError(f"{where}: stored {key} {v:.6g} s disagrees with its {len(a):,} samples ({key} of the samples: {derived:.6g} s); "
+                            "summaries are derived from samples, never trusted")
+
+
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
     from rooflinecli.errors import has_control, parse_json_text, read_user_file
@@ -243,6 +326,7 @@ def load_results(path: str | Path) -> Results:
         raise RooflineError(f"{path}: {len(rows_raw):,} rows; the limit is {MAX_ROWS:,}")
     rows = []
     seen: dict[tuple, int] = {}
+    pooled = _pooled_samples(raw)
     for i, r in enumerate(rows_raw):
         if not isinstance(r, dict):
             raise RooflineError(f"{path}: rows[{i}] is not an object")
@@ -252,7 +336,7 @@ def load_results(path: str | Path) -> Results:
         unknown = set(r) - _ROW_FIELDS
         if unknown:
             raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(unknown)[0]}'")
-        _check_row(path, i, r)
+        check_row(f"{path}: rows[{i}]", r)
         samples = r["samples_s"]
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
         if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_SAMPLE_S <= x <= MAX_ROW_NUMBER for x in samples)):
@@ -264,6 +348,8 @@ def load_results(path: str | Path) -> Results:
             for k in ("flops", "bytes"):
                 if r[k] is None:
                     raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
+        if not untimed:
+            _check_summary(path, i, r, pooled)
         r = dict(r)
         r["samples_s"] = tuple(float(x) for x in samples)
         for k in ("p20_s", "p50_s", "p80_s"):

@@ -1,7 +1,7 @@
 """Statistics for the regression gate, in plain numpy (no scipy dependency).
 
 Every function works along the LAST axis and broadcasts over leading (batch) axes, so the same code
-decides one real comparison and a million simulated ones (``rooflinecli.regress_sim``).
+decides one real comparison and a million simulated ones (``rooflinecli.gate.sim``).
 
 - ``relative_iqr``: noise as IQR / median.
 - ``mannwhitney_greater``: one-sided Mann-Whitney U p-value for "x tends to be larger than y"

@@ -85,7 +85,7 @@ def quotes() -> list[tuple[Path, str, str]]:
 
 
 def rewrite(figures: dict[str, str]) -> list[Path]:
-    from rooflinecli.atomic import write_text_atomic
+    from rooflinecli.output import write_text_atomic
 
     changed = []
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
@@ -120,7 +120,7 @@ def main() -> int:
             print(line)
         return 1 if bad else 0
     figures = measure(args.runs_sweep, args.runs_startup)
-    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.output import write_json_atomic
 
     write_json_atomic(FIGURES, figures)
     for path in rewrite(figures):

@@ -242,7 +242,7 @@ def main(argv=None) -> int:
 
     from kernels import launch
     from kernels.registry import load_op
-    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.output import write_json_atomic
 
     start = time.perf_counter()
     tuned = _apply_tuned() if device == "cuda" else None

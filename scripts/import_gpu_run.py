@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rooflinecli.atomic import write_text_atomic  # noqa: E402
+from rooflinecli.output import write_text_atomic  # noqa: E402
 from rooflinecli.errors import RooflineError, one_line, parse_json_text, parse_toml_text, read_user_file  # noqa: E402
 
 #: a report folder name: lower-case words, digits and dashes (reports/h200-2026-11-30-run2)

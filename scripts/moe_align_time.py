@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.out:  # after every shape: a run cut short by its budget keeps the rows it timed
-            from rooflinecli.atomic import write_text_atomic
+            from rooflinecli.output import write_text_atomic
 
             write_text_atomic(args.out, json.dumps(rows, indent=1) + "\n")
         del w1, w2

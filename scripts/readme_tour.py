@@ -62,7 +62,7 @@ def main() -> int:
             return 1
         return 0
     if new != readme:
-        from rooflinecli.atomic import write_text_atomic
+        from rooflinecli.output import write_text_atomic
 
         write_text_atomic(README, new)
         print("README.md tour updated")

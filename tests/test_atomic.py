@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from rooflinecli.atomic import atomic_output, write_json_atomic, write_text_atomic
+from rooflinecli.output import atomic_output, write_json_atomic, write_text_atomic
 
 
 def _mode(p) -> int:
@@ -47,7 +47,7 @@ def test_failure_leaves_the_old_file_and_no_temporary(tmp_path):
 
 # ---- hostile output paths ------------------------------------------------------------------------
 
-from rooflinecli.atomic import write_bytes_atomic, write_output  # noqa: E402
+from rooflinecli.output import write_bytes_atomic, write_output  # noqa: E402
 from rooflinecli.errors import RooflineError  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from rooflinecli import golden
+from rooflinecli.gate import golden
 from rooflinecli.cli import app
 from rooflinecli.model_registry import preset_ids
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from rooflinecli.cli import app
 from rooflinecli.errors import RooflineError
-from rooflinecli.regress import GateParams, compare, decide, gpu_slug, parse_impls, parse_threshold
-from rooflinecli.regress_sim import synthetic_results
+from rooflinecli.gate.decision import GateParams, compare, decide, gpu_slug, parse_impls, parse_threshold
+from rooflinecli.gate.sim import synthetic_results
 from rooflinecli.results import ResultRow, Results, quantiles_s
 
 runner = CliRunner()

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from rooflinecli.baseline import load_baseline, update_baseline
+from rooflinecli.gate.baseline import load_baseline, update_baseline
 from rooflinecli.cli import app
 from rooflinecli.errors import RooflineError
-from rooflinecli.regress_sim import slow_down, synthetic_results
+from rooflinecli.gate.sim import slow_down, synthetic_results
 from rooflinecli.results import load_results
 
 runner = CliRunner()
@@ -183,7 +183,7 @@ def test_a_pooled_baseline_is_judged_run_by_run(tmp_path):
     import numpy as np
 
     from rooflinecli import stats
-    from rooflinecli.regress import compare
+    from rooflinecli.gate.decision import compare
 
     bdir = tmp_path / "drift"
     for i, scale in enumerate((1.0, 1.04, 1.0)):

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflinecli.cli import app
-from rooflinecli.regress import GateParams, compare
-from rooflinecli.regress_sim import slow_down
+from rooflinecli.gate.decision import GateParams, compare
+from rooflinecli.gate.sim import slow_down
 from rooflinecli.results import load_results
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "h200-2026-11-30"

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from rooflinecli import stats
 from rooflinecli.cli import app
-from rooflinecli.regress import instability
-from rooflinecli.regress_sim import slow_down, synthetic_results
+from rooflinecli.gate.decision import instability
+from rooflinecli.gate.sim import slow_down, synthetic_results
 from rooflinecli.results import SCHEMA, load_results
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Proof of the gate on simulated GPU timings (fixed seeds): 10% slowdowns are caught, identical
 runs do not raise false alarms. Noise: lognormal with IQR/median 1-3%, 3% of samples outliers
-(+20-100%), suites of 20 kernels, Holm across the suite. See rooflinecli.regress_sim and
+(+20-100%), suites of 20 kernels, Holm across the suite. See rooflinecli.gate.sim and
 benchmarks/sim_regress.py for the full table."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rooflinecli.regress import GateParams, compare
-from rooflinecli.regress_sim import draw_timings, gate_verdicts, simulate
+from rooflinecli.gate.decision import GateParams, compare
+from rooflinecli.gate.sim import draw_timings, gate_verdicts, simulate
 from rooflinecli.results import ResultRow, Results, quantiles_s
 
 TRIALS = 2000

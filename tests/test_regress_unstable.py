@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from rooflinecli import stats
 from rooflinecli.cli import app
-from rooflinecli.regress import GateParams, compare
-from rooflinecli.regress_sim import draw_timings
+from rooflinecli.gate.decision import GateParams, compare
+from rooflinecli.gate.sim import draw_timings
 from rooflinecli.results import ResultRow, Results, quantiles_s
 
 runner = CliRunner()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.atomic import resolve_output, write_text_atomic
+from rooflinecli.output import resolve_output, write_text_atomic
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec, load_spec_file
 

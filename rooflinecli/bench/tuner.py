@@ -160,7 +160,7 @@ def run_tune(
 
     from kernels.registry import load_op
     from kernels.tuning import Recorder, config_json, discover_autotuners, discover_choices, key_json, tuned_path
-    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.output import write_json_atomic
     from rooflinecli.bench.environment import utc_now
     from rooflinecli.bench.runner import _bind, case_seed, input_sets, plan_cases, rotating_calls, run_check
     from rooflinecli.bench.timing import l2_size_bytes

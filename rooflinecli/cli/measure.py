@@ -207,7 +207,7 @@ def calibrate(
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
 ) -> None:
     """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
-    from rooflinecli.atomic import refuse_overwriting_inputs
+    from rooflinecli.output import refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec, parse_spec
 
@@ -285,7 +285,7 @@ def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out
     """Time the calibration grid within ``budget_s``, write the calibration file, name it in ``doc``."""
     import os as _os
 
-    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.output import write_json_atomic
     from rooflinecli.bench.calibrate import _l2_bytes, set_calibration
     from rooflinecli.bench.opgrid import build_grid, calibration_doc, run_grid
 
@@ -379,7 +379,7 @@ def validate(
     """Predicted vs measured time per kernel and shape, error statistics and the kernel targets."""
     import json
 
-    from rooflinecli.atomic import refuse_overwriting_inputs, write_json_atomic, write_text_atomic
+    from rooflinecli.output import refuse_overwriting_inputs, write_json_atomic, write_text_atomic
     from rooflinecli.bench.validate import summary_table, to_markdown
     from rooflinecli.bench.validate import validate as run_validate
     from rooflinecli.results import load_results

@@ -9,48 +9,12 @@ from typing import Annotated, Optional
 import typer
 
 from rooflinecli.errors import one_line
-_VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "unstable": "magenta", "config-changed": "cyan",
-                  "inconclusive": "yellow", "improvement": "green", "pass": ""}
 
 
 def _console():
     from rooflinecli.cli.console import make_console
 
     return make_console(soft_wrap=False)
-
-
-def _render_table(rep) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    from rooflinecli.regress import _p, _pct, _us
-
-    t = Table(title="roofline regress", title_justify="left")
-    t.add_column("verdict", no_wrap=True)
-    t.add_column(Text("kernel (op shape dtype [impl])"), overflow="fold", min_width=24)
-    for col in ("base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for c in rep.comparisons:
-        p = c.p_shown
-        style = _VERDICT_STYLE[c.verdict]
-        t.add_row(Text(c.label), Text(f"{c.op} {c.shape} {c.dtype} [{c.impl}]"), _us(c.baseline_median_s), _us(c.candidate_median_s),
-                  _pct(c.rel_change, True), _pct(c.noise), _p(p), f"{c.n_baseline}/{c.n_candidate}", style=style or None)
-    con = _console()
-    con.print(t)
-    for c in rep.comparisons:
-        if c.verdict in ("failed", "regression", "unstable", "config-changed", "inconclusive"):
-            con.print(f"{c.label}: {c.op} {c.shape} {c.dtype} [{c.impl}]: {c.reason}" + (f" ({c.note})" if c.note else ""), markup=False)
-    missing = "fails the gate; --allow-missing to accept" if rep.missing_fail else "allowed by --allow-missing"
-    for k in rep.only_in_baseline:
-        con.print(f"missing from candidate: {k[0]} {k[2]} {k[3]} [{k[1]}] ({missing})", markup=False)
-    for k in rep.only_in_candidate:
-        con.print(f"only in candidate: {k[0]} {k[2]} {k[3]} [{k[1]}] (new, not compared)", markup=False)
-    for k, why in rep.not_compared:
-        con.print(f"not compared: {k[0]} {k[2]} {k[3]} [{k[1]}]: {why}", markup=False)
-    for n in rep.notes:
-        con.print(f"note: {n}", markup=False)
-    con.print(f"rule: {rep.rule_text()}", markup=False)
-    con.print(rep.summary_line(), markup=False, style="bold red" if rep.exit_code else "bold")
 
 
 def regress(
@@ -75,20 +39,21 @@ def regress(
     host-timed) and changed tuned configs get their own verdicts. Markdown is also appended to
     $GITHUB_STEP_SUMMARY when set.
     """
-    from rooflinecli.regress import GateParams, compare, parse_impls, parse_threshold, write_outputs
+    from rooflinecli.gate.decision import GateParams, compare, parse_impls, parse_threshold
+    from rooflinecli.gate.render import render_table, write_outputs
+    from rooflinecli.output import refuse_overwriting_inputs
     from rooflinecli.results import load_results
 
-    from rooflinecli.atomic import refuse_overwriting_inputs
-
-    refuse_overwriting_inputs({"the baseline": baseline, "the candidate": candidate}, {"--markdown": markdown, "--junit": junit, "--json": json_out})
+    inputs = {"the baseline": baseline, "the candidate": candidate}
+    refuse_overwriting_inputs(inputs, {"--markdown": markdown, "--junit": junit, "--json": json_out})
     params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
                         strict=strict, allow_missing=allow_missing)
     rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)
     if quiet:
         typer.echo(rep.summary_line())
     else:
-        _render_table(rep)
-    for p in write_outputs(rep, markdown=markdown, junit=junit, json_path=json_out):
+        render_table(rep, _console())
+    for p in write_outputs(rep, markdown=markdown, junit=junit, json_path=json_out, inputs=inputs):
         typer.echo(f"wrote {one_line(p)}")
     raise typer.Exit(rep.exit_code)
 
@@ -103,7 +68,7 @@ def baseline_update(
     keep: Annotated[int, typer.Option("--keep", help="Pool the newest K runs.")] = 5,
 ) -> None:
     """Add a run to its GPU's baseline and re-pool: median of the runs' medians, samples concatenated."""
-    from rooflinecli.baseline import update_baseline
+    from rooflinecli.gate.baseline import update_baseline
 
     out = update_baseline(results, directory, keep)
     what = "added" if out.added else "already present (not added twice)"
@@ -122,32 +87,32 @@ def baseline_show(
     from rich.text import Text
 
     from rooflinecli import stats
-    from rooflinecli.baseline import list_baselines, load_baseline, resolve_baseline
-    from rooflinecli.regress import _us
+    from rooflinecli.gate.baseline import list_baselines, load_baseline, resolve_baseline
+    from rooflinecli.gate.render import kernel, text, us
 
     con = _console()
     if gpu is None:
         infos = list_baselines(directory)
         if not infos:
-            typer.echo(f"no baselines in {directory}")
+            typer.echo(f"no baselines in {one_line(directory)}")
             return
-        t = Table(title=f"baselines in {directory}", title_justify="left")
+        t = Table(title=Text(f"baselines in {one_line(directory)}"), title_justify="left")
         for col in ("file", "gpu", "runs", "keep", "rows", "updated (UTC)"):
             t.add_column(col)
         for b in infos:
-            t.add_row(b.path.name, b.gpu_name, str(len(b.runs)), str(b.keep), str(len(b.results.rows)), b.updated_utc)
+            t.add_row(Text(text(b.path.name)), Text(text(b.gpu_name)), str(len(b.runs)), str(b.keep), str(len(b.results.rows)), Text(text(b.updated_utc)))
         con.print(t)
         return
     b = load_baseline(resolve_baseline(gpu, directory))
-    con.print(f"{b.path}: {b.gpu_name}, {len(b.runs)} run(s) pooled (keep {b.keep}), updated {b.updated_utc}", markup=False)
+    con.print(Text(f"{text(b.path)}: {text(b.gpu_name)}, {len(b.runs)} run(s) pooled (keep {b.keep}), updated {text(b.updated_utc)}"))
     for r in b.runs:
-        con.print(f"  run {r['created_utc']} from {r['source']} ({r['rows']} rows, id {r['fingerprint']})", markup=False)
+        con.print(Text(f"  run {text(r['created_utc'])} from {text(r['source'])} ({r['rows']} rows, id {text(r['fingerprint'])})"))
     t = Table(title_justify="left")
     t.add_column(Text("kernel (op shape dtype [impl])"), overflow="fold", min_width=24)
     for col in ("p50 (us)", "p20 (us)", "p80 (us)", "noise", "samples"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in b.results.rows:
-        t.add_row(Text(f"{r.op} {r.shape} {r.dtype} [{r.impl}]"), _us(r.p50_s), _us(r.p20_s), _us(r.p80_s),
+        t.add_row(Text(kernel(r.key)), us(r.p50_s), us(r.p20_s), us(r.p80_s),
                   f"{float(stats.relative_iqr(r.samples_s)):.1%}", str(len(r.samples_s)))
     con.print(t)
 
@@ -158,7 +123,7 @@ def baseline_path_cmd(
     directory: Annotated[Path, typer.Option("--dir", help="Baselines folder.")] = Path("reports/baselines"),
 ) -> None:
     """Print the baseline file that belongs to a run's GPU (for CI scripts)."""
-    from rooflinecli.baseline import baseline_path_for
+    from rooflinecli.gate.baseline import baseline_path_for
     from rooflinecli.results import load_results
 
     typer.echo(str(baseline_path_for(load_results(results), directory)))
@@ -169,7 +134,7 @@ def golden(
     path: Annotated[Optional[Path], typer.Option("--path", help="Golden file (default: tests/golden/predictions.json).")] = None,
 ) -> None:
     """Check (default) or regenerate the analytical model's golden predictions; exit 1 when they moved."""
-    from rooflinecli import golden as g
+    from rooflinecli.gate import golden as g
 
     target = path or g.default_path()
     if update:

@@ -72,7 +72,7 @@ def report_cmd(
         raise RooflineError("--baseline needs --results: the baseline is compared with the results run")
     if out is not None and out.exists() and out.is_dir():
         raise RooflineError(f"--out {out}: is a folder; give a file name such as {out / 'report.html'}")
-    from rooflinecli.atomic import model_and_spec_files, refuse_overwriting_inputs
+    from rooflinecli.output import model_and_spec_files, refuse_overwriting_inputs
     from rooflinecli.hardware import get_spec
 
     refuse_overwriting_inputs({"--results": results, "--baseline": baseline}, {"--out": out})

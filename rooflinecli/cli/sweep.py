@@ -58,7 +58,7 @@ def sweep_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
-    from rooflinecli.atomic import model_and_spec_files, refuse_overwriting_inputs
+    from rooflinecli.output import model_and_spec_files, refuse_overwriting_inputs
 
     refuse_overwriting_inputs(model_and_spec_files(cfgs, specs), {"--out": out})
     dtypes = parse_list(dtype, "--dtype")

@@ -41,7 +41,7 @@ def tune(
     if report_out is not None:
         from dataclasses import asdict
 
-        from rooflinecli.atomic import write_json_atomic
+        from rooflinecli.output import write_json_atomic
 
         write_json_atomic(report_out, {"schema": "rooflinecli.tune_report/1", **asdict(report)})
     if not quiet:

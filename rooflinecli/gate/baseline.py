@@ -5,7 +5,8 @@ valid results file (``rooflinecli.results``), so ``roofline regress BASELINE CAN
 like any run. Its ``extra["baseline"]`` keeps the last K runs (per row: median and raw samples).
 
 Pooling, per row (op, impl, shape, dtype), over the kept runs that have that row:
-- ``p50_s`` = the median of the runs' medians (one slow or fast run cannot move it far);
+- ``p50_s`` = the median of the runs' medians, each derived from that run's samples (one slow or
+  fast run cannot move it far; ``results.pooled_median_s``);
 - ``samples_s`` = the runs' raw samples concatenated, unshifted, so the baseline's noise (IQR/median)
   and the Mann-Whitney test include run-to-run drift, not only within-run jitter;
 - ``p20_s``/``p80_s`` = quantiles of the pooled samples; achieved TFLOP/s and GB/s recomputed from
@@ -14,8 +15,12 @@ Pooling, per row (op, impl, shape, dtype), over the kept runs that have that row
   ``method``) come from the newest run, and the row's note says when the runs' tuned configs differ.
 
 Stored runs written before a field existed lack it and get its default; a stored row with an
-unknown or missing key is a one-line error naming the baseline file.
-Rows whose correctness check failed are not taken into a baseline.
+unknown or missing key, a field of the wrong type, or a summary its samples contradict is a
+one-line error naming the baseline file and the row. Rows whose correctness check failed are not
+taken into a baseline.
+
+``update_baseline`` holds a lock on the baselines folder while it reads, pools and rewrites a
+baseline, so concurrent updates (two CI jobs on one GPU type) serialize and every run is kept.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.errors import RooflineError
-from rooflinecli.regress import _gpu_of, gpu_slug, writing_output
-from rooflinecli.results import ResultRow, Results, _row_json, load_results, quantiles_s
+from rooflinecli.errors import RooflineError, one_line
+from rooflinecli.gate.decision import _gpu_of, gpu_slug
+from rooflinecli.output import locked, resolve_output
+from rooflinecli.results import RESULTS_KIND, ResultRow, Results, _row_json, check_row, load_results, pooled_median_s, quantiles_s, summary_mismatch
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
@@ -82,10 +88,21 @@ def _runs_of(base: Results) -> list[dict[str, Any]]:
     info = base.extra.get("baseline")
     if not isinstance(info, dict) or info.get("format") != BASELINE_FORMAT or not isinstance(info.get("runs"), list):
         raise RooflineError(f"{base.path}: not a rooflinecli baseline (no extra.baseline with format '{BASELINE_FORMAT}')")
+    keep = info.get("keep", DEFAULT_KEEP)
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise RooflineError(f"{base.path}: extra.baseline.keep must be a positive integer, got {json.dumps(keep)[:40]}")
     for i, run in enumerate(info["runs"]):
         if not isinstance(run, dict) or not isinstance(run.get("rows"), list) or not isinstance(run.get("environment", {}), dict):
             raise RooflineError(f"{base.path}: extra.baseline.runs[{i}] is not a stored run (an object with a 'rows' list)")
+        for k in _RUN_TEXT:
+            v = run.get(k)
+            if v is not None and (not isinstance(v, str) or len(v) > 4096):
+                raise RooflineError(f"{base.path}: extra.baseline.runs[{i}].{k} must be a string, got {json.dumps(v)[:40]}")
     return info["runs"]
+
+
+#: a stored run's text fields (shown by ``baseline show``; null allowed)
+_RUN_TEXT = ("fingerprint", "source", "created_utc", "tool_version", "suite", "hardware_spec", "measured_spec")
 
 
 _ROW_FIELDS = {f.name for f in fields(ResultRow)}
@@ -100,15 +117,21 @@ def _stored_row(raw: Any, where: str) -> ResultRow:
     missing = _REQUIRED - set(raw)
     if unknown or missing:
         raise RooflineError(f"{where}: " + (f"unknown key '{sorted(unknown)[0]}'" if unknown else f"lacks key '{sorted(missing)[0]}'"))
+    check_row(where, raw)
     r = dict(raw)
-    try:
-        r["samples_s"] = tuple(float(x) for x in r["samples_s"])
-    except (TypeError, ValueError):
-        raise RooflineError(f"{where}: 'samples_s' must be a list of seconds") from None
-    if not r["samples_s"] or not all(math.isfinite(x) and x > 0 for x in r["samples_s"]):
+    samples = r["samples_s"]
+    if not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in samples):
+        raise RooflineError(f"{where}: 'samples_s' must be a non-empty list of seconds")
+    r["samples_s"] = tuple(float(x) for x in samples)
+    if not all(math.isfinite(x) and x > 0 for x in r["samples_s"]):
         raise RooflineError(f"{where}: 'samples_s' must be a non-empty list of positive seconds")
-    if not isinstance(r.get("config", {}), dict):
-        raise RooflineError(f"{where}: 'config' must be an object")
+    for k in ("p20_s", "p50_s", "p80_s", "flops", "bytes"):
+        if r[k] is None:
+            raise RooflineError(f"{where}: '{k}' must be a number, got null")
+    bad = summary_mismatch(sorted(r["samples_s"]), r)
+    if bad is not None:
+        raise RooflineError(f"{where}: stored {bad[0]} {bad[1]:.6g} s disagrees with its {len(r['samples_s']):,} samples "
+                            f"({bad[0]} of the samples: {bad[2]:.6g} s); summaries are derived from samples, never trusted")
     return ResultRow(**r)
 
 
@@ -131,7 +154,7 @@ def pool_runs(runs: list[dict[str, Any]], source: str = "baseline") -> tuple[Res
         rows = per_key[key]
         newest = rows[-1]
         samples = tuple(s for r in rows for s in r.samples_s)
-        p50 = float(statistics.median(r.p50_s for r in rows))
+        p50 = pooled_median_s([r.samples_s for r in rows])
         p20, _, p80 = quantiles_s(samples)
         pct = newest.pct_of_roof * newest.p50_s / p50 if newest.pct_of_roof is not None else None
         hosts = [r.host_us_per_call for r in rows if r.host_us_per_call is not None]
@@ -171,34 +194,41 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
     if isinstance(res.extra.get("baseline"), dict):
         raise RooflineError(f"{res.path}: is itself a baseline; update from a benchmark run's results file")
     path = baseline_path_for(res, directory)
-    runs: list[dict[str, Any]] = []
-    if path.exists():
-        old = load_results(path)
-        runs = _runs_of(old)
-        if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
-            raise RooflineError(f"{path}: baseline is for GPU '{old.gpu_name}', but {res.path} ran on '{res.gpu_name}'; refusing to mix them")
-    fp = run_fingerprint(res)
-    added = all(r.get("fingerprint") != fp for r in runs)
-    if added:
-        runs.append(_stored_run(res))
-    dropped = max(0, len(runs) - keep)
-    runs = runs[dropped:]
-    rows = pool_runs(runs, str(path))
-    if not rows:
-        raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
-    newest = runs[-1]
-    base = Results(
-        rows=rows,
-        environment=dict(newest["environment"]),
-        created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        tool_version=str(newest["tool_version"]),
-        suite=str(newest["suite"]),
-        hardware_spec=newest.get("hardware_spec"),
-        measured_spec=newest.get("measured_spec"),
-        extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
-    )
-    with writing_output("baseline", path):
-        base.save(path, make_parents=True)  # the baselines folder is the tool's own
+    try:  # makes the baselines folder (the tool's own); refuses a device, FIFO or non-results file
+        resolve_output(path, make_parents=True, kind=RESULTS_KIND)
+    except RooflineError as e:
+        raise RooflineError(f"baseline {e}") from None
+    with locked(path.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
+        runs: list[dict[str, Any]] = []
+        if path.exists():
+            old = load_results(path)
+            runs = _runs_of(old)
+            if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
+                raise RooflineError(f"{path}: baseline is for GPU '{one_line(old.gpu_name)}', but {res.path} ran on '{one_line(res.gpu_name)}'; refusing to mix them")
+        fp = run_fingerprint(res)
+        added = all(r.get("fingerprint") != fp for r in runs)
+        if added:
+            runs.append(_stored_run(res))
+        dropped = max(0, len(runs) - keep)
+        runs = runs[dropped:]
+        rows = pool_runs(runs, str(path))
+        if not rows:
+            raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
+        newest = runs[-1]
+        base = Results(
+            rows=rows,
+            environment=dict(newest.get("environment") or {}),
+            created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            tool_version=str(newest.get("tool_version") or ""),
+            suite=str(newest.get("suite") or "full"),
+            hardware_spec=newest.get("hardware_spec"),
+            measured_spec=newest.get("measured_spec"),
+            extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
+        )
+        try:
+            base.save(path)
+        except RooflineError as e:
+            raise RooflineError(f"baseline {e}") from None
     return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
 
 

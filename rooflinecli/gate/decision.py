@@ -2,8 +2,9 @@
 
 Decision rule (docs/reference.md, section 6), per kernel and shape (rows keyed by op, impl, shape, dtype):
 
-- relative change = (candidate median - baseline median) / baseline median (medians are the rows'
-  ``p50_s``; a pooled baseline's is the median of its runs' medians),
+- relative change = (candidate median - baseline median) / baseline median (medians derived from
+  the rows' samples, never their stored ``p50_s``; a pooled baseline's is the median of its runs'
+  medians),
 - noise = max(IQR/median of the baseline samples, IQR/median of the candidate samples),
 - p = one-sided Mann-Whitney U p-value on the raw samples (candidate slower), Holm-corrected across
   all compared rows (a second family, "candidate faster", for improvements).
@@ -25,24 +26,19 @@ row's *timing* verdict. The verdict the gate acts on (docs/regress.md, "Verdicts
 Rows of the baseline missing from the candidate fail the gate unless ``allow_missing``.
 
 ``decide`` is vectorized and is the single decision function, shared by ``compare`` and by the
-simulation that measures the gate's catch and false-alarm rates (``rooflinecli.regress_sim``).
+simulation that measures the gate's catch and false-alarm rates (``rooflinecli.gate.sim``).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import xml.etree.ElementTree as ET
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rooflinecli import stats
-from rooflinecli.atomic import write_json_atomic, write_text_atomic
 from rooflinecli.errors import RooflineError
 from rooflinecli.results import ResultRow, Results
 
@@ -59,7 +55,6 @@ HOST_BOUND_FRACTION = 0.5
 HOST_SPREAD = 0.08
 MIN_SAMPLES = 10  # docs/reference.md section 6: >= 10 samples each
 ENV_KEYS_TO_DIFF = ("driver", "cuda", "torch", "triton", "python", "sm_clock_mhz", "mem_clock_mhz")
-MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
 #: the spread-change test needs this many samples a side: the IQR of 10 samples is too uncertain
 #: (two runs of one lognormal kernel differ 3-fold in 6% of simulated 10-sample pairs, 0.5% at 20)
 SPREAD_CHANGE_MIN_SAMPLES = 20
@@ -236,39 +231,6 @@ class RegressReport:
             f"({'fails: --strict' if p.strict else 'not a failure'}); missing rows "
             f"{'allowed (--allow-missing)' if p.allow_missing else 'fail'}"
         )
-
-    # -- outputs -------------------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
-        p = self.params
-        return {
-            "schema": REPORT_SCHEMA,
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "summary": self.summary_line(),
-            "rule": self.rule_text(),
-            "params": {"threshold": p.threshold, "alpha": p.alpha, "min_abs_s": p.min_abs_s, "impls": list(p.impls) if p.impls else "all",
-                       "strict": p.strict, "allow_missing": p.allow_missing},
-            "baseline": self.baseline,
-            "candidate": self.candidate,
-            "hardware_mismatch": self.hardware_mismatch,
-            "counts": self.counts,
-            "rows": [_json_safe({**asdict(c), "label": c.label}) for c in self.comparisons],
-            "missing": {"rows": len(self.only_in_baseline), "fail": self.missing_fail},
-            "only_in_baseline": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_baseline],
-            "only_in_candidate": [dict(zip(("op", "impl", "shape", "dtype"), k)) for k in self.only_in_candidate],
-            "not_compared": [{**dict(zip(("op", "impl", "shape", "dtype"), k)), "why": why} for k, why in self.not_compared],
-            "notes": list(self.notes),
-        }
-
-    def to_markdown(self, max_rows: int = 200) -> str:
-        return render_markdown(self, max_rows=max_rows)
-
-    def to_junit_xml(self) -> str:
-        return render_junit(self)
-
-
-def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
 # -- comparing -------------------------------------------------------------------------------------
@@ -457,14 +419,17 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     only_b = tuple(k for k in base_rows if k not in cand_rows)
     only_c = tuple(k for k in cand_rows if k not in base_rows and not untimed(cand_rows[k]))
 
-    bm = np.array([base_rows[k].p50_s for k in keys], dtype=float)
-    cm = np.array([cand_rows[k].p50_s for k in keys], dtype=float)
+    base_runs = pooled_run_samples(baseline)  # a pooled baseline's runs are judged one by one
+    bs = [np.asarray(base_rows[k].samples_s, dtype=float) for k in keys]  # converted once: rows may hold 1e5 samples
+    cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
+    # medians derived from the samples, never the stored p50_s (the reader also refuses a row whose
+    # summary its samples contradict); a pooled baseline's is the median of its runs' medians
+    bm = np.array([float(np.median([np.median(run) for run in base_runs[k]])) if base_runs.get(k) else float(np.median(a))
+                   for k, a in zip(keys, bs)], dtype=float)
+    cm = np.array([float(np.median(a)) for a in cs], dtype=float)
     for k, a, b in zip(keys, bm, cm):
         if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
-            raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): p50_s must be a positive number in both files")
-    base_runs = pooled_run_samples(baseline)  # a pooled baseline's runs are judged one by one
-    bs = [np.asarray(base_rows[k].samples_s, dtype=float) for k in keys]  # converted once: rows may hold 1e6 samples
-    cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
+            raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): the samples' median must be a positive number in both files")
     bn = np.array([float(stats.relative_iqr(a)) for a in bs])
     cn = np.array([float(stats.relative_iqr(a)) for a in cs])
     p_both = [stats.mannwhitney_both(c, b) for b, c in zip(bs, cs)]  # (slower, faster)
@@ -539,180 +504,3 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
         only_in_baseline=only_b, only_in_candidate=only_c, hardware_mismatch=hw_note is not None, notes=tuple(notes),
         not_compared=not_compared,
     )
-
-
-# -- rendering ---------------------------------------------------------------------------------------
-
-
-def _us(s: float) -> str:
-    if not math.isfinite(s):
-        return "-"
-    us = s * 1e6
-    return f"{us:,.1f}" if us >= 100 else f"{us:.2f}"
-
-
-def _pct(x: float, signed: bool = False) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:+.1%}" if signed else f"{x:.1%}"
-
-
-def _p(x: float) -> str:
-    return f"{x:.2g}" if math.isfinite(x) else "-"
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(rows: list[Comparison]) -> list[str]:
-    lines = [
-        "| verdict | op | impl | shape | dtype | baseline p50 (us) | candidate p50 (us) | change | noise | p (Holm) | n |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for c in rows:
-        p = c.p_shown
-        v = f"**{c.label}**" if c.verdict in ("failed", "regression") else c.label
-        lines.append(
-            f"| {v} | {_md_cell(c.op)} | {_md_cell(c.impl)} | {_md_cell(c.shape)} | {_md_cell(c.dtype)} | {_us(c.baseline_median_s)} | "
-            f"{_us(c.candidate_median_s)} | {_pct(c.rel_change, True)} | {_pct(c.noise)} | {_p(p)} | {c.n_baseline}/{c.n_candidate} |"
-        )
-    return lines
-
-
-def render_markdown(rep: RegressReport, max_rows: int = 200) -> str:
-    """Markdown for a PR comment or a job summary. Passing rows fold into a <details> block."""
-    c = rep.counts
-    icon = "❌" if rep.exit_code else ("⚠️" if c["inconclusive"] or c["unstable"] or c["config-changed"] else "✅")
-    lines = [MARKDOWN_MARKER, f"## {icon} Kernel performance gate: {rep.verdict.upper()}", ""]
-    lines.append(f"**{rep.summary_line()}**")
-    lines.append("")
-    lines.append(f"- GPU: baseline `{rep.baseline['gpu_name']}`, candidate `{rep.candidate['gpu_name']}`")
-    lines.append(f"- baseline: `{rep.baseline['path']}` ({rep.baseline['created_utc']}); candidate: `{rep.candidate['path']}` ({rep.candidate['created_utc']})")
-    lines.append(f"- rule: {rep.rule_text()}")
-    for n in rep.notes:
-        lines.append(f"- note: {n}")
-    lines.append("")
-    flagged = [x for x in rep.comparisons if x.verdict != "pass"]
-    passing = [x for x in rep.comparisons if x.verdict == "pass"]
-    if flagged:
-        lines += _md_table(flagged[:max_rows])
-        if len(flagged) > max_rows:
-            lines.append(f"\n_... {len(flagged) - max_rows} more flagged rows in the JSON output_")
-        lines.append("")
-        why = [f"- `{x.op} {x.shape} {x.dtype}` ({x.impl}), {x.label}: {_md_cell(x.reason)}" for x in flagged[:max_rows] if x.verdict != "improvement"]
-        if why:
-            lines += why + [""]
-    if passing:
-        lines.append(f"<details><summary>{len(passing)} passing</summary>")
-        lines.append("")
-        lines += _md_table(passing[:max_rows])
-        if len(passing) > max_rows:
-            lines.append(f"\n_... {len(passing) - max_rows} more passing rows in the JSON output_")
-        lines.append("")
-        lines.append("</details>")
-        lines.append("")
-    missing = "Missing from the candidate (" + ("fails the gate; `--allow-missing` to accept" if rep.missing_fail else "allowed by `--allow-missing`") + ")"
-    for title, keys in ((missing, rep.only_in_baseline), ("Only in candidate (new, not compared)", rep.only_in_candidate)):
-        if keys:
-            lines.append(f"**{title}:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`" for k in keys))
-            lines.append("")
-    if rep.not_compared:
-        lines.append("**Not compared:** " + ", ".join(f"`{k[0]} {k[2]} {k[3]} ({k[1]})`: {why}" for k, why in rep.not_compared))
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def render_junit(rep: RegressReport) -> str:
-    """JUnit XML: one testcase per kernel and shape; a regression, a failed check, a missing row
-    (unless --allow-missing) and, with --strict, an unstable row are failures; an unstable row (not
-    strict), an allowed missing row and a row only in the candidate are skipped test cases."""
-    n_tests = len(rep.comparisons) + len(rep.only_in_baseline) + len(rep.only_in_candidate)
-    n_tests += len(rep.not_compared)
-    strict = rep.params.strict
-    n_missing = len(rep.only_in_baseline)
-    n_fail = rep.count("regression") + rep.count("failed") + (rep.count("unstable") if strict else 0) + (n_missing if rep.missing_fail else 0)
-    n_skip = len(rep.only_in_candidate) + len(rep.not_compared) + (0 if strict else rep.count("unstable")) + (0 if rep.missing_fail else n_missing)
-    root = ET.Element("testsuites", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip))
-    suite = ET.SubElement(root, "testsuite", name="roofline regress", tests=str(n_tests), failures=str(n_fail), errors="0", skipped=str(n_skip), time="0")
-    props = ET.SubElement(suite, "properties")
-    for name, value in (
-        ("baseline", rep.baseline["path"]), ("candidate", rep.candidate["path"]), ("gpu", rep.candidate["gpu_name"]),
-        ("threshold", f"{rep.params.threshold:g}"), ("alpha", f"{rep.params.alpha:g}"), ("min_abs_s", f"{rep.params.min_abs_s:g}"),
-    ):
-        ET.SubElement(props, "property", name=name, value=str(value))
-    for c in rep.comparisons:
-        tc = ET.SubElement(suite, "testcase", classname=f"regress.{c.op}", name=f"{c.shape} {c.dtype} [{c.impl}]",
-                           time=f"{c.candidate_median_s:.9f}" if math.isfinite(c.candidate_median_s) else "0")
-        detail = (
-            f"baseline p50 {_us(c.baseline_median_s)} us, candidate p50 {_us(c.candidate_median_s)} us, "
-            f"change {_pct(c.rel_change, True)}, noise {_pct(c.noise)}, p_slower(Holm) {_p(c.p_slower_adj)}, "
-            f"n {c.n_baseline}/{c.n_candidate}; {c.reason}" + (f"; {c.note}" if c.note else "")
-        )
-        if c.verdict == "failed":
-            f = ET.SubElement(tc, "failure", message="failed its correctness check (not timed)", type="correctness")
-            f.text = detail
-        elif c.verdict == "regression":
-            f = ET.SubElement(tc, "failure", message=f"{c.label}: {c.rel_change:+.1%} slower", type="regression")
-            f.text = detail
-        elif c.verdict == "unstable":
-            if strict:
-                f = ET.SubElement(tc, "failure", message=f"unstable (--strict): {c.unstable_reason}", type="unstable")
-                f.text = detail
-            else:
-                ET.SubElement(tc, "skipped", message=f"unstable, not judged: {c.unstable_reason}")
-                ET.SubElement(tc, "system-out").text = f"{c.label}: {detail}"
-        else:
-            so = ET.SubElement(tc, "system-out")
-            so.text = f"{c.label}: {detail}"
-    for k in rep.only_in_baseline:
-        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
-        if rep.missing_fail:
-            ET.SubElement(tc, "failure", message="missing from the candidate (--allow-missing to accept)", type="missing")
-        else:
-            ET.SubElement(tc, "skipped", message="missing from the candidate (allowed by --allow-missing)")
-    for k in rep.only_in_candidate:
-        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
-        ET.SubElement(tc, "skipped", message="only in candidate: not compared")
-    for k, why in rep.not_compared:
-        tc = ET.SubElement(suite, "testcase", classname=f"regress.{k[0]}", name=f"{k[2]} {k[3]} [{k[1]}]", time="0")
-        ET.SubElement(tc, "skipped", message=f"not compared: {why}")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-@contextmanager
-def writing_output(what: str, path: str | Path):
-    """A failed write (a folder in the way, no permission) is a one-line error naming the option,
-    never a traceback: exit 1 must mean a regression and nothing else."""
-    try:
-        yield
-    except OSError as e:
-        raise RooflineError(f"{what} {path}: cannot write: {e.strerror or e}") from None
-    except RooflineError as e:  # the writer's own one-line refusal ("<path>: is a folder; ..."): name the option
-        raise RooflineError(f"{what} {e}") from None
-
-
-def write_outputs(rep: RegressReport, markdown: str | Path | None = None, junit: str | Path | None = None, json_path: str | Path | None = None, step_summary: bool = True) -> list[Path]:
-    """Write the requested outputs atomically; append the Markdown to $GITHUB_STEP_SUMMARY when set."""
-    written = []
-    md = None
-    summary = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
-    if markdown is not None or summary:
-        md = rep.to_markdown()
-    if markdown is not None:
-        with writing_output("--markdown", markdown):
-            written.append(write_text_atomic(markdown, md))
-    if junit is not None:
-        with writing_output("--junit", junit):
-            written.append(write_text_atomic(junit, rep.to_junit_xml()))
-    if json_path is not None:
-        with writing_output("--json", json_path):
-            written.append(write_json_atomic(json_path, rep.to_json()))
-    if summary:
-        p = Path(summary)
-        with writing_output("$GITHUB_STEP_SUMMARY", p):
-            old = p.read_text(encoding="utf-8") if p.exists() else ""
-            sep = "" if not old or old.endswith("\n") else "\n"
-            written.append(write_text_atomic(p, old + sep + md))
-    return written

@@ -26,7 +26,7 @@ REGENERATE_COMMAND = "roofline golden --update   (or: python -m rooflinecli gold
 
 def default_path() -> Path:
     """tests/golden/predictions.json of the source checkout this package runs from."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     tests = root / "tests"
     if not tests.is_dir():
         raise RooflineError(f"no tests/ folder beside the package at {root} (not a source checkout); pass --path")
@@ -40,7 +40,8 @@ def _phase(p) -> dict[str, float]:
 def compute_golden() -> dict[str, Any]:
     """Every golden number, recomputed from the current model."""
     from rooflinecli import kv, params
-    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import analyze
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model, preset_ids
 
@@ -136,7 +137,7 @@ def check_golden(path: str | Path) -> list[str]:
 
 
 def write_golden(path: str | Path) -> dict[str, Any]:
-    from rooflinecli.atomic import write_json_atomic
+    from rooflinecli.output import write_json_atomic
 
     data = compute_golden()
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rooflinecli import stats
-from rooflinecli.regress import SPREAD_CHANGE_MIN_SAMPLES, GateParams, decide, pooled_bimodal_quorum
+from rooflinecli.gate.decision import SPREAD_CHANGE_MIN_SAMPLES, GateParams, decide, pooled_bimodal_quorum
 
 
 _Z75 = 0.6744897501960817  # standard normal 75th percentile

@@ -34,7 +34,7 @@ def render_report(data: dict[str, Any]) -> str:
 
 def write_report(page: str, out: str | Path, make_parents: bool = False) -> Path:
     """Write the page atomically (a reader sees the old file or the whole new one)."""
-    from rooflinecli.atomic import atomic_output
+    from rooflinecli.output import atomic_output
 
     out = Path(out)
     with atomic_output(out, make_parents=make_parents) as tmp:

@@ -518,9 +518,10 @@ def build_report_data(
 
     regress = None
     if baseline is not None:
-        from rooflinecli.regress import GateParams, compare
+        from rooflinecli.gate.decision import GateParams, compare
+        from rooflinecli.gate.render import render_json
 
-        regress = compare(baseline, results, GateParams(impls=None), allow_hardware_mismatch=True).to_json()
+        regress = render_json(compare(baseline, results, GateParams(impls=None), allow_hardware_mismatch=True))
 
     points = op_points(a)
     mid = a.decode_compute_bound_context

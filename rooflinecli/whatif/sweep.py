@@ -226,7 +226,7 @@ def write_sweep(path: str, blocks: Iterator[Block], on_block: Callable[[Block], 
     number of rows."""
     import pyarrow as pa
 
-    from rooflinecli.atomic import atomic_output
+    from rooflinecli.output import atomic_output
 
     fmt = output_format(path)
     rows = 0
