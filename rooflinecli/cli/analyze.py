@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from rooflinecli.fmt import fmt_num, json_default
-from rooflinecli.cli.achievable_options import EngineOption, ModeOption
-from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
+from rooflinecli.cli.options import HwOption, JsonOption
+from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, SHARED, Prices, workload_from_options, workload_options
 
 
 def _fmt():
@@ -20,29 +20,12 @@ def _fmt():
     return fmt_bytes, fmt_time, fmt_count
 
 
+@workload_options
 def analyze_cmd(
-    model: Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or a config.json path.")] = "llama-3-8b",
-    hw: HwOption = "h100-sxm",
-    batch: Annotated[int, typer.Option("--batch", help="Sequences in flight.")] = 1,
-    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per sequence (prefill).")] = 1024,
-    gen: Annotated[int, tokens_option("--gen", help="Generated tokens per sequence (decode steps at contexts prompt .. prompt+gen-1).")] = 256,
-    dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype; the GPU's peak for it is used (fp8 -> fp8 peak).")] = "bf16",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weights: bf16, fp16, fp32, fp8, int8, int4 (with group scales).")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
-    kv_bits: Annotated[float | None, typer.Option("--kv-bits", help="KV cache bits per element, any width (overrides --kv-dtype).")] = None,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs (must divide the heads).")] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE models).")] = 1,
-    efficiency: Annotated[str | None, typer.Option("--efficiency", help="Fraction of the roofline reached: one number (0.8) or per op kind (gemm=0.8,attention=0.7,elementwise=..,moe=..).")] = None,
-    fitted_efficiency: Annotated[bool, typer.Option("--fitted-efficiency", help="Use the spec's fitted efficiency table (measured specs).")] = False,
-    launch_overhead_us: Annotated[float, typer.Option("--launch-overhead-us", help="Fixed cost per kernel launch, microseconds.")] = 0.0,
-    price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour, for the cost per million output tokens.")] = None,
-    kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
-    prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")] = 8192,
-    expert_skew: Annotated[float, typer.Option("--expert-skew", help="MoE routing skew >= 1: the hottest expert's load over the mean (1 = uniform).")] = 1.0,
-    mla_decode: Annotated[str, typer.Option("--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.")] = "absorbed",
-    weight_group_size: Annotated[int, typer.Option("--weight-group-size", help="int4 weights: elements per 2-byte scale.")] = 128,
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    model=SHARED, hw: HwOption = DEFAULT_WORKLOAD.hw, batch=SHARED, prompt=SHARED, gen=SHARED, dtype=SHARED, weight_dtype=SHARED,
+    kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED, efficiency=SHARED, fitted_efficiency=SHARED, launch_overhead_us=SHARED,
+    price=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, expert_skew=SHARED, mla_decode=SHARED, weight_group_size=SHARED,
+    mode=SHARED, engine=SHARED,
     ops: Annotated[bool, typer.Option("--ops/--no-ops", help="Print the per-op tables.")] = True,
     as_json: JsonOption = False,
 ) -> None:
@@ -53,40 +36,21 @@ def analyze_cmd(
     achievable times of the calibrated vendor-kernel model, roof beside (--mode roof for the roof
     alone). Times are per GPU of a replica of max(--tp, --ep) GPUs.
     """
-    from rooflinecli.analysis import Workload, analyze, parse_efficiency
+    from dataclasses import replace
+
+    from rooflinecli.predict import analyze, resolve_mode
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
 
-    wl = Workload(
-        batch=batch,
-        prompt_len=prompt,
-        gen_len=gen,
-        compute_dtype=dtype,
-        weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype,
-        kv_bits=kv_bits,
-        weight_group_size=weight_group_size,
-        tp=tp,
-        ep=ep,
-        efficiency=parse_efficiency(efficiency),
-        launch_overhead_s=launch_overhead_us * 1e-6,
-        expert_skew=expert_skew,
-        kv_block_size=kv_block_size,
-        prefill_chunk_tokens=prefill_chunk or None,
-        price_per_gpu_hour=price_per_gpu_hour,
-        use_fitted_efficiency=fitted_efficiency,
-        mla_decode=mla_decode,
+    wl = workload_from_options(  # input errors first, before loading anything
+        batch=batch, prompt=prompt, gen=gen, dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, tp=tp, ep=ep,
+        efficiency=efficiency, fitted_efficiency=fitted_efficiency, launch_overhead_us=launch_overhead_us, kv_block_size=kv_block_size,
+        prefill_chunk=prefill_chunk, expert_skew=expert_skew, mla_decode=mla_decode, weight_group_size=weight_group_size, engine=engine,
     )
-    from rooflinecli.analysis import validate_workload
-
-    from dataclasses import replace
-
-    from rooflinecli.achievable import resolve_mode
-
-    wl = replace(wl, engine=engine)
-    validate_workload(wl)  # input errors first, before loading anything
     cfg, spec = get_model(model), get_spec(hw)
-    wl = replace(wl, mode=resolve_mode(spec, mode, engine))
+    if price is not None:
+        price.check_gpus([spec])
+    wl = replace(wl, mode=resolve_mode(spec, mode, engine), price_per_gpu_hour=(price or Prices()).for_gpu(spec))
     a = analyze(cfg, spec, wl)
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
@@ -178,18 +142,23 @@ def render(a, show_ops: bool = True) -> None:
 
         cal = a.calibration or {}
         c.print(f"mode achievable: engine {a.engine}, calibrated on {cal.get('gpu', '?')} ({cal.get('created_utc', '?')[:10]}, {Path(cal.get('path', '?')).name}); the roof beside")
-        from rooflinecli.achievable import models_for, roof_bandwidth_source
+        from rooflinecli.predict import roof_bandwidth_source
 
-        source = roof_bandwidth_source(spec, models_for(spec))
+        source = roof_bandwidth_source(spec, a.engine)
         if rspec.memory_bandwidth_gb_per_s != spec.memory_bandwidth_gb_per_s or "left out" in source:
-            c.print(f"roof on the fastest ceilings measured: HBM {rspec.memory_bandwidth_gb_per_s:,.0f} GB/s "
+            c.print(f"roof beside: the measured roof, HBM {rspec.memory_bandwidth_gb_per_s:,.0f} GB/s "
                     f"({source}; the spec's copy: {spec.memory_bandwidth_gb_per_s:,.0f})", markup=False)
         for note in cal.get("notes", []):
             c.print(f"calibration: {note}", markup=False)
-    elif spec.kind == "datasheet":
-        c.print("mode roof: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
+    elif a.mode == "datasheet" and spec.kind == "measured":
+        c.print(f"mode datasheet: pure roofline on the datasheet figures of {spec.id}'s base ({rspec.id})")
+    elif a.mode == "datasheet":
+        c.print("mode datasheet: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
     else:
-        c.print("mode roof: roofline on this spec's measured ceilings")
+        from rooflinecli.predict import roof_bandwidth_source
+
+        c.print(f"mode measured-roof: roofline on {spec.id}'s measured roof (sustained peaks; HBM "
+                f"{rspec.memory_bandwidth_gb_per_s:,.0f} GB/s: {roof_bandwidth_source(spec, wl.engine)})", markup=False)
 
     def beside(t, roof_t, phase=None):
         if not (ach and roof_t):

@@ -18,16 +18,52 @@ import typer
 
 HW_HELP = "GPU: a built-in id (see `roofline hw list`), a measured spec id, or a spec file path (.toml)."
 
+
+def _forgiven(value: str, known) -> str:
+    """A name as the user typed it, forgiven surrounding spaces and case when that makes it a known
+    id (``" Llama-3-8B"`` -> ``llama-3-8b``); an existing path or an unknown name is left to the
+    loader, which names it in its error."""
+    import os
+
+    if os.path.exists(value):
+        return value
+    name = value.strip()
+    if name in known:
+        return name
+    return name.lower() if name.lower() in known else name
+
+
+def forgive_gpu_names(value: str) -> str:
+    """``--hw``: each comma-separated GPU id forgiven case and surrounding spaces."""
+    from rooflinecli.hardware import all_specs
+
+    known = all_specs()
+    return ",".join(_forgiven(v, known) for v in str(value).split(","))
+
+
+def forgive_model_names(value: str) -> str:
+    """``--model``: each comma-separated preset id forgiven case and surrounding spaces."""
+    from rooflinecli.model_registry import preset_ids
+
+    known = set(preset_ids())
+    return ",".join(_forgiven(v, known) for v in str(value).split(","))
+
+
+def forgive_dtype_names(value: str) -> str:
+    """A dtype (or a comma list of them): ``" BF16"`` -> ``bf16``."""
+    return ",".join(v.strip().lower() for v in str(value).split(","))
+
+
 #: one GPU, by id or path; env ROOFLINE_HW sets the default.
 HwOption = Annotated[
     str,
-    typer.Option("--hw", "--hw-file", help=HW_HELP, envvar="ROOFLINE_HW", show_envvar=True),
+    typer.Option("--hw", "--hw-file", help=HW_HELP, envvar="ROOFLINE_HW", show_envvar=True, parser=forgive_gpu_names, metavar="GPU"),
 ]
 
 #: several GPUs, comma-separated ids or paths ("h100-sxm,h200,my-gpu.toml").
 HwListOption = Annotated[
     str,
-    typer.Option("--hw", "--hw-file", help="Comma-separated GPUs: ids or spec file paths.", envvar="ROOFLINE_HW"),
+    typer.Option("--hw", "--hw-file", help="Comma-separated GPUs: ids or spec file paths.", envvar="ROOFLINE_HW", parser=forgive_gpu_names, metavar="GPUS"),
 ]
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines instead of tables.")]
@@ -77,13 +113,21 @@ def parse_tokens(value, limit: int = MAX_TOKENS) -> int:
     return int(tokens)
 
 
-def tokens_option(*names: str, help: str) -> typer.models.OptionInfo:  # noqa: A002 - typer's own word
-    """A Typer option for a token count that accepts a ``k`` suffix (``--prompt 32k``)."""
+def tokens_option(*names: str, help: str, minimum: int = 0) -> typer.models.OptionInfo:  # noqa: A002 - typer's own word
+    """A Typer option for a token count that accepts a ``k`` suffix (``--prompt 32k``); below
+    ``minimum`` is a BadParameter, which Click reports under the option's own name."""
     limit = min((TOKEN_LIMITS.get(n, MAX_TOKENS) for n in names), default=MAX_TOKENS)
+
+    def parse(v) -> int:
+        tokens = parse_tokens(v, limit)
+        if tokens < minimum:
+            raise typer.BadParameter(f"'{v}' is below {minimum}; give at least {minimum} token{'s' if minimum > 1 else ''}")
+        return tokens
+
     return typer.Option(
         *names,
         help=help + f" Accepts a k suffix (32k = 32768); at most {limit:,}.",
-        parser=lambda v: parse_tokens(v, limit),
+        parser=parse,
         metavar="TOKENS",
     )
 

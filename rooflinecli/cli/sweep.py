@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from rooflinecli.errors import one_line
-from rooflinecli.cli.achievable_options import EngineOption, ModeOption
-from rooflinecli.cli.options import tokens_option
+from rooflinecli.cli.workload_options import SHARED, workload_options
 from rooflinecli.errors import RooflineError
 
 #: the most rows one sweep may write (about a minute of work and a few GB of output)
@@ -29,11 +28,7 @@ def sweep_cmd(
     weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Comma list of stored weight dtypes (default: the compute dtype).")] = None,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma list of KV cache dtypes.")] = "bf16",
     phase: Annotated[str, typer.Option("--phase", help="Phases: prefill,decode.")] = "prefill,decode",
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per replica.")] = 1,
-    kv_block_size: Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")] = None,
-    prefill_chunk: Annotated[int, tokens_option("--prefill-chunk", help="Memory (fits column): size the activation workspace for prefill chunks of this many tokens (0 = unchunked), as in analyze.")] = 8192,
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    tp=SHARED, ep=SHARED, kv_bits=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, mode=SHARED, engine=SHARED,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,
 ) -> None:
     """Vectorized what-if grid: one long row per (model, GPU, dtype, phase, batch, context)."""
@@ -66,7 +61,7 @@ def sweep_cmd(
     for wd in wds or ():
         check_dtype(wd, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
     kvs = [check_dtype(k, KV_DTYPES, "KV dtype (--kv-dtype)") for k in parse_list(kv_dtype, "--kv-dtype")]
-    combos = S.make_combos(cfgs, specs, dtypes, kvs, wds, mode, engine)
+    combos = S.make_combos(cfgs, specs, dtypes, kvs, wds, mode, engine, kv_bits)
     for cfg in cfgs:
         if not quiet:
             w = context_warning(cfg, int(N[-1]))
@@ -77,7 +72,7 @@ def sweep_cmd(
     total_rows = rows_per_block * n_blocks
     if total_rows > MAX_SWEEP_ROWS:  # before any work: a typo must not run for hours
         raise RooflineError(f"--batch x --context x combos x phases: {total_rows:,} rows is above the limit of {MAX_SWEEP_ROWS:,}; narrow a grid")
-    blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size, prefill_chunk_tokens=prefill_chunk or None)
+    blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size, prefill_chunk_tokens=prefill_chunk or None, ep=ep)
     if quiet or total_rows < PROGRESS_MIN_ROWS:
         rows = S.write_sweep(out, blocks)
     else:

@@ -17,8 +17,8 @@ import typer
 
 from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_num, fmt_time
 from rooflinecli.fmt import json_default as _json_default
-from rooflinecli.cli.achievable_options import EngineOption, ModeOption
-from rooflinecli.cli.options import HwOption, JsonOption, tokens_option
+from rooflinecli.cli.options import HW_HELP, HwOption, JsonOption, forgive_gpu_names, forgive_model_names, tokens_option
+from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, REQUIRED, SHARED, Prices, workload_options
 from rooflinecli.errors import RooflineError
 
 # ------------------------------------------------------------------------------------------------
@@ -102,20 +102,17 @@ def rope_cmd(
 # ------------------------------------------------------------------------------------------------
 
 
+@workload_options
 def speculative_cmd(
     draft_tokens: Annotated[int, typer.Option("--draft-tokens", "-k", help="Draft tokens proposed per step (k).")],
     acceptance: Annotated[float, typer.Option("--acceptance", "-a", help="Probability each draft token is accepted (a), 0..1.")],
     draft_cost_ratio: Annotated[float | None, typer.Option("--draft-cost-ratio", "-c", help="One draft step's time over one target step's (c). Default 0, or from the MTP module with --mtp.")] = None,
     mtp: Annotated[bool, typer.Option("--mtp", help="Multi-token prediction: draft cost from one MTP module of --model (one decoder layer + projection + LM head).")] = False,
-    model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.")] = None,
-    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="GPU (id or spec path) for the model's decode step time; with --model and no --hw: env ROOFLINE_HW, else h100-sxm.")] = None,
-    batch: Annotated[int, typer.Option("--batch", help="Sequences decoded together.")] = 1,
-    context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
-    dtype: Annotated[str, typer.Option("--dtype", help="Compute dtype.")] = "bf16",
-    weight_dtype: Annotated[str, typer.Option("--weight-dtype", help="Stored weight dtype.")] = "bf16",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    model: Annotated[str | None, typer.Option("--model", help="Model, to turn the speed-up into a time per token.", parser=forgive_model_names, metavar="MODEL")] = None,
+    hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help=HW_HELP + " With --model and no --hw: env ROOFLINE_HW, else h100-sxm.",
+                                           parser=forgive_gpu_names, metavar="GPU")] = None,
+    batch=SHARED, context=SHARED, dtype=SHARED, weight_dtype=SHARED, kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED,
+    mode=SHARED, engine=SHARED,
     as_json: JsonOption = False,
 ) -> None:
     """Speculative decoding / MTP: expected tokens per step (1 - a^(k+1)) / (1 - a) and the
@@ -127,7 +124,7 @@ def speculative_cmd(
     verify = None  # the verification pass's cost in plain steps, per k = 1.. (with a model)
     warning = None
     if model is not None and hw is None:  # the default GPU of every other command
-        hw = os.environ.get("ROOFLINE_HW") or "h100-sxm"
+        hw = forgive_gpu_names(os.environ.get("ROOFLINE_HW") or DEFAULT_WORKLOAD.hw)
     if mtp or (model is not None and hw is not None):
         if model is None:
             raise RooflineError("--mtp needs --model (the MTP module is sized from the model)")
@@ -145,17 +142,16 @@ def speculative_cmd(
             from rooflinecli.whatif.rope import context_warning
             from rooflinecli.whatif.speculative import verify_costs
 
-            from rooflinecli.analysis import Workload, fit_warning
+            from rooflinecli.analysis import fit_warning
 
             warning = context_warning(cfg, context + 1)  # a decode step at context N holds N + 1 positions
             spec = get_spec(hw)
-            fit = fit_warning(cfg, spec, Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype),
-                              context, context, batch)
+            wl_kw = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep)
+            fit = fit_warning(cfg, spec, _workload(batch, context, 1, **wl_kw), context, context, batch)
             warning = "\n".join(w for w in (warning, f"warning: {fit}" if fit else None) if w) or None
             # the table's k = 1..8 and the k asked for, each verification pass timed by the model
             mk = _mode_kwargs(spec, mode, engine)
-            step_time, verify = verify_costs(cfg, spec, batch, context, sorted({*range(1, 9), draft_tokens}), dtype=dtype,
-                                             weight_dtype=weight_dtype, kv_dtype=kv_dtype, **mk)
+            step_time, verify = verify_costs(cfg, spec, batch, context, sorted({*range(1, 9), draft_tokens}), **wl_kw, **mk)
     elif hw is not None:
         raise RooflineError("--hw needs --model (the decode step time is the model's)")
     res = speculative(draft_tokens, acceptance, draft_cost_ratio or 0.0, step_time, source,
@@ -176,7 +172,7 @@ def speculative_cmd(
     c.print(f"speed-up over plain decoding: {res.speedup:.3g}x")
     if res.tpot_s is not None:
         c.print(
-            f"{model} on {hw} ({_mode_phrase(mk)}), batch {batch}, context {context:,}: decode step {fmt_time(res.target_step_time_s)} "
+            f"{model} on {hw} ({_mode_phrase(mk)}), batch {batch}, context {context:,}{_parallel_phrase(tp, ep)}: decode step {fmt_time(res.target_step_time_s)} "
             f"-> {fmt_time(res.tpot_s)} per token ({fmt_num(res.tokens_per_s_per_sequence, 4)} tokens/s per sequence)"
         )
     best = max(table, key=lambda r: r[2])
@@ -232,30 +228,20 @@ def attention_io_cmd(
 # Shared workload options
 # ------------------------------------------------------------------------------------------------
 
-ModelOption = Annotated[str, typer.Option("--model", help="Model preset id (see `roofline model list`) or config.json path.")]
-DtypeOption = Annotated[str, typer.Option("--dtype", help="Compute dtype (the GPU's peak for it is used).")]
-WeightDtypeOption = Annotated[str, typer.Option("--weight-dtype", help="Stored weight dtype: bf16, fp8, int8, int4 (group-128 scales), ...")]
-KvDtypeOption = Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")]
-KvBitsOption = Annotated[float | None, typer.Option("--kv-bits", help="KV cache bits per element (any width; overrides --kv-dtype).")]
-KvBlockOption = Annotated[int | None, typer.Option("--kv-block-size", help="Paged KV cache: tokens per block.")]
-TpOption = Annotated[int, typer.Option("--tp", help="Tensor-parallel GPUs per model replica.")]
-EpOption = Annotated[int, typer.Option("--ep", help="Expert-parallel GPUs (MoE).")]
-
-
 def _wl_kwargs(dtype: str, weight_dtype: str, kv_dtype: str, kv_bits: float | None, kv_block_size: int | None, tp: int = 1, ep: int = 1, **more) -> dict:
     return dict(compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, kv_block_size=kv_block_size, tp=tp, ep=ep, **more)
 
 
 def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:
     """Workload fields of --mode/--engine for one GPU (achievable by default on a calibrated spec)."""
-    from rooflinecli.achievable import resolve_mode
+    from rooflinecli.predict import resolve_mode
 
     return {"mode": resolve_mode(spec, mode, engine), "engine": engine}
 
 
 def _mode_phrase(kw: dict) -> str:
-    """What the times of ``_mode_kwargs``' workload are: the calibrated model's or the roof."""
-    return f"achievable, {kw['engine']} engine" if kw["mode"] == "achievable" else "roof"
+    """What the times of ``_mode_kwargs``' workload are: the calibrated model's or which roof's."""
+    return f"achievable, {kw['engine']} engine" if kw["mode"] == "achievable" else f"{kw['mode']} roof"
 
 
 def _workload(batch: int, prompt: int, gen: int, **kwargs):
@@ -265,10 +251,16 @@ def _workload(batch: int, prompt: int, gen: int, **kwargs):
     return validate_workload(Workload(batch=batch, prompt_len=prompt, gen_len=gen, **kwargs))
 
 
-def _positive(option: str, value: int) -> int:
-    if value < 1:
-        raise RooflineError(f"{option} must be >= 1, got {value}")
-    return value
+def _parallel_phrase(tp: int, ep: int) -> str:
+    """", TP 2, EP 4" for a replica of several GPUs; "" for one."""
+    return f", TP {tp}" + (f", EP {ep}" if ep > 1 else "") if max(tp, ep) > 1 else ""
+
+
+def _check_parallel(cfg, wl) -> None:
+    """--tp / --ep fit the model (the heads split evenly, the experts too), before any work."""
+    from rooflinecli.analysis.ops import check_parallel
+
+    check_parallel(cfg, wl)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,18 +268,13 @@ def _positive(option: str, value: int) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
+@workload_options
 def kv_cmd(
-    model: ModelOption,
-    batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
-    context: Annotated[int, tokens_option("--context", help="Context tokens per sequence.")] = 8192,
-    kv_dtype: KvDtypeOption = "bf16",
-    kv_bits: KvBitsOption = None,
-    kv_block_size: KvBlockOption = None,
-    weight_dtype: WeightDtypeOption = "bf16",
-    hw: HwOption = "h100-sxm",
+    model=SHARED, batch=SHARED, context=SHARED, kv_dtype=SHARED, kv_bits=SHARED, kv_block_size=SHARED, dtype=SHARED, weight_dtype=SHARED,
+    tp=SHARED, ep=SHARED,
+    hw: HwOption = DEFAULT_WORKLOAD.hw,
     variants: Annotated[str, typer.Option("--variants", help="Attention variants beside the configured model.")] = "mha,gqa,mqa,mla,compressed",
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    mode=SHARED, engine=SHARED,
     as_json: JsonOption = False,
 ) -> None:
     """KV-cache bytes per token and for a workload, for the model and its MHA / GQA / MQA / MLA /
@@ -299,8 +286,6 @@ def kv_cmd(
     from rooflinecli.whatif.kv_variants import VARIANTS, kv_rows, variant_models
     from rooflinecli.whatif.rope import context_warning
 
-    _positive("--batch", batch)
-    _positive("--context", context)
     kinds = parse_list(variants, "--variants")
     for k in kinds:
         if k not in VARIANTS:
@@ -309,7 +294,8 @@ def kv_cmd(
             raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
     cfg, spec = get_model(model), get_spec(hw)
     mk = _mode_kwargs(spec, mode, engine)
-    wl = _wl_kwargs("bf16", weight_dtype, kv_dtype, kv_bits, kv_block_size, **mk)
+    wl = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, kv_block_size, tp, ep, **mk)
+    _check_parallel(cfg, _workload(batch, context, 1, **wl))
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     for note in variant_models(cfg, kinds)[1]:
         _warn(note)
@@ -323,7 +309,7 @@ def kv_cmd(
     c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_bits:g}-bit" if kv_bits is not None else
             f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_dtype}", end="")
     c.print(f", paged {kv_block_size}-token blocks" if kv_block_size else "", end="")
-    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}); decode step: {_mode_phrase(mk)}")
+    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}){_parallel_phrase(tp, ep)}; decode step: {_mode_phrase(mk)}")
     table_rows = [
         [r.variant, r.attention, fmt_bytes(r.kv_bytes_per_token), fmt_bytes(r.kv_cache_bytes),
          fmt_bytes(r.kv_read_bytes_per_step), fmt_bytes(r.weights_bytes_per_step),
@@ -348,19 +334,15 @@ def _kv_bpe(kv_dtype: str, kv_bits: float | None) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
+@workload_options
 def moe_cmd(
-    model: ModelOption,
+    model=REQUIRED,
     batch: Annotated[str, typer.Option("--batch", help="Batch grid for the decode table (e.g. 1..1024:x2, 1,8,64).")] = "1..1024:x4",
-    context: Annotated[int, tokens_option("--context", help="Context tokens at the decode step.")] = 4096,
+    context=SHARED,
     skew: Annotated[float, typer.Option("--skew", help="Routing skew >= 1: the hottest expert's load over the mean (1 = uniform); loads fall off exponentially to the coldest expert.")] = 1.0,
-    ep: EpOption = 1,
-    tp: TpOption = 1,
-    hw: HwOption = "h100-sxm",
-    dtype: DtypeOption = "bf16",
-    weight_dtype: WeightDtypeOption = "bf16",
-    kv_dtype: KvDtypeOption = "bf16",
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    ep=SHARED, tp=SHARED,
+    hw: HwOption = DEFAULT_WORKLOAD.hw,
+    dtype=SHARED, weight_dtype=SHARED, kv_dtype=SHARED, kv_bits=SHARED, mode=SHARED, engine=SHARED,
     as_json: JsonOption = False,
 ) -> None:
     """Mixture of experts: total vs active parameters, distinct experts touched per layer by the
@@ -377,14 +359,13 @@ def moe_cmd(
     cfg = get_model(model)
     M.require_moe(cfg)
     M.check_skew(skew, cfg)
-    _positive("--context", context)
     B = parse_grid(batch, "--batch")
     if len(B) > MOE_MAX_BATCHES:  # one table row each: 100,000 took a minute and 700 MB
         raise RooflineError(f"--batch: '{batch}' gives {len(B):,} batches; the table takes at most {MOE_MAX_BATCHES:,} (e.g. 1..1M:x2)")
     spec = get_spec(hw)
     mk = _mode_kwargs(spec, mode, engine)
-    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, ep, expert_skew=skew, **mk))
-    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, None, None, tp, 1, expert_skew=skew, **mk))
+    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, expert_skew=skew, **mk))
+    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, 1, expert_skew=skew, **mk))
     m = cfg.moe
     ps = M.param_summary(cfg)
     touched = M.experts_touched(cfg, B, skew)
@@ -451,22 +432,14 @@ def moe_cmd(
 # ------------------------------------------------------------------------------------------------
 
 
+@workload_options
 def compare_cmd(
-    model: ModelOption,
-    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW")] = "h100-sxm",
+    model=SHARED,
+    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="One GPU, or a comma list to compare GPUs (ids or spec paths).", envvar="ROOFLINE_HW",
+                                    parser=forgive_gpu_names, metavar="GPUS")] = DEFAULT_WORKLOAD.hw,
     variants: Annotated[str | None, typer.Option("--variants", help="Compare attention variants instead: mha,gqa,mqa,mla,compressed.")] = None,
-    batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
-    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens.")] = 2048,
-    gen: Annotated[int, tokens_option("--gen", help="Generated tokens.")] = 256,
-    dtype: DtypeOption = "bf16",
-    weight_dtype: WeightDtypeOption = "bf16",
-    kv_dtype: KvDtypeOption = "bf16",
-    kv_bits: KvBitsOption = None,
-    tp: TpOption = 1,
-    ep: EpOption = 1,
-    price_per_gpu_hour: Annotated[float | None, typer.Option("--price-per-gpu-hour", help="USD per GPU-hour: adds the cost per million output tokens.")] = None,
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    batch=SHARED, prompt=SHARED, gen=SHARED, dtype=SHARED, weight_dtype=SHARED, kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED,
+    price=SHARED, mode=SHARED, engine=SHARED,
     as_json: JsonOption = False,
 ) -> None:
     """The same workload across GPUs (--hw a,b,c) or across attention variants of one model
@@ -482,7 +455,11 @@ def compare_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
-    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, price_per_gpu_hour=price_per_gpu_hour, engine=engine))
+    wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, engine=engine))
+    _check_parallel(cfg, wl)
+    prices = price or Prices()
+    prices.check_gpus(specs)
+    priced = any(prices.for_gpu(s) is not None for s in specs)
     if variants is not None:
         if len(specs) > 1:
             raise RooflineError("--variants compares one GPU; give a single --hw")
@@ -492,10 +469,10 @@ def compare_cmd(
                 from rooflinecli.errors import unknown_name_error
 
                 raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
-        rows = C.compare_variants(cfg, specs[0], wl, kinds, mode)
+        rows = C.compare_variants(cfg, specs[0], wl, kinds, mode, prices.for_gpu)
         title = f"{cfg.name} attention variants on {specs[0].id}"
     else:
-        rows = C.compare_gpus(cfg, specs, wl, mode)
+        rows = C.compare_gpus(cfg, specs, wl, mode, prices.for_gpu)
         title = f"{cfg.name} across GPUs"
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
@@ -507,11 +484,11 @@ def compare_cmd(
         [r["label"], *([r["mode"]] if ach else []), fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]), *([fmt_time(r["roof_tpot_s"])] if ach else []), fmt_num(r['decode_tokens_per_s']) if r["decode_tokens_per_s"] else "-",
          f"{r['prefill_bound']}/{r['decode_bound']}", fmt_bytes(r["memory_weights_bytes"]), fmt_bytes(r["memory_kv_cache_bytes"]),
          "yes" if r["memory_fits"] else "NO"]
-        + ([f"${fmt_num(r['cost_per_million_output_tokens_usd'])}"] if price_per_gpu_hour is not None else [])
+        + ([f"${fmt_num(r['cost_per_million_output_tokens_usd'])}" if r.get("cost_per_million_output_tokens_usd") is not None else "-"] if priced else [])
         for r in rows
     ]
     cols = ["", *(["mode"] if ach else []), "TTFT", "TPOT (mean)", *(["roof TPOT"] if ach else []), "decode tokens/s per replica", "bound (prefill/decode)", "weights per GPU", "KV cache per GPU", "fits"]
-    if price_per_gpu_hour is not None:
+    if priced:
         cols.append("USD per M output tokens")
     _console().print(_table(title, cols, table,
                             caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"
@@ -523,23 +500,16 @@ def compare_cmd(
 # ------------------------------------------------------------------------------------------------
 
 
+@workload_options
 def disagg_cmd(
-    model: ModelOption,
-    prompt: Annotated[int, tokens_option("--prompt", help="Prompt tokens per request.")],
-    gen: Annotated[int, tokens_option("--gen", help="Generated tokens per request.")],
     rate: Annotated[float, typer.Option("--rate", help="Requests per second to serve.")],
     ttft_target: Annotated[float, typer.Option("--ttft-target", help="Time-to-first-token target, seconds.")],
     tpot_target: Annotated[float, typer.Option("--tpot-target", help="Mean time-per-output-token target, seconds.")],
-    hw: HwOption = "h100-sxm",
-    tp: TpOption = 1,
-    ep: EpOption = 1,
-    max_batch: Annotated[int, typer.Option("--max-batch", help="Largest batch an instance may run.")] = 1024,
-    dtype: DtypeOption = "bf16",
-    weight_dtype: WeightDtypeOption = "bf16",
-    kv_dtype: KvDtypeOption = "bf16",
-    kv_bits: KvBitsOption = None,
-    mode: ModeOption = None,
-    engine: EngineOption = "torch",
+    model=SHARED, prompt=SHARED, gen=SHARED,
+    hw: HwOption = DEFAULT_WORKLOAD.hw,
+    tp=SHARED, ep=SHARED,
+    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Largest batch an instance may run.")] = 1024,
+    dtype=SHARED, weight_dtype=SHARED, kv_dtype=SHARED, kv_bits=SHARED, mode=SHARED, engine=SHARED,
     as_json: JsonOption = False,
 ) -> None:
     """Prefill/decode disaggregation: prefill and decode GPUs needed for a request rate within

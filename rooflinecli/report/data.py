@@ -465,6 +465,7 @@ def build_report_data(
     measured_spec: str | None = None,
     now: datetime | None = None,
     mode: str | None = "roof",
+    price_for=None,
 ) -> dict[str, Any]:
     """Everything the report shows, JSON-ready (numpy arrays as lists, NaN as null).
 
@@ -488,9 +489,11 @@ def build_report_data(
     spec = specs[0]
     from dataclasses import replace
 
-    from rooflinecli.achievable import resolve_mode
+    from rooflinecli.predict import resolve_mode
 
-    analyses = [analyze(cfg, s, replace(wl, mode=resolve_mode(s, mode, wl.engine))) for s in specs]
+    # ``price_for``: spec -> USD per GPU-hour (per-GPU prices); None keeps the workload's one price
+    analyses = [analyze(cfg, s, replace(wl, mode=resolve_mode(s, mode, wl.engine),
+                                        **({"price_per_gpu_hour": price_for(s)} if price_for else {}))) for s in specs]
     a = analyses[0]
     wl = a.workload  # the first GPU's mode, resolved: every section of it times as its analysis does
 

@@ -30,16 +30,17 @@ def _get(obj: dict, dotted: str):
     return obj
 
 
-def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl, mode: str | None = "roof") -> dict:
+def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl, mode: str | None = "roof", price_for=None) -> dict:
     """One analyze run reduced to a flat row with units in the keys. ``mode`` None: achievable on
-    a calibrated spec, roof otherwise (``achievable.resolve_mode``)."""
+    a calibrated spec, roof otherwise (``achievable.resolve_mode``). ``price_for``: spec -> USD per
+    GPU-hour (None: the workload's one price)."""
     from dataclasses import replace
 
-    from rooflinecli.achievable import resolve_mode
-    from rooflinecli.analysis import analyze
+    from rooflinecli.predict import analyze, resolve_mode
 
-    j = analyze(cfg, spec, replace(wl, mode=resolve_mode(spec, mode, wl.engine))).to_json()
-    row = {"label": label, "model": cfg.name, "hw": spec.id}
+    price = {"price_per_gpu_hour": price_for(spec)} if price_for is not None else {}
+    j = analyze(cfg, spec, replace(wl, mode=resolve_mode(spec, mode, wl.engine), **price)).to_json()
+    row = {"label": label, "model": cfg.name, "hw": spec.id, "price_usd_per_gpu_hour": j["workload"].get("price_per_gpu_hour")}
     for f in ROW_FIELDS:
         row[f.replace(".", "_")] = _get(j, f)
     tpot = row["tpot_s"]
@@ -51,19 +52,19 @@ def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl, mode: str 
     return row
 
 
-def compare_gpus(cfg: ModelConfig, specs: list[HardwareSpec], wl, mode: str | None = "roof") -> list[dict]:
-    return [summary_row(spec.id, cfg, spec, wl, mode) for spec in specs]
+def compare_gpus(cfg: ModelConfig, specs: list[HardwareSpec], wl, mode: str | None = "roof", price_for=None) -> list[dict]:
+    return [summary_row(spec.id, cfg, spec, wl, mode, price_for) for spec in specs]
 
 
-def compare_variants(cfg: ModelConfig, spec: HardwareSpec, wl, kinds: list[str], mode: str | None = "roof") -> list[dict]:
+def compare_variants(cfg: ModelConfig, spec: HardwareSpec, wl, kinds: list[str], mode: str | None = "roof", price_for=None) -> list[dict]:
     """The model as configured (label "* <kind>"), then each other attention variant of it."""
     from rooflinecli.analysis import with_attention_variant
     from rooflinecli.whatif.kv_variants import variant_label
 
     configured = variant_label(cfg)
-    rows = [summary_row(f"* {configured}", cfg, spec, wl, mode)]
+    rows = [summary_row(f"* {configured}", cfg, spec, wl, mode, price_for)]
     for kind in kinds:
         if kind == configured:
             continue  # the configured model already is this variant
-        rows.append(summary_row(kind, with_attention_variant(cfg, kind), spec, wl, mode))
+        rows.append(summary_row(kind, with_attention_variant(cfg, kind), spec, wl, mode, price_for))
     return rows

@@ -122,15 +122,16 @@ def mtp_draft_cost_ratio(cfg) -> float:
     return mtp_module_params(cfg) / params.active_params(cfg, include_embeddings=False)
 
 
-def target_step_time_s(cfg, spec, batch: int, context: int, dtype: str = "bf16", weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-                       mode: str = "roof", engine: str = "torch", decode_tokens: int = 1) -> float:
-    """The model's decode step time (the analytical model's ``phase_grid``, in ``mode``) at one
-    point: plain (one token per sequence) or a verification pass (``decode_tokens`` per sequence)."""
+def target_step_time_s(cfg, spec, batch: int, context: int, decode_tokens: int = 1, **workload) -> float:
+    """The model's decode step time (the analytical model's ``phase_grid``, in the workload's mode)
+    at one point: plain (one token per sequence) or a verification pass (``decode_tokens`` per
+    sequence). ``workload``: further ``Workload`` fields (compute_dtype, tp, ep, kv_bits, mode, ...)."""
     import numpy as np
 
-    from rooflinecli.analysis import Workload, phase_grid
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import phase_grid
+    from rooflinecli.analysis.workload import validate_workload
 
-    wl = Workload(batch=batch, prompt_len=context, gen_len=1, compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, mode=mode,
-                  engine=engine, decode_tokens=decode_tokens)
+    wl = validate_workload(Workload(batch=batch, prompt_len=context, gen_len=1, decode_tokens=decode_tokens, **workload))
     grid = phase_grid(cfg, spec, wl, "decode", np.asarray([batch]), np.asarray([context]))
     return float(np.asarray(grid["time_s"]).reshape(-1)[0])

@@ -62,6 +62,7 @@ class Combo:
     kv_dtype: str
     mode: str = "roof"  # "roof" or "achievable" (``time_s``; ``roof_time_s`` is always the roof)
     engine: str = "torch"
+    kv_bits: float | None = None  # overrides kv_dtype (``--kv-bits``)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ def make_combos(
     weight_dtypes: list[str] | None = None,
     mode: str | None = "roof",
     engine: str = "torch",
+    kv_bits: float | None = None,
 ) -> list[Combo]:
     """Every (model, GPU, dtype, weight dtype, KV dtype). Without ``weight_dtypes`` the weights
     are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs). ``mode``
@@ -102,13 +104,13 @@ def make_combos(
                     wds = [check_dtype(dtype, WEIGHT_DTYPES, "weight dtype (from --dtype; pass --weight-dtype)")]
                 for wd in wds:
                     for kd in kv_dtypes:
-                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine))
+                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine, kv_bits))
     return combos
 
 
 def block_columns(
     combo: Combo, phase: str, batch: np.ndarray, context: np.ndarray, tp: int = 1, kv_block_size: int | None = None,
-    prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS,
+    prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS, ep: int = 1,
 ) -> dict[str, np.ndarray]:
     """Numeric columns of one (combination, phase) over the batch x context grid, flattened
     batch-major (row i*len(context) + j is batch[i], context[j])."""
@@ -123,7 +125,9 @@ def block_columns(
             compute_dtype=combo.dtype,
             weight_dtype=combo.weight_dtype,
             kv_dtype=combo.kv_dtype,
+            kv_bits=combo.kv_bits,
             tp=tp,
+            ep=ep,
             kv_block_size=kv_block_size,
             prefill_chunk_tokens=prefill_chunk_tokens,
             mode=combo.mode,
@@ -168,7 +172,7 @@ def block_columns(
 
 def iter_blocks(
     combos: list[Combo], batch: np.ndarray, context: np.ndarray, phases: tuple[str, ...] = PHASES, tp: int = 1, kv_block_size: int | None = None,
-    prefetch: bool = True, prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS,
+    prefetch: bool = True, prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS, ep: int = 1,
 ) -> Iterator[Block]:
     """Blocks in (combination, phase) order. With ``prefetch`` the next block is computed on a
     worker thread while the caller writes the current one (numpy and pyarrow release the GIL)."""
@@ -176,7 +180,7 @@ def iter_blocks(
 
     def compute(job):
         combo, phase = job
-        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size, prefill_chunk_tokens))
+        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size, prefill_chunk_tokens, ep))
 
     if not prefetch or len(jobs) < 2:
         for job in jobs:
@@ -204,7 +208,7 @@ def _arrow_table(block: Block):
         "phase": block.phase,
         "dtype": c.dtype,
         "weight_dtype": c.weight_dtype,
-        "kv_dtype": c.kv_dtype,
+        "kv_dtype": c.kv_dtype if c.kv_bits is None else f"{c.kv_bits:g}-bit",
         "mode": c.mode,
     }
     arrays = [pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int8)), pa.array([labels[k]])) for k in LABEL_COLUMNS]
