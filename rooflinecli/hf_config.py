@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflinecli.errors import RooflineError, has_control, one_line, parse_json_text, read_user_file, unknown_name_error
-from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig
+from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig, RopeScaling
 
 MODEL_TYPES: tuple[str, ...] = (
     "deepseek_v2",
@@ -188,6 +188,8 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
         cfg = _decoder(f, model_type, name)
     from rooflinecli.quant import parse_quantization
 
+    if cfg.position_embedding == "rope":
+        cfg = _with_rope_scaling(f, cfg)
     return cfg.with_(
         quantization=parse_quantization(raw.get("quantization_config"), where),
         source=source or where,
@@ -311,6 +313,67 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
         sliding_window_layers=window_layers,
         router_bias=model_type == "deepseek_v3" and f.str_("topk_method", "noaux_tc") == "noaux_tc",
     )
+
+
+ROPE_TYPES: tuple[str, ...] = ("default", "dynamic", "linear", "llama3", "longrope", "yarn")
+
+
+def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
+    """``cfg`` with its ``rope_scaling`` (``type`` or ``rope_type``; "su" is longrope's old name,
+    "mrope" Qwen2-VL's unscaled multimodal RoPE) read and checked field by field.
+    ``max_position_embeddings`` becomes the context the scaled model covers: the larger of the
+    config's own and original x factor."""
+    block = f.raw.get("rope_scaling")
+    if block is None or block == {}:
+        return cfg
+    if not isinstance(block, dict):
+        raise f.fail("rope_scaling", f"must be an object or null, got {json.dumps(block)[:200]}")
+    r = _Fields(block, f.where, "rope_scaling.")
+    kinds = {k: block[k] for k in ("type", "rope_type") if k in block}
+    if not kinds:
+        raise r.fail("rope_type", "is missing (or 'type')")
+    if len(set(map(str, kinds.values()))) > 1:
+        raise r.fail("type", f"({json.dumps(kinds['type'])}) and 'rope_scaling.rope_type' ({json.dumps(kinds['rope_type'])}) disagree")
+    key, kind = next(iter(kinds.items()))
+    kind = r.str_(key)
+    kind = {"su": "longrope", "mrope": "default"}.get(kind, kind)
+    if kind not in ROPE_TYPES:
+        err = unknown_name_error("RoPE scaling type", kind, ROPE_TYPES)
+        raise RooflineError(f"{f.where}: field 'rope_scaling.{key}': {err}")
+    if kind == "default":
+        return cfg
+    max_pos = cfg.max_position_embeddings
+    if kind == "llama3":  # Llama 3.1's max_position_embeddings is already the scaled context
+        original = r.int_("original_max_position_embeddings")
+    else:
+        original = r.int_("original_max_position_embeddings", max_pos)
+    factor = r.get("factor", None if kind != "longrope" else max_pos / original)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise r.fail("factor", f"must be a number, got {json.dumps(factor)}")
+    if not 1.0 <= factor <= 1e6:
+        raise r.fail("factor", f"must be in [1, 1e6] (a stretch of the context), got {factor:g}")
+    if kind == "llama3":
+        low, high = r.float_("low_freq_factor"), r.float_("high_freq_factor")
+        if not high > low:
+            raise r.fail("high_freq_factor", f"({high:g}) must be above low_freq_factor ({low:g})")
+    if kind == "yarn":
+        fast, slow = r.float_("beta_fast", 32.0), r.float_("beta_slow", 1.0)
+        if not fast > slow:
+            raise r.fail("beta_fast", f"({fast:g}) must be above beta_slow ({slow:g})")
+        for key in ("mscale", "mscale_all_dim", "attention_factor"):
+            value = block.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e3):
+                raise r.fail(key, f"must be a number in [0, 1000], got {json.dumps(value)}")
+    if kind == "longrope":
+        half = (cfg.rotary_dim or cfg.head_dim) // 2
+        for key in ("short_factor", "long_factor"):
+            value = block.get(key)
+            if (not isinstance(value, list) or len(value) != half
+                    or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1e6 for v in value)):
+                raise r.fail(key, f"must be a list of {half} positive numbers (half the rotary dim), got {json.dumps(value)[:80]}")
+    scaling = RopeScaling(kind=kind, factor=float(factor), original_context=original)
+    covered = max(max_pos, int(round(original * factor)))
+    return cfg.with_(rope_scaling=scaling, max_position_embeddings=covered)
 
 
 def _mla(f: _Fields) -> MLAConfig:

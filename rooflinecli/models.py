@@ -45,6 +45,21 @@ class CompressedAttention:
 
 
 @dataclass(frozen=True)
+class RopeScaling:
+    """A config's ``rope_scaling``: RoPE stretched ``factor`` times over the
+    ``original_context`` it was pre-trained at (``max_position_embeddings`` is then the context
+    the scaled model covers)."""
+
+    kind: str  # "linear" | "dynamic" | "yarn" | "llama3" | "longrope"
+    factor: float
+    original_context: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} x{self.factor:g} over {self.original_context:,}"
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     model_type: str
@@ -80,6 +95,8 @@ class ModelConfig:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the checkpoint's ``quantization_config`` (None: 16-bit weights, or whatever --weight-dtype says)
     quantization: WeightQuant | None = None
+    rope_scaling: RopeScaling | None = None
+    rotary_dim: int | None = None  # dims RoPE rotates per head when not all (partial rotary); None: the head dim
 
     @property
     def attention_kind(self) -> str:

@@ -174,8 +174,9 @@ def test_weight_bytes_of_each_format(fmt):
 
 
 def test_gptq_4bit_llama_3_8b_decode_reads_4_68_gb_not_15():
-    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.analysis import Workload
     from rooflinecli.hardware import get_spec
+    from rooflinecli.predict import analyze
 
     wl = Workload(batch=1, prompt_len=1024, gen_len=16)
     spec = get_spec("h100-sxm")
@@ -249,6 +250,82 @@ def test_bad_quantization_config_is_one_line_naming_field_and_file(tmp_path, qc,
     raw = preset_raw("llama-3-8b")
     raw["quantization_config"] = qc
     p = write(tmp_path, raw)
+    r = invoke("model", "show", p)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {p}: field ") and message in lines[0], r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# rope_scaling: the trained context and the rope what-if start from the scaled model
+# ------------------------------------------------------------------------------------------------
+
+
+def test_llama3_scaling_read_and_rope_starts_from_it():
+    from rooflinecli.model_registry import get_preset
+    from rooflinecli.whatif.rope import rope_for_model
+
+    cfg = get_preset("llama-3.1-405b")
+    assert (cfg.rope_scaling.kind, cfg.rope_scaling.factor, cfg.rope_scaling.original_context) == ("llama3", 8.0, 8192)
+    assert cfg.max_position_embeddings == 131072
+    ext = rope_for_model(cfg, target_context=262144)
+    assert ext.trained_context_tokens == 131072 and ext.scale == 2.0
+    assert ext.rope_scaling_factor_for_target == 262144 / 8192 == 32
+    assert ext.to_json()["rope_scaling_type"] == "llama3"
+
+
+def test_yarn_deepseek_v2_lite_factor_40_over_4096():
+    from rooflinecli.model_registry import get_preset
+    from rooflinecli.whatif.rope import context_warning, rope_for_model
+
+    cfg = get_preset("deepseek-v2-lite")
+    assert cfg.rope_scaling.label == "yarn x40 over 4,096" and cfg.max_position_embeddings == 4096 * 40
+    ext = rope_for_model(cfg, target_context=327680)
+    assert ext.trained_context_tokens == 163840 and ext.rope_scaling_factor_for_target == 80
+    w = context_warning(cfg, 200_000)
+    assert "trained limit of 163,840" in w and "yarn x40 over 4,096 RoPE scaling would need factor 48.83" in w
+
+
+def test_yarn_added_to_qwen2_5_covers_original_times_factor(tmp_path):
+    raw = preset_raw("qwen2.5-7b")
+    raw["max_position_embeddings"] = 32768  # as Qwen2.5's instructions have it: yarn factor 4 over 32k
+    raw["rope_scaling"] = {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}
+    cfg = parse(raw)
+    assert cfg.max_position_embeddings == 131072
+    r = invoke("model", "show", write(tmp_path, raw))
+    assert "131,072 (RoPE scaling yarn x4 over 32,768)" in r.output
+
+
+def test_linear_and_dynamic_scaling_default_to_max_position_embeddings():
+    raw = dict(LLAMA_TINY, rope_scaling={"type": "linear", "factor": 2.0})
+    assert parse(raw).max_position_embeddings == 1024
+    raw = dict(LLAMA_TINY, rope_scaling={"rope_type": "dynamic", "factor": 4})
+    assert parse(raw).rope_scaling.original_context == 512 and parse(raw).max_position_embeddings == 2048
+    raw = dict(LLAMA_TINY, rope_scaling={"rope_type": "default"})
+    assert parse(raw).rope_scaling is None and parse(raw).max_position_embeddings == 512
+
+
+BAD_ROPE = [
+    ({"type": "yarn", "factor": -4}, "'rope_scaling.factor' must be in [1, 1e6] (a stretch of the context), got -4"),
+    ({"type": "linear", "factor": "2"}, "'rope_scaling.factor' must be a number, got \"2\""),
+    ({"type": "ntk-by-parts", "factor": 2}, "'rope_scaling.type': unknown RoPE scaling type 'ntk-by-parts'"),
+    ({"factor": 2}, "'rope_scaling.rope_type' is missing"),
+    ({"type": "yarn", "rope_type": "linear", "factor": 2}, "'rope_scaling.type' (\"yarn\") and 'rope_scaling.rope_type' (\"linear\") disagree"),
+    ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4},
+     "'rope_scaling.original_max_position_embeddings' is missing"),
+    ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 128},
+     "'rope_scaling.high_freq_factor' (1) must be above low_freq_factor (4)"),
+    ({"type": "yarn", "factor": 4, "original_max_position_embeddings": 0}, "'rope_scaling.original_max_position_embeddings' must be positive"),
+    ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}, "'rope_scaling.beta_fast' (1) must be above beta_slow (32)"),
+    ({"type": "longrope", "short_factor": [1.0] * 3, "long_factor": [1.0] * 4, "original_max_position_embeddings": 128},
+     "'rope_scaling.short_factor' must be a list of 4 positive numbers"),
+    ([2.0], "'rope_scaling' must be an object or null"),
+]
+
+
+@pytest.mark.parametrize("rope,message", BAD_ROPE, ids=[str(i) for i in range(len(BAD_ROPE))])
+def test_bad_rope_scaling_is_one_line_naming_field_and_file(tmp_path, rope, message):
+    p = write(tmp_path, dict(LLAMA_TINY, rope_scaling=rope))
     r = invoke("model", "show", p)
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()

@@ -225,7 +225,8 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
             t.add_row("left 16-bit", kept + (f"; excluded modules: {', '.join(q.excluded)}" if q.excluded else ""))
             t.add_row("compute", f"{q.compute_dtype}: {q.compute_note}")
     t.add_row("weights stored", _bytes(s["weight_bytes"]))
-    t.add_row("max context", f"{cfg.max_position_embeddings:,}")
+    rs = cfg.rope_scaling
+    t.add_row("max context", f"{cfg.max_position_embeddings:,}" + (f" (RoPE scaling {rs.label})" if rs else ""))
     t.add_row("total params", f"{s['total_params']:,.0f} ({_human(s['total_params'])})")
     t.add_row(
         "active params / token",

@@ -22,6 +22,13 @@ class RopeExtension:
     scale: float
     new_base: float
     model: str | None = None
+    #: the model's own ``rope_scaling`` (None: unscaled): its type, factor and pre-training context;
+    #: the stretch starts from the context the scaled model covers (``trained_context_tokens``)
+    rope_scaling_type: str | None = None
+    rope_scaling_factor: float | None = None
+    original_context_tokens: int | None = None
+    #: the ``rope_scaling.factor`` of the same type that covers the target: target / original
+    rope_scaling_factor_for_target: float | None = None
 
     @property
     def needed(self) -> bool:
@@ -38,8 +45,11 @@ MAX_SCALE = 1e6
 
 
 def rotary_dim_of(cfg: ModelConfig) -> int:
-    """Dimensions RoPE rotates per head: the decoupled RoPE key under MLA, else the head dim."""
-    return cfg.mla.qk_rope_head_dim if cfg.mla is not None else cfg.head_dim
+    """Dimensions RoPE rotates per head: the decoupled RoPE key under MLA, the partial rotary dim
+    (Phi, GPT-J, GPT-NeoX), else the head dim."""
+    if cfg.mla is not None:
+        return cfg.mla.qk_rope_head_dim
+    return cfg.rotary_dim or cfg.head_dim
 
 
 def rope_extension(
@@ -96,7 +106,9 @@ def rope_for_model(
     rotary_dim: int | None = None,
     trained_context: int | None = None,
 ) -> RopeExtension:
-    """``rope_extension`` with the base, rotary dim and trained context taken from the model."""
+    """``rope_extension`` with the base, rotary dim and trained context taken from the model: a
+    model with ``rope_scaling`` starts from the context its scaling covers, and the factor of that
+    scaling that would cover the target is given beside the NTK-aware base."""
     if base is None:
         if cfg.position_embedding != "rope" or cfg.rope_theta is None:
             raise RooflineError(
@@ -104,7 +116,7 @@ def rope_for_model(
                 "pass --base and --rotary-dim to compute a RoPE base anyway"
             )
         base = cfg.rope_theta
-    return rope_extension(
+    ext = rope_extension(
         base=base,
         rotary_dim=rotary_dim if rotary_dim is not None else rotary_dim_of(cfg),
         trained_context=trained_context if trained_context is not None else cfg.max_position_embeddings,
@@ -112,6 +124,13 @@ def rope_for_model(
         scale=scale,
         model=cfg.name,
     )
+    rs = cfg.rope_scaling
+    if rs is None:
+        return ext
+    from dataclasses import replace
+
+    return replace(ext, rope_scaling_type=rs.kind, rope_scaling_factor=rs.factor, original_context_tokens=rs.original_context,
+                   rope_scaling_factor_for_target=max(rs.factor, ext.target_context_tokens / rs.original_context))
 
 
 def context_warning(cfg: ModelConfig, context_tokens: int) -> str | None:
@@ -125,9 +144,14 @@ def context_warning(cfg: ModelConfig, context_tokens: int) -> str | None:
         f"{limit:,} (computed anyway as a what-if)"
     )
     if cfg.position_embedding == "rope" and cfg.rope_theta:
-        ext = rope_for_model(cfg, target_context=int(context_tokens))
-        msg += (
-            f"; NTK-aware RoPE base {ext.new_base:,.0f} (from {ext.base:,.0f}) would cover it: "
-            f"roofline rope --model {cfg.name} --target-context {int(context_tokens)}"
-        )
+        try:
+            ext = rope_for_model(cfg, target_context=int(context_tokens))
+        except RooflineError:  # no NTK-aware base for this rotary dim: the warning stands alone
+            return msg
+        if ext.rope_scaling_type is not None:
+            msg += (f"; its {cfg.rope_scaling.label} RoPE scaling would need factor {ext.rope_scaling_factor_for_target:.4g}"
+                    f" (or NTK-aware base {ext.new_base:,.0f} on top)")
+        else:
+            msg += f"; NTK-aware RoPE base {ext.new_base:,.0f} (from {ext.base:,.0f}) would cover it"
+        msg += f": roofline rope --model {cfg.name} --target-context {int(context_tokens)}"
     return msg
