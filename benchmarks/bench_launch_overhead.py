@@ -1,4 +1,4 @@
-"""Host microseconds that ``kernels.launch.launch`` itself adds per fast launch, on this machine's CPU.
+"""Host microseconds that ``kernels.launch.launch`` itself adds per fast launch, on the host's CPU.
 
 Triton's own launcher (``CompiledKernel.run``: argument parsing, TMA descriptor encoding,
 ``cuLaunchKernelEx``) needs a GPU, so it is replaced by a no-op here: the figure is the part of a

@@ -1,9 +1,9 @@
-"""Time the issue's `roofline sweep` command end to end (a fresh process each run, so Python
+"""Time a 1M-row `roofline sweep` command end to end (a fresh process each run, so Python
 start-up and imports count) and print the median of 3 runs.
 
     python benchmarks/bench_sweep.py [--runs 3] [--out /tmp/sweep.parquet]
 
-Target (issue 3): under 3 s on a 2-core machine for 1,048,576 rows per phase.
+Target: under 3 s on 2 CPU cores for 1,048,576 rows per phase.
 """
 
 from __future__ import annotations

@@ -12,10 +12,9 @@ diagonal tiles and the ragged last tile; heaviest causal query blocks first. War
 (``tl.range(..., warp_specialize=True)``) is plumbed through as a config flag but no config sets it:
 Triton 3.6 and 3.9 emit the same PTX for this loop on sm_90 with it as without it (or fail to
 compile the 4-warp configs), so it buys nothing here yet. Nor does reordering the loop by hand:
-``scripts/flash_overlap_probe.py`` compiles FlashAttention-3's intra-warpgroup order (QK of the next
-tile and PV of this one issued before this tile's softmax) and a QK-ahead order for sm_90, and both
-Triton versions wait for every wgmma straight after issuing it (``pendings = 0``, before any
-exponential), so the softmax never overlaps a matrix multiply; that overlap is what FA3 and cuDNN
+compiled for sm_90, FlashAttention-3's intra-warpgroup order (QK of the next tile and PV of this
+one issued before this tile's softmax) and a QK-ahead order both have Triton 3.6 and 3.9 wait
+for every wgmma straight after issuing it (``pendings = 0``, before any exponential), so the softmax never overlaps a matrix multiply; that overlap is what FA3 and cuDNN
 have over this kernel (H200: 0.82-0.93x the fastest SDPA backend).
 
 Minimum HBM traffic: read Q, K, V once and write O once (``formulas.attention_qo_bytes`` +
@@ -223,7 +222,7 @@ _GPU_CONFIGS = [
     _config(64, 64, 4, 3),
     # two and three resident CTAs per SM (83 KB and 67 KB of shared memory, 138 and 116 registers
     # under both Triton 3.6 and 3.9): CTAs that drift out of phase let one's softmax run under
-    # another's wgmma, the overlap one CTA's own loop cannot get (scripts/flash_overlap_probe.py)
+    # another's wgmma, the overlap one CTA's own loop cannot get (it waits for each wgmma at once)
     _config(64, 64, 4, 2),
     _config(64, 32, 4, 3),
 ]

@@ -248,7 +248,7 @@ class _KernelTable:
     def key(self, args, kwargs, device):
         """The launch key (module docstring). The common argument types are keyed inline, with
         the same content as ``arg_key`` in a cheaper form: an int is one small code instead of a
-        4-tuple (35 arguments: 15 -> 6 us of Python on the 2-core CI machine)."""
+        4-tuple (35 arguments: 15 -> 6 us of Python per launch on 2 CPU cores)."""
         for v in kwargs.values():
             if type(v) not in _PLAIN_KWARG:
                 raise _Unsupported(f"keyword argument of type {type(v).__name__} (only constants)")

@@ -201,7 +201,7 @@ def _config(bn, warps, stages):
 # for sm_90 without register spills within 227 KB of shared memory (test_mla_decode's compile
 # check, with the reduce fused under 3.6). Triton 3.6 is the H200 machine's. Varlen zeroes the values past a sequence's end in its
 # last tile, which costs registers. A variant with no spill-free tile (paged varlen under 3.9,
-# 16-token pages varlen under 3.6) runs the smallest tile that fits, spilling; docs/kernels_b.md.
+# 16-token pages varlen under 3.6) runs the smallest tile that fits, spilling; docs/kernels-attention.md.
 _ALL_TILES = [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]
 _TILES_BY_TRITON = {
     "3.6": {

@@ -11,17 +11,17 @@
 #               false-alarm rate on an unchanged commit (it should report 0 regressions)
 #   bench       the full kernel suite (each case checked against its reference before it is timed),
 #               graph-timed GPU time + host us per call, fastest torch baseline, do_bench_cudagraph
-#               cross-check, with the tuned configs; it takes what the deadline leaves
+#               cross-check, with the tuned configs (within what a deadline leaves)
 #   validate    predicted vs measured: kernels, and whole-model roof / measured roof / achievable
 #   moe_align   the MoE alignment kernels alone, one-program and multi-program, per shape
 #   tests       the kernels' reference-pair tests on the GPU (coverage, not a gate: bench has
 #               already checked every case it timed)
 #
-#   scripts/gpu_suite.sh [OUT_DIR]        # default: $OUT, else ./gpu_suite_out
+#   scripts/gpu_suite.sh [OUT_DIR] [--out OUT_DIR] [--deadline-s SECONDS]
 #
-# Every stage has its own budget (seconds; override with T_<STAGE>), and the whole run has a
-# deadline (GPU_SUITE_DEADLINE_S, default 500): a stage gets at most what is left of it, and a
-# stage with under 10 s left is skipped. A stage that fails or times out does not stop the others
+# OUT_DIR defaults to ./gpu_suite_out. Every stage has its own budget (seconds; override with
+# T_<STAGE>). With a deadline (--deadline-s, or GPU_SUITE_DEADLINE_S; none by default) a stage gets
+# at most what is left of it, and a stage with under 10 s left is skipped. A stage that fails or times out does not stop the others
 # (bench and calibrate checkpoint as they go). After every stage the output folder is packed into
 # OUT_DIR/../<name>.tar.gz when GPU_SUITE_TAR is set (so a run cut short still returns its files).
 # Exit 0 when every stage passed, 1 when any failed, timed out or was skipped, 2 without a GPU.
@@ -31,13 +31,25 @@
 # stages.tsv, logs/.
 set -u
 
-OUT_DIR="${1:-${OUT:-gpu_suite_out}}"
+OUT_DIR=gpu_suite_out
+DEADLINE=${GPU_SUITE_DEADLINE_S:-0}  # seconds for the whole run; 0: no deadline
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) OUT_DIR=${2:?"gpu_suite: --out needs a folder"}; shift 2 ;;
+        --out=*) OUT_DIR=${1#--out=}; shift ;;
+        --deadline-s) DEADLINE=${2:?"gpu_suite: --deadline-s needs seconds"}; shift 2 ;;
+        --deadline-s=*) DEADLINE=${1#--deadline-s=}; shift ;;
+        -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "gpu_suite: unknown option '$1' (options: --out DIR, --deadline-s SECONDS)" >&2; exit 2 ;;
+        *) OUT_DIR=$1; shift ;;
+    esac
+done
+case "$DEADLINE" in '' | *[!0-9]*) echo "gpu_suite: --deadline-s must be a whole number of seconds, got '$DEADLINE'" >&2; exit 2 ;; esac
 case "$OUT_DIR" in /*) ;; *) OUT_DIR="$PWD/$OUT_DIR" ;; esac  # relative to where it was called from
 cd "$(dirname "$0")/.." || exit 2
 PY="${PYTHON:-python3}"
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-DEADLINE=${GPU_SUITE_DEADLINE_S:-500}
 
 # GPU_SUITE_CPU_DRYRUN=1 (tests only): the same stages on the CPU under the Triton interpreter, on
 # the kernels' tiny "test" cases (GPU_SUITE_KERNELS, default copy) and tiny models; no GPU check,
@@ -82,7 +94,8 @@ SPEC="$OUT_DIR/measured_spec.toml"
 STAGES="$OUT_DIR/stages.tsv"
 printf 'stage\tstatus\tseconds\n' >"$STAGES"
 T0=$(date +%s)
-echo "gpu_suite: $gpu_line; output in $OUT_DIR; deadline ${DEADLINE}s"
+if [ "$DEADLINE" -gt 0 ]; then deadline_note="deadline ${DEADLINE}s"; else deadline_note="no deadline"; fi
+echo "gpu_suite: $gpu_line; output in $OUT_DIR; $deadline_note"
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     # the device copy of a working tree may carry stale git metadata: the caller can name the commit
@@ -99,12 +112,14 @@ pack() {  # keep a packed copy beside OUT_DIR up to date (GPU_SUITE_TAR=path.tar
 }
 
 # run_stage NAME BUDGET_S CMD...: log to logs/NAME.log, record status and duration, never abort;
-# the budget is cut to what the deadline leaves (minus 15 s for the summary)
+# with a deadline, the budget is cut to what it leaves (minus 15 s for the summary)
 run_stage() {
     local name=$1 budget=$2
     shift 2
-    local left=$((DEADLINE - ($(date +%s) - T0) - 15))
-    [ "$left" -lt "$budget" ] && budget=$left
+    if [ "$DEADLINE" -gt 0 ]; then
+        local left=$((DEADLINE - ($(date +%s) - T0) - 15))
+        [ "$left" -lt "$budget" ] && budget=$left
+    fi
     if [ "$budget" -lt 10 ]; then
         printf '%s\t%s\t0\n' "$name" "skipped(deadline)" >>"$STAGES"
         echo "== $name: skipped, the run's ${DEADLINE}s deadline is near"
@@ -126,7 +141,8 @@ run_stage() {
     return 0
 }
 
-left_s() {  # left_s WANT RESERVE: WANT, or what the deadline leaves after RESERVE more seconds
+left_s() {  # left_s WANT RESERVE: WANT, or what the deadline (if any) leaves after RESERVE more seconds
+    [ "$DEADLINE" -gt 0 ] || { echo "$1"; return; }
     local left=$((DEADLINE - ($(date +%s) - T0) - 15 - $2))
     [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
 }
@@ -139,7 +155,7 @@ MEASURED=()
 [ -f "$SPEC" ] && MEASURED=(--measured "$SPEC")
 
 # 2. whole models: decode steps in one CUDA graph each, eager prefill (e2e.json, extra.end_to_end_full)
-# (llama-3-8b: run 2 took 21 s; its Triton points compile and tune the 8b GEMM keys on a cold cache)
+# (llama-3-8b's Triton points compile and tune the 8b GEMM keys on a cold cache)
 run_stage e2e_llama8b "${T_E2E_8B:-90}" $R e2e --full --model llama-3-8b --results "$E2E" --budget-s 25 "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_qwen7b "${T_E2E_QWEN:-35}" $R e2e --full --model qwen2.5-7b --results "$E2E" --budget-s 12 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
 run_stage e2e_llama70b "${T_E2E_70B:-40}" $R e2e --full --model llama-3-70b --results "$E2E" --budget-s 15 --no-triton "${E2E_ARGS[@]}" "${MEASURED[@]}"
@@ -166,7 +182,7 @@ fi
 
 # 5. the full suite: check, then ours and the fastest torch baseline graph-timed, per case
 # (bench stops starting cases 35 s before its budget ends; the budget leaves 20 s for validation)
-T_BENCH=$(left_s "${T_BENCH:-200}" 20)  # run 2: 122 s; since then +re-timed winners, paired pairs, -bal cases
+T_BENCH=$(left_s "${T_BENCH:-200}" 20)
 run_stage bench "$T_BENCH" $R bench --out "$RESULTS" --time-budget-s $((T_BENCH > 45 ? T_BENCH - 35 : 10)) --tuned "$OUT_DIR/tuned" "${BENCH_ARGS[@]}" "${MEASURED[@]}"
 
 # 6. validation: whole models (roof, measured roof, achievable), then kernels

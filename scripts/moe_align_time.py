@@ -1,14 +1,14 @@
-"""GPU check: the MoE alignment step by path, one-program kernel against the multi-program one (issue 11).
+"""GPU check: the MoE alignment step by path, one-program kernel against the multi-program one.
 
 Times ``align_by_expert`` alone through each path (``multi=False``: ``_align_kernel``, one program
 looping over 64-slot chunks; ``multi=True``: the count, chunk-scan and scatter launches) and the
 whole ``moe`` call, CUDA-graph replayed, for the bench's Qwen3 and Mixtral shapes, and prints one
 JSON line per shape: align_us_one_program, align_us_multi_program, the path ``moe`` takes there
 (``align_multi``), moe_us, and where that path is the multi-program one, moe_us_one_program (the
-layer with the one-program kernel forced, as before issue 11). It also checks that both paths give
+layer with the one-program kernel forced). It also checks that both paths give
 the same sorted slots and block experts (``paths_equal``); exit code 1 if any differs.
 
-Predictions (docs/kernels_a.md): one-program 1,000-1,400 us at Qwen3 T = 4096 (512 chunks of 64
+Predictions (reports/h200-2026-11-30-run2/README.md): one-program 1,000-1,400 us at Qwen3 T = 4096 (512 chunks of 64
 slots, 40 barriers each), a few us at T <= 16; multi-program 10-20 us at Qwen3 T = 4096 (three
 launches of 512, 16 and 512 programs), about 10 us at every shape (its floor: three launches).
 Needs a CUDA GPU; about 30 s on an H200, mostly compiling.

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from rooflinecli.achievable.calibration import SCHEMA as CALIBRATION_SCHEMA
 from rooflinecli.bench.calibrate import Ceilings, add_efficiency, measured_doc, toml_dumps, write_spec_file
 from rooflinecli.cli import app
 from rooflinecli.errors import RooflineError
@@ -144,7 +145,7 @@ def test_calibrate_cli_writes_sustained_ceilings_burst_beside_and_a_calibration_
     named = getattr(spec, "calibration", None) or mw.get("calibration")
     assert str(named).endswith("cpu.calibration.json") and cal_path.is_file()
     cal = json.loads(cal_path.read_text())
-    assert cal["schema"] == "rooflinecli.calibration/1"
+    assert cal["schema"] == CALIBRATION_SCHEMA
     assert set(cal) >= {"created_utc", "gpu", "environment", "method", "l2_bytes", "rows", "sustained"}
     assert set(cal["environment"]) >= {"gpu_name", "torch", "date_utc", "device"}
     assert set(cal["sustained"]) == {"gemm_bf16_tflops", "copy_gb_per_s"} and all(v > 0 for v in cal["sustained"].values())
@@ -188,11 +189,13 @@ def test_grid_projection_shapes_come_from_the_presets():
     assert {c.shape["D"] for c in grid["prefill"]} == {64, 128} and max(c.shape["S"] for c in grid["prefill"]) == 8192
 
 
-def test_sets_and_launches_span_three_l2s_and_a_replay_target():
+def test_sets_and_launches_follow_the_one_cold_cache_rule_and_a_replay_target():
     from rooflinecli.bench.opgrid import MAX_LAUNCHES, MAX_SETS, launches_for, sets_for
+    from rooflinecli.bench.timing import COLD_L2_MULTIPLE, COLD_MAX_SETS, cold_sets
 
     l2 = 60 * 2**20
-    assert sets_for(50e6, l2) * 50e6 >= 3 * l2 and (sets_for(50e6, l2) - 1) * 50e6 < 3 * l2
+    assert COLD_L2_MULTIPLE == 4 and MAX_SETS == COLD_MAX_SETS and sets_for(50e6, l2) == cold_sets(50e6, l2)
+    assert sets_for(50e6, l2) * 50e6 >= 4 * l2 and (sets_for(50e6, l2) - 1) * 50e6 < 4 * l2
     assert sets_for(10, l2) == MAX_SETS and sets_for(4e9, l2) == 1
     assert launches_for(1e-6, 4) == MAX_LAUNCHES and launches_for(50e-3, 1) == 1 and launches_for(1e-3, 8) == 8
 
@@ -264,4 +267,4 @@ def test_a_calibration_killed_mid_grid_leaves_the_spec_and_a_loadable_calibratio
     spec = load_spec_file(out)  # the ceilings are on disk
     assert spec.peak_dense_tflops["bf16"] > 0
     cal = json.loads(out.with_name("cpu.calibration.json").read_text())
-    assert cal["schema"] == "rooflinecli.calibration/1" and {r["op"] for r in cal["rows"]} == {"gemm_sustained", "copy_sustained"}
+    assert cal["schema"] == CALIBRATION_SCHEMA and {r["op"] for r in cal["rows"]} == {"gemm_sustained", "copy_sustained"}

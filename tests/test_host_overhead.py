@@ -29,7 +29,7 @@ def test_unknown_kernel_is_one_line_exit_2(tmp_path):
 
 
 def test_without_gpu_one_line_exit_2(tmp_path):
-    assert not torch.cuda.is_available()  # this machine; the GPU path runs in scripts/gpu_suite.sh
+    assert not torch.cuda.is_available()  # the no-GPU path; the GPU path runs in scripts/gpu_suite.sh
     r = _run(str(tmp_path / "o.json"), "--kernel", "copy")
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: host_overhead.py needs a CUDA GPU (torch.cuda.is_available() is False)")

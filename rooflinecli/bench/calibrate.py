@@ -9,7 +9,7 @@ Measured on random data (never zeros), each figure the median of >= 10 event-tim
   ``allow_tf32``) and fp32 (``allow_tf32`` off), fp8 e4m3 through ``torch._scaled_mm`` when the
   GPU and torch have it.
 
-Burst and sustained (issue 9.4): bf16 matmul at 8192^3 and the 1 GiB copy are also run back to
+Burst and sustained: bf16 matmul at 8192^3 and the 1 GiB copy are also run back to
 back for >= 2 s (``measure_sustained``); the sustained figure (median of the second half of that
 series) becomes the spec's ``peak_dense_tflops.bf16`` and ``memory.bandwidth_gb_per_s``, the burst
 figure is kept in ``[measured_with]`` as ``burst <key>``, and the method strings say which is which.
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflinecli.output import resolve_output, write_text_atomic
+from rooflinecli.bench import timing
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec, load_spec_file
 
@@ -128,8 +129,8 @@ def write_spec_file(path: str | Path, doc: Mapping[str, Any], comment: str = "")
             f.write(text)
         try:
             load_spec_file(tmp)
-        except RooflineError as e:
-            raise RooflineError(f"{path}: the spec written would not load: {e}") from None
+        except RooflineError as e:  # named after the file the user asked for, not the check copy
+            raise RooflineError(f"{path}: the spec written would not load: {str(e).replace(tmp, str(path))}") from None
     finally:
         os.unlink(tmp)
     write_text_atomic(path, text)
@@ -204,44 +205,6 @@ class CalibrationSizes:
 CPU_SIZES = CalibrationSizes(copy_bytes=8 * 2**20, matmul_n=128, samples=10, sustained_s=0.05)
 
 
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-def _timer(device: str) -> Callable[..., list[float]]:
-    """samples(fn, n, flush) -> seconds per call: CUDA events (with an L2 flush when asked) on a
-    GPU, the wall clock on the CPU (tests only)."""
-    if device == "cuda":
-        from rooflinecli.bench.timing import L2Flusher, time_cuda_events
-
-        flusher = L2Flusher("cuda")
-
-        class _NoFlush:
-            nbytes = 0
-
-            def flush(self) -> None:
-                pass
-
-        def cuda_samples(fn, n, flush=True):
-            import torch
-
-            fn()
-            torch.cuda.synchronize()
-            fn()
-            return time_cuda_events(fn, flusher if flush else _NoFlush(), samples=n)
-
-        return cuda_samples
-
-    from rooflinecli.bench.timing import time_wall_clock
-
-    def cpu_samples(fn, n, flush=True):
-        return list(time_wall_clock(fn, samples=n, warmup=1).samples_s)
-
-    return cpu_samples
-
-
 def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None, dtypes: tuple[str, ...] = MATMUL_DTYPES, sustained: bool = True) -> Ceilings:
     """Copy bandwidth, L2 bandwidth and matmul peak per dtype on ``device``; with ``sustained``,
     burst and sustained bf16 matmul and copy, the sustained ones as the ceilings."""
@@ -250,7 +213,7 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     from kernels.testing import device_randn
 
     sizes = sizes or (CPU_SIZES if device == "cpu" else CalibrationSizes())
-    samples = _timer(device)
+    samples = timing.flushed_sampler(device)
     gen = torch.Generator().manual_seed(1234)
     c = Ceilings()
 
@@ -258,7 +221,7 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     n = sizes.copy_bytes // 2
     src = device_randn((n,), torch.bfloat16, device, gen)
     dst = torch.empty_like(src)
-    t = _median(samples(lambda: dst.copy_(src), sizes.samples))
+    t = timing.median_s(samples(lambda: dst.copy_(src), sizes.samples))
     c.copy_gb_per_s = 2 * n * 2 / t / 1e9
     c.methods["memory.bandwidth_gb_per_s"] = (
         f"copy_ of {n * 2 / 2**30:.2f} GiB bf16 random data, read + write counted, median of {sizes.samples}"
@@ -270,7 +233,7 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     # the same buffer is the read ceiling, the bound a read-bound kernel is checked against
     best, how = None, ""
     for name, fn in (("torch.sum (fp32 accumulation)", lambda: torch.sum(src, dtype=torch.float32)), ("torch.amax", lambda: torch.amax(src))):
-        t = _median(samples(fn, sizes.samples))
+        t = timing.median_s(samples(fn, sizes.samples))
         if best is None or t < best:
             best, how = t, name
     c.read_gb_per_s = n * 2 / best / 1e9
@@ -288,7 +251,7 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
         dst = torch.empty_like(src)
         reps = 50
         fn = _replayed(device, lambda: dst.copy_(src), reps)
-        t = _median(samples(fn, sizes.samples, flush=False)) / reps
+        t = timing.median_s(samples(fn, sizes.samples, flush=False)) / reps
         c.l2_gb_per_s = 2 * m * 2 / t / 1e9
         c.methods["cache.l2_bandwidth_gb_per_s"] = (
             f"copy_ between two {m * 2 / 2**20:.1f} MiB buffers ({sizes.l2_fraction:.0%} of the {l2_bytes / 2**20:.0f} MiB L2), "
@@ -314,37 +277,9 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     return c
 
 
-def _series(fn: Callable[[], Any], device: str, chunk: int, chunks: int) -> list[float]:
-    """Seconds per launch of ``chunks`` entries, each the mean of ``chunk`` back-to-back launches,
-    all queued without a host sync in between (CUDA events; the wall clock on the CPU)."""
-    if device != "cuda":
-        import time
-
-        out = []
-        for _ in range(chunks):
-            t0 = time.perf_counter()
-            for _ in range(chunk):
-                fn()
-            out.append((time.perf_counter() - t0) / chunk)
-        return out
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(chunks)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(chunks)]
-    for i in range(chunks):
-        starts[i].record()
-        for _ in range(chunk):
-            fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e-3 / chunk for s, e in zip(starts, ends)]
-
-
 def steady_state_s(series: list[float]) -> float:
     """The sustained per-launch time: median of the series' second half (after any clock drop)."""
-    return _median(series[len(series) // 2 :])
+    return timing.median_s(series[len(series) // 2 :])
 
 
 def measure_sustained(c: Ceilings, device: str, sizes: CalibrationSizes) -> None:
@@ -364,13 +299,13 @@ def measure_sustained(c: Ceilings, device: str, sizes: CalibrationSizes) -> None
          lambda: (device_randn((n,), torch.bfloat16, device, gen), None),
          lambda a, _: (lambda d=torch.empty_like(a): d.copy_(a)), 1e9, f"copy_ of {n * 2 / 2**30:.2f} GiB bf16"),
     )
-    timer = _timer(device)
+    timer = timing.flushed_sampler(device)
     for key, op, shape, flops, nbytes, inputs, call, unit, what in recipes:
         try:
             fn = call(*inputs())
-            burst = _median(timer(fn, sizes.samples))
+            burst = timing.median_s(timer(fn, sizes.samples))
             chunks = max(3, math.ceil(sizes.sustained_s / (sizes.chunk * burst)))
-            series = _series(fn, device, sizes.chunk, chunks)
+            series = timing.series_samples(fn, device, sizes.chunk, chunks)
         except Exception as e:  # noqa: BLE001 - recorded, the rest of the calibration goes on
             c.skipped[f"sustained {key}"] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
             continue
@@ -392,9 +327,7 @@ def measure_sustained(c: Ceilings, device: str, sizes: CalibrationSizes) -> None
 def _l2_bytes(device: str) -> int:
     if device != "cuda":
         return 4 * 2**20  # a nominal 4 MiB on the CPU: tests exercise the code path only
-    from rooflinecli.bench.timing import l2_size_bytes
-
-    return l2_size_bytes(0)
+    return timing.l2_size_bytes(0)
 
 
 def _replayed(device: str, fn: Callable[[], Any], reps: int) -> Callable[[], None]:
@@ -406,9 +339,7 @@ def _replayed(device: str, fn: Callable[[], Any], reps: int) -> Callable[[], Non
                 fn()
 
         return loop
-    from rooflinecli.bench.timing import capture_graph
-
-    graph = capture_graph([fn], reps)
+    graph = timing.capture_graph([fn], reps)
     return graph.replay
 
 
@@ -422,14 +353,14 @@ def _matmul_peak(dt: str, N: int, device: str, gen, samples, n_samples: int) -> 
     if dt in ("bf16", "fp16"):
         tdt = torch.bfloat16 if dt == "bf16" else torch.float16
         a, b = device_randn((N, N), tdt, device, gen), device_randn((N, N), tdt, device, gen)
-        t = _median(samples(lambda: torch.matmul(a, b), n_samples))
+        t = timing.median_s(samples(lambda: torch.matmul(a, b), n_samples))
         return flops / t / 1e12, f"torch.matmul {dt} {what}"
     if dt in ("tf32", "fp32"):
         a, b = device_randn((N, N), torch.float32, device, gen), device_randn((N, N), torch.float32, device, gen)
         prev = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
         try:
-            t = _median(samples(lambda: torch.matmul(a, b), n_samples))
+            t = timing.median_s(samples(lambda: torch.matmul(a, b), n_samples))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev
         return flops / t / 1e12, f"torch.matmul fp32 with allow_tf32={dt == 'tf32'} {what}"
@@ -447,7 +378,7 @@ def _matmul_peak(dt: str, N: int, device: str, gen, samples, n_samples: int) -> 
             return torch._scaled_mm(a, bt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
         mm()
-        t = _median(samples(mm, n_samples))
+        t = timing.median_s(samples(mm, n_samples))
         return flops / t / 1e12, f"torch._scaled_mm fp8 e4m3 -> bf16 {what}"
     raise RuntimeError(f"no matmul recipe for {dt}")
 

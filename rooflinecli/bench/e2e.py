@@ -1,5 +1,5 @@
 """End-to-end check: one decoder layer built from the project's kernels, timed, against the
-analytical model's prediction for that layer (``rooflinecli.analysis.layer_prediction``).
+analytical model's prediction for that layer (``rooflinecli.predict.layer_prediction``).
 
 The layer (Llama style, pre-norm, SwiGLU, GQA, RoPE):
 
@@ -11,8 +11,9 @@ Ours: ``kernels.rmsnorm``, ``kernels.gemm`` (q/k/v fused into one GEMM, gate/up 
 over a KV cache of ``context`` tokens). Glue in torch, counted in the measured time but not in
 the model: RoPE, the SiLU-times-up product (the model has it as ``mlp.act``), residual adds, the
 head transposes and the KV-cache write. The layer is checked against a float32 torch reference of
-the same weights before it is timed; it is timed as one CUDA-graph replay (what serving engines do
-for decode; eager event timing when capture fails) with an L2 flush before each replay.
+the same weights before it is timed; it is timed by the bench's one timer (``timing.time_cuda``:
+CUDA-graph replays of the whole layer, what serving engines do for decode; host-ahead events after
+an L2 flush when capture fails).
 
 Predictions: the per-layer ops of ``layer_prediction`` (every op repeated per layer: the model's
 embedding, final norm and LM head are left out), summed, with the datasheet spec, the measured
@@ -25,6 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rooflinecli.bench.primitives import inv_freq, rope, rope_tables
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
@@ -51,7 +53,8 @@ def tiny_config(cfg: ModelConfig) -> ModelConfig:
 
 def layer_ops_prediction(cfg: ModelConfig, spec: HardwareSpec, phase: str, batch: int, context: int, fitted: bool = False) -> tuple[float, list[dict]]:
     """Sum of the model's per-layer op times for one decoder layer (model-level ops left out)."""
-    from rooflinecli.analysis import Workload, layer_prediction
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import layer_prediction
 
     wl = Workload(batch=batch, prompt_len=context, gen_len=1, use_fitted_efficiency=fitted)
     rows = [r for r in layer_prediction(cfg, spec, wl, phase) if r["group"] != "model"]
@@ -82,28 +85,18 @@ class Layer:
         self.w_down = w(d, F)
         self.norm1 = (1.0 + 0.1 * device_randn((d,), torch.float32, device, g)).to(self.dtype)
         self.norm2 = (1.0 + 0.1 * device_randn((d,), torch.float32, device, g)).to(self.dtype)
-        self.rope_theta = float(cfg.rope_theta or 10000.0)
+        self.inv_freq = inv_freq(D, cfg.rope_theta, device)
         self.g = g
 
-    # ---- RoPE (torch glue) ---------------------------------------------------------------------
+    # ---- RoPE (torch glue: the decoder's primitives) --------------------------------------------
     def rope_tables(self, positions):
-        import torch
-
-        D = self.D
-        inv = 1.0 / (self.rope_theta ** (torch.arange(0, D, 2, dtype=torch.float32, device=self.device) / D))
-        ang = positions.to(torch.float32)[:, None] * inv[None, :]
-        return torch.cos(ang), torch.sin(ang)  # [T, D/2]
+        """cos, sin [T, D] (rotate-half layout) in the layer's dtype."""
+        return rope_tables(positions, self.inv_freq, self.dtype)
 
     @staticmethod
     def rope(x, cos, sin):
-        """x [..., T, heads, D] rotated (rotate-half form) in fp32, back to x's dtype."""
-        import torch
-
-        half = x.shape[-1] // 2
-        xf = x.float()
-        x1, x2 = xf[..., :half], xf[..., half:]
-        c, s = cos[:, None, :], sin[:, None, :]
-        return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).to(x.dtype)
+        """x [..., T, heads, D] rotated (rotate-half form)."""
+        return rope(x, cos, sin)
 
     # ---- ours ----------------------------------------------------------------------------------
     def prefill(self, x, cos, sin, ops):
@@ -281,9 +274,10 @@ def _phase(name, cfg, ds, ms, batch, context, check, fn, device, min_samples) ->
 
 
 def _time_layer(fn, device: str, min_samples: int):
-    """(timing, eager median or None): a CUDA graph of the whole layer after an L2 flush; eager
-    CUDA events when capture fails; the wall clock on the CPU."""
-    from rooflinecli.bench.timing import L2Flusher, Timing, capture_graph, sample_count, time_cuda_events, time_wall_clock
+    """(timing, eager median or None): the one timer (``timing.time_cuda``: the whole layer as a
+    CUDA graph, host-ahead events when capture fails) and the median of flushed eager launches;
+    the wall clock on the CPU."""
+    from rooflinecli.bench.timing import L2Flusher, median_s, time_cuda, time_cuda_events, time_wall_clock
 
     if device != "cuda":
         return time_wall_clock(fn, samples=min_samples, warmup=1), None
@@ -292,15 +286,5 @@ def _time_layer(fn, device: str, min_samples: int):
     flusher = L2Flusher("cuda")
     fn()
     torch.cuda.synchronize()
-    eager = time_cuda_events(fn, flusher, samples=max(min_samples, 10))
-    eager_p50 = sorted(eager)[len(eager) // 2]
-    try:
-        graph = capture_graph([fn], 1)
-    except Exception as e:  # noqa: BLE001
-        torch.cuda.synchronize()
-        return Timing(tuple(eager), "cuda_events", f"graph capture failed ({type(e).__name__}); eager launches, L2 flushed"), None
-    graph.replay()
-    torch.cuda.synchronize()
-    n = sample_count(eager_p50, 0.3, min_samples, 50)
-    samples = time_cuda_events(graph.replay, flusher, samples=n)
-    return Timing(tuple(samples), "cuda_graph", "whole layer as one CUDA graph replay, L2 flushed before each"), eager_p50
+    eager_p50 = median_s(time_cuda_events(fn, flusher, samples=max(min_samples, 10)))
+    return time_cuda(fn, flusher, min_samples=min_samples, target_total_s=0.3), eager_p50

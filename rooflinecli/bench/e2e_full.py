@@ -31,7 +31,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rooflinecli.bench import timing
 from rooflinecli.bench.e2e import _rel_error as rel_error
+from rooflinecli.bench.primitives import EPS, SDPA_BACKENDS, inv_freq, qk_norm, rope, rope_tables, sdpa_call, silu_mul, write_kv
 from rooflinecli.models import ModelConfig
 
 DECODE_BATCHES = (1, 8, 32, 64)
@@ -44,7 +46,6 @@ WEIGHT_SHARE = 0.5
 #: usable share of the GPU's free memory (allocator slack, graph pools, the L2 flush buffer)
 USABLE = 0.85
 REPLAYS = 10
-EPS = 1e-5
 
 TINY_BATCHES, TINY_CONTEXTS, TINY_PREFILL, TINY_TRITON = (1, 2), (8, 16), (8,), ((2, 16),)
 
@@ -247,39 +248,11 @@ class Weights:
             self.layers.append(layer)
         self.final_norm = norm()
         self.lm_head = self.embed if cfg.tie_embeddings else w(cfg.vocab_size, d)
-        theta = float(cfg.rope_theta or 10000.0)
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float32, device=device) / D))
+        self.inv_freq = inv_freq(D, cfg.rope_theta, device)
 
     def rope_tables(self, positions):
         """cos, sin [T, D] (rotate-half layout) in bf16."""
-        import torch
-
-        ang = positions.to(torch.float32)[:, None] * self.inv_freq[None, :]
-        ang = torch.cat((ang, ang), dim=-1)
-        return torch.cos(ang).to(torch.bfloat16), torch.sin(ang).to(torch.bfloat16)
-
-
-def rope(x, cos, sin):
-    """x [T, heads, D] rotated with cos/sin [T, D] (torch ops: slice, neg, cat, mul, mul, add)."""
-    import torch
-
-    half = x.shape[-1] // 2
-    c, s = cos[:, None, :], sin[:, None, :]
-    return x * c + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * s
-
-
-def silu_mul(gu, F: int):
-    """SiLU(gate) * up on the two halves of the fused gate_up output gu [T, 2F] (strided views)."""
-    import torch.nn.functional as F_
-
-    return F_.silu(gu[:, :F]) * gu[:, F:]
-
-
-def qk_norm(x, w):
-    """Per-head RMSNorm of q or k, x [T, heads, D] (Qwen3): one F.rms_norm over the head dim."""
-    import torch.nn.functional as F_
-
-    return F_.rms_norm(x, (x.shape[-1],), w, EPS)
+        return rope_tables(positions, self.inv_freq)
 
 
 def mlp(ops, x, L, cfg: ModelConfig):
@@ -292,15 +265,6 @@ def mlp(ops, x, L, cfg: ModelConfig):
 
     ids, w = route(ops.linear(x, L["router"]), cfg.moe.top_k)
     return ops.experts(x, L["w1"], L["w2"], ids, w)
-
-
-def write_kv(kc, vc, k, v, pos: int) -> None:
-    """The new token's K [B, Hkv, D] and V (a strided view of the qkv output) into the caches
-    [B, Hkv, C, D] at slot ``pos % C``: ``pos`` itself in a cache of every token (C = N + 1), the
-    oldest entry's slot in a sliding window's rolling buffer (C = W)."""
-    slot = pos % kc.shape[2]
-    kc[:, :, slot] = k
-    vc[:, :, slot] = v
 
 
 class TorchOps:
@@ -321,9 +285,7 @@ class TorchOps:
 
     def decode_attention(self, q, k_cache, v_cache):
         """q [B, H, D], caches [B, Hkv, N, D] -> [B, H, D]."""
-        from rooflinecli.bench.opgrid import _sdpa_fn
-
-        return _sdpa_fn(q[:, :, None], k_cache, v_cache, False, self.sdpa_backend)()[:, :, 0]
+        return sdpa_call(q[:, :, None], k_cache, v_cache, False, self.sdpa_backend)()[:, :, 0]
 
     def experts(self, x, w1, w2, ids, weights):
         """The routed experts of an MoE layer: torch._grouped_mm (``kernels.moe_torch``)."""
@@ -392,8 +354,6 @@ def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str 
     """Eager prefill of one sequence (torch ops): tokens [S] -> last-token logits [1, V]."""
     import torch.nn.functional as F
 
-    from rooflinecli.bench.opgrid import _sdpa_fn
-
     cfg, ops = W.cfg, TorchOps()
     H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     h = F.embedding(tokens, W.embed)
@@ -406,7 +366,7 @@ def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str 
         q = rope(q, cos, sin).transpose(0, 1)[None]
         kc[0, :, :S] = rope(k, cos, sin).transpose(0, 1)
         vc[0, :, :S] = qkv[:, H + Hkv :].transpose(0, 1)
-        o = _sdpa_fn(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
+        o = sdpa_call(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
         h.add_(ops.linear(o[0].transpose(0, 1).reshape(S, H * D), L["o"]))
         h.add_(mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg))
     return ops.linear(ops.rmsnorm(h[-1:], W.final_norm), W.lm_head)
@@ -415,12 +375,6 @@ def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str 
 # ------------------------------------------------------------------------------------------------
 # Timing
 # ------------------------------------------------------------------------------------------------
-
-
-def _median(xs) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def _caches(W: Weights, batch: int, context: int, device: str, gen):
@@ -442,45 +396,22 @@ def _graph_replays(fn, device: str, replays: int):
 
     if device != "cuda":
         call()
-        out = []
-        for _ in range(max(3, replays // 3)):
-            t0 = time.perf_counter()
-            call()
-            out.append(time.perf_counter() - t0)
-        return out, "wall_clock (CPU dry run, not a GPU measurement)", held["out"]
-    from rooflinecli.bench.timing import capture_graph, replay_samples
-
-    g = capture_graph([call], 1)
+        return timing.graph_samples([call], 1, max(3, replays // 3), device), "wall_clock (CPU dry run, not a GPU measurement)", held["out"]
     try:
-        samples = replay_samples(g, 1, replays)
+        samples = timing.graph_samples([call], 1, replays, device)
         return samples, "cuda_graph (whole step as one graph, replays queued back to back behind a GPU sleep)", held["out"].clone()
     finally:
         held.clear()
-        del g
 
 
 def _eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
+    fn()
     if device != "cuda":
-        fn()
-        out = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-        return out, "wall_clock (CPU dry run, not a GPU measurement)"
+        return timing.eager_samples([fn], runs, device), "wall_clock (CPU dry run, not a GPU measurement)"
     import torch
 
-    fn()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        out.append(s.elapsed_time(e) * 1e-3)
-    return out, "cuda_events (eager, one prefill per sample, host launch gaps included)"
+    return timing.eager_samples([fn], runs, device, sync_each=True), "cuda_events (eager, one prefill per sample, host launch gaps included)"
 
 
 def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen, tensor_device: str | None = None) -> tuple[str, str]:
@@ -488,7 +419,6 @@ def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen, 
     import torch
 
     from kernels.testing import device_randn
-    from rooflinecli.bench.opgrid import SDPA_BACKENDS, _sdpa_fn
 
     cfg = W.cfg
     dev = tensor_device or device
@@ -497,9 +427,9 @@ def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen, 
     times: dict[str, float] = {}
     for b in SDPA_BACKENDS:
         try:
-            fn = _sdpa_fn(q, k, k, False, b)
+            fn = sdpa_call(q, k, k, False, b)
             samples, _ = _eager_runs(fn, device, 3)
-            times[b] = _median(samples)
+            times[b] = timing.median_s(samples)
         except Exception:  # noqa: BLE001 - a backend without this shape is not a candidate
             _sync_quietly(device)
     if not times:
@@ -525,7 +455,7 @@ def _sync_quietly(device: str) -> None:
 
 
 def _point(phase: str, engine: str, batch: int, context: int, layers: int, samples: list[float], method: str, **extra) -> dict[str, Any]:
-    return {"phase": phase, "engine": engine, "batch": batch, "context": context, "layers": layers, "measured_s": _median(samples),
+    return {"phase": phase, "engine": engine, "batch": batch, "context": context, "layers": layers, "measured_s": timing.median_s(samples),
             "min_s": min(samples), "max_s": max(samples), "samples_s": samples, "method": method, **extra}
 
 

@@ -1,15 +1,15 @@
 """The calibration grid of ``roofline calibrate``: vendor kernels through torch, timed on cold data,
-written as a calibration file (schema ``rooflinecli.calibration/1``) that a measured spec names.
+written as a calibration file (``achievable.calibration.SCHEMA``) that a measured spec names.
 
 Per shape (``measure_case``):
 
 * ``t_graph``: a CUDA graph of ``n`` launches cycling over ``sets`` input sets (together at least
-  3x the L2, or 64 sets when one set is that small), replayed ``REPLAYS`` times (>= 7) back to back
+  ``timing.COLD_L2_MULTIPLE`` x the L2, at most ``timing.COLD_MAX_SETS`` sets), replayed ``REPLAYS`` times (>= 7) back to back
   behind a GPU sleep (``timing.replay_samples``); per-launch time = median replay / ``n``. Launch
   gaps vanish, every launch reads data the previous ones evicted;
 * ``t_eager``: the CUDA-event median of single launches (host gaps included).
 
-Ops and shape keys (the same as the 2026-11-30 H200 fixture): ``gemm`` {M, N, K} with a ``name``
+Ops and shape keys (those of the H200 calibration fixture): ``gemm`` {M, N, K} with a ``name``
 such as ``llama8b.qkv``; ``rmsnorm_copy`` and ``rmsnorm`` {T, D}; ``add_`` {T, D}; ``silu_mul``
 {T, F}; ``rope`` {T, H, D}; ``copy`` {bytes}; ``sdpa_prefill_causal`` and ``sdpa_decode`` {B, H,
 KVH, S, D} with the fastest SDPA ``backend``; ``launch_floor`` {}; ``gemm_sustained`` and
@@ -17,7 +17,7 @@ KVH, S, D} with the fastest SDPA ``backend``; ``launch_floor`` {}; ``gemm_sustai
 ``bytes``: each input read once, each output written once.
 
 The decode step's small ops on the layouts ``roofline e2e --full`` runs them on (the very functions
-of ``bench.e2e_full``): ``rope_qkv_strided`` {T, H, KVH, D} (``rope`` on the q and k views of a fused
+of ``bench.primitives`` that the decoder calls): ``rope_qkv_strided`` {T, H, KVH, D} (``rope`` on the q and k views of a fused
 qkv output [T, (H + 2 KVH) D]), ``silu_mul_strided`` {T, F} (``silu_mul`` on the halves of a gate_up
 output [T, 2F]; bytes: 3 passes of T x F), ``kv_write`` {B, H, KVH, N, D} (``write_kv``: K and V of
 one new token into caches [B, KVH, N + 1, D] at N, V a view of the qkv output; bytes: K and V read
@@ -64,15 +64,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rooflinecli import formulas
+from rooflinecli.achievable.calibration import SCHEMA
+from rooflinecli.bench import timing
+from rooflinecli.bench import primitives
+from rooflinecli.bench.primitives import SDPA_BACKENDS, sdpa_call
 
-SCHEMA = "rooflinecli.calibration/1"
 REPLAYS = 7
-MAX_SETS = 64
-MAX_LAUNCHES = 128
+#: input sets of one shape at most (the cold-cache rule's cap, ``timing.cold_sets``)
+MAX_SETS = timing.COLD_MAX_SETS
+#: launches per graph at most: one pass over the most sets the cold-cache rule allows
+MAX_LAUNCHES = timing.COLD_MAX_SETS
+#: launches per graph of a mixed-kernel row (``measure_mixed``), a multiple of k
+MIXED_LAUNCHES = 128
 #: a replay lasts about this long (enough launches that event resolution does not matter)
 REPLAY_TARGET_S = 2e-3
-#: L2 multiple the input sets of one shape span together
-COLD_FACTOR = 3
 #: no single input set above this (bytes): the largest grid shapes stay well inside 141 GB
 MAX_SET_BYTES = 12 * 2**30
 
@@ -122,11 +127,10 @@ MOE_T = (1, 4, 16, 64, 256, 1024, 4096)
 #: as a decode step streams them (more than any TLB or cache could keep between passes)
 STREAM_M = (1, 8, 32, 64)
 STREAM_LAYERS = 32
-SDPA_BACKENDS = ("cudnn", "flash", "efficient", "default")
 
 METHOD = (
     "graph: per-launch time = median over {replays} replays of a CUDA graph of n launches cycling over "
-    "`sets` input sets that together exceed {cold}x L2 (at most {max_sets} sets; tiny ops stay L2-resident), "
+    "`sets` input sets that together exceed {cold:g}x L2 (at most {max_sets} sets; tiny ops stay L2-resident), "
     "divided by n; eager: median of CUDA-event-timed single launches (host gaps included). Random bf16 "
     "inputs (never zeros). SDPA: fastest of the cuDNN, flash, efficient and default-dispatch backends "
     "(GQA through enable_gqa, else K/V expanded to H heads outside the timed region), recorded per row"
@@ -189,8 +193,8 @@ def gemm_case(M: int, N: int, K: int, name: str) -> Case:
         a, w = _randn((M, K), device, gen), _randn((N, K), device, gen, None)
         return lambda: F.linear(a, w)
 
-    b = 2 * (M * K + N * K + M * N)
-    return Case("gemm", {"M": M, "N": N, "K": K}, 2.0 * M * N * K, b, b, make, name=name, note="F.linear bf16 (cuBLAS)")
+    b = float(formulas.gemm_min_bytes(M, N, K, 2))
+    return Case("gemm", {"M": M, "N": N, "K": K}, float(formulas.gemm_flops(M, N, K)), b, b, make, name=name, note="F.linear bf16 (cuBLAS)")
 
 
 def elementwise_cases(T: int, D: int, F_: int) -> list[Case]:
@@ -248,61 +252,55 @@ def rope_case(T: int, H: int, D: int) -> Case:
 
 
 def rope_qkv_strided_case(T: int, H: int, KVH: int, D: int) -> Case:
-    """RoPE of the q and k heads as the decode step runs it (``e2e_full.rope``), on the strided
+    """RoPE of the q and k heads as the decode step runs it (``primitives.rope``), on the strided
     q and k views of a fused qkv output [T, (H + 2 KVH) * D]."""
 
     def make(device, gen):
         import torch
 
-        from rooflinecli.bench.e2e_full import rope
-
         qkv = _randn((T, (H + 2 * KVH) * D), device, gen).view(T, H + 2 * KVH, D)
         ang = torch.rand((T, D // 2), device=device, dtype=torch.float32) * 6.283
         ang = torch.cat((ang, ang), -1)
         cos, sin = torch.cos(ang).to(torch.bfloat16), torch.sin(ang).to(torch.bfloat16)
-        return lambda: (rope(qkv[:, :H], cos, sin), rope(qkv[:, H : H + KVH], cos, sin))
+        return lambda: (primitives.rope(qkv[:, :H], cos, sin), primitives.rope(qkv[:, H : H + KVH], cos, sin))
 
     n = T * (H + KVH) * D * 2
     return Case("rope_qkv_strided", {"T": T, "H": H, "KVH": KVH, "D": D}, 3.0 * T * (H + KVH) * D, 2 * n + 2 * T * D * 2, T * (H + 2 * KVH) * D * 2 + 2 * T * D * 2, make,
-                note="e2e_full.rope on q and on k: strided views of the fused qkv output; q and k read once, cos/sin read once, the rotated q and k written once")
+                note="primitives.rope on q and on k: strided views of the fused qkv output; q and k read once, cos/sin read once, the rotated q and k written once")
 
 
 def silu_mul_strided_case(T: int, F_: int) -> Case:
-    """SiLU(gate) * up as the decode step runs it (``e2e_full.silu_mul``) on the two halves of a
+    """SiLU(gate) * up as the decode step runs it (``primitives.silu_mul``) on the two halves of a
     fused gate_up output [T, 2F]."""
 
     def make(device, gen):
-        from rooflinecli.bench.e2e_full import silu_mul
-
         gu = _randn((T, 2 * F_), device, gen)
-        return lambda: silu_mul(gu, F_)
+        return lambda: primitives.silu_mul(gu, F_)
 
     nf = T * F_ * 2
     return Case("silu_mul_strided", {"T": T, "F": F_}, 5.0 * T * F_, 3 * nf, 3 * nf, make,
-                note="e2e_full.silu_mul on the halves of gate_up [T, 2F] (silu then mul: two kernels); gate and up read once, the output written once")
+                note="primitives.silu_mul on the halves of gate_up [T, 2F] (silu then mul: two kernels); gate and up read once, the output written once")
 
 
 def kv_write_case(B: int, H: int, KVH: int, N: int, D: int) -> Case:
     """The new token's K and V written into caches [B, KVH, N + 1, D] at position N as the decode
-    step does it (``e2e_full.write_kv``): K contiguous (the RoPE output), V a strided view of the
+    step does it (``primitives.write_kv``): K contiguous (the RoPE output), V a strided view of the
     qkv output [B, H + 2 KVH, D]."""
 
     def make(device, gen):
         import torch
-
-        from rooflinecli.bench.e2e_full import write_kv
 
         qkv = _randn((B, H + 2 * KVH, D), device, gen)
         k, v = _randn((B, KVH, D), device, gen), qkv[:, H + KVH :]
         # the cache contents do not change the write: allocated, not filled (GBs at large B)
         kc = torch.empty((B, KVH, N + 1, D), dtype=torch.bfloat16, device=device)
         vc = torch.empty_like(kc)
-        return lambda: write_kv(kc, vc, k, v, N)
+        return lambda: primitives.write_kv(kc, vc, k, v, N)
 
     n = B * KVH * D * 2
     cache = 2 * B * KVH * (N + 1) * D * 2
     return Case("kv_write", {"B": B, "H": H, "KVH": KVH, "N": N, "D": D}, 0.0, 4.0 * n, cache + B * (H + 3 * KVH) * D * 2, make,
-                note="e2e_full.write_kv: kc[:, :, N] = k, vc[:, :, N] = v (two copy kernels); k and v read once, the cache entries written once")
+                note="primitives.write_kv: kc[:, :, N] = k, vc[:, :, N] = v (two copy kernels); k and v read once, the cache entries written once")
 
 
 def copy_case(nbytes: int) -> Case:
@@ -376,7 +374,8 @@ def launch_floor_mixed_gemm_case(M: int, N: int, K: int) -> Case:
         a, w = _randn((M, K), device, gen), _randn((N, K), device, gen)
         return [lambda: F.linear(a, w), _mixed_kernel("add_1", device, gen)]
 
-    flops, nbytes = 2.0 * M * N * K + MIXED_WORK["add_1"][0], 2.0 * (M * K + N * K + M * N) + MIXED_WORK["add_1"][1]
+    flops = float(formulas.gemm_flops(M, N, K)) + MIXED_WORK["add_1"][0]
+    nbytes = float(formulas.gemm_min_bytes(M, N, K, 2)) + MIXED_WORK["add_1"][1]
     return Case("launch_floor_mixed_gemm", {"k": 2, "M": M, "N": N, "K": K}, flops, nbytes, nbytes, lambda device, gen: kernels(device, gen)[0],
                 make_kernels=kernels, note="F.linear bf16 (cuBLAS) alternating with x.add_(1); t_graph interleaved, t_blocked each kernel repeated")
 
@@ -421,25 +420,6 @@ def mixed_grid() -> dict[str, list[Case]]:
     return {"floor_mixed": [launch_floor_mixed_case(k) for k in MIXED_K] + [launch_floor_mixed_gemm_case(*mnk) for mnk in MIXED_GEMMS]}
 
 
-def _sdpa_fn(q, k, v, causal: bool, backend: str):
-    """The SDPA call on ``backend`` (K/V already at H heads when the backend lacks GQA)."""
-    import torch.nn.functional as F
-
-    gqa = k.shape[-3] != q.shape[-3]
-    kw = {"enable_gqa": True} if gqa else {}
-    if backend == "default":
-        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    b = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]
-
-    def fn():
-        with sdpa_kernel([b]):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
-
-    return fn
-
-
 def attention_case(op: str, B: int, H: int, KVH: int, S: int, D: int) -> Case:
     causal = op == "sdpa_prefill_causal"
     Sq = S if causal else 1
@@ -449,7 +429,7 @@ def attention_case(op: str, B: int, H: int, KVH: int, S: int, D: int) -> Case:
         k, v = _randn((B, KVH, S, D), device, gen), _randn((B, KVH, S, D), device, gen)
         if expand and KVH != H:  # expansion outside the timed region
             k, v = k.repeat_interleave(H // KVH, 1), v.repeat_interleave(H // KVH, 1)
-        return _sdpa_fn(q, k, v, causal, backend)
+        return sdpa_call(q, k, v, causal, backend)
 
     if causal:
         flops = 2.0 * B * H * S * S * D  # QK^T and PV, causal half of 4 B H S^2 D
@@ -500,7 +480,9 @@ def moe_experts_work(T: int, E: int, k: int, d: int, I: int, b: float = 2.0, tou
 
 def moe_grouped_case(T: int, E: int, k: int, d: int, I: int) -> Case:
     """A torch MoE layer's routed experts: ``kernels.moe_torch.route`` on random router logits, then
-    ``kernels.moe_torch.experts`` (torch._grouped_mm on sm_90+ and torch >= 2.9 on the CPU)."""
+    ``kernels.moe_torch.experts`` (torch._grouped_mm on sm_90+ and torch >= 2.9 on the CPU). A
+    calibration without these rows took them from bench's torch ``moe`` rows: their median plus the
+    routing's 6 kernels at the launch floor (the shipped H200 calibration's 10 rows)."""
 
     def make(device, gen):
         from kernels.moe_torch import experts, route
@@ -551,8 +533,8 @@ def gemm_fp8_case(M: int, N: int, K: int, name: str) -> Case:
         one = torch.ones(1, dtype=torch.float32, device=device)  # as bench's fp8 inputs (GPU-run shape)
         return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
 
-    b = M * K + N * K + 2 * M * N
-    return Case("gemm_fp8", {"M": M, "N": N, "K": K}, 2.0 * M * N * K, b, b, make, name=name,
+    b = float(formulas.gemm_min_bytes(M, N, K, 1, 2))  # fp8 in, bf16 out
+    return Case("gemm_fp8", {"M": M, "N": N, "K": K}, float(formulas.gemm_flops(M, N, K)), b, b, make, name=name,
                 note="torch._scaled_mm fp8 e4m3 -> bf16, fast accumulation")
 
 
@@ -614,10 +596,8 @@ def round_robin(grid: dict[str, list[Case]]) -> Iterator[Case]:
 
 
 def sets_for(set_bytes: float, l2_bytes: int) -> int:
-    """Input sets so that together they span ``COLD_FACTOR`` x L2 (1 .. ``MAX_SETS``)."""
-    if set_bytes <= 0:
-        return 1
-    return int(min(MAX_SETS, max(1, math.ceil(COLD_FACTOR * l2_bytes / set_bytes))))
+    """Input sets of one shape: the one cold-cache rule (``timing.cold_sets``)."""
+    return timing.cold_sets(set_bytes, l2_bytes, MAX_SETS)
 
 
 def launches_for(estimate_s: float, sets: int) -> int:
@@ -626,14 +606,9 @@ def launches_for(estimate_s: float, sets: int) -> int:
     return int(min(MAX_LAUNCHES, max(sets, want, 1)))
 
 
-def _median(xs) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 class Timer:
-    """Graph and eager timing on ``device`` ("cuda"; "cpu": the wall clock, for dry runs only)."""
+    """The grid's settings for the one timer (``bench.timing``): the device ("cuda"; "cpu": the
+    wall clock, for dry runs only), the L2 size, and how many replays and eager samples a shape gets."""
 
     def __init__(self, device: str, l2_bytes: int, replays: int = REPLAYS, eager_samples: int = 10, tensor_device: str | None = None) -> None:
         self.device, self.l2_bytes, self.replays, self.eager_samples = device, l2_bytes, replays, eager_samples
@@ -648,41 +623,11 @@ class Timer:
 
     def eager(self, fns: list[Callable[[], Any]], samples: int) -> float:
         """Median seconds of single launches, cycling over ``fns``."""
-        if self.device != "cuda":
-            out = []
-            for i in range(samples):
-                t0 = time.perf_counter()
-                fns[i % len(fns)]()
-                out.append(time.perf_counter() - t0)
-            return _median(out)
-        import torch
-
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(samples)]
-        for i in range(samples):
-            starts[i].record()
-            fns[i % len(fns)]()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return _median([s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)])
+        return timing.median_s(timing.eager_samples(fns, samples, self.device))
 
     def graph(self, fns: list[Callable[[], Any]], n: int) -> float:
         """Median per-launch seconds over ``replays`` replays of a graph of ``n`` launches."""
-        if self.device != "cuda":
-            out = []
-            for _ in range(self.replays):
-                t0 = time.perf_counter()
-                for i in range(n):
-                    fns[i % len(fns)]()
-                out.append((time.perf_counter() - t0) / n)
-            return _median(out)
-        from rooflinecli.bench.timing import capture_graph, replay_samples
-
-        g = capture_graph(fns, n)
-        try:
-            return _median(replay_samples(g, n, self.replays))  # replays queued behind a GPU sleep
-        finally:
-            del g
+        return timing.median_s(timing.graph_samples(fns, n, self.replays, self.device))
 
 
 def _fns(case: Case, sets: int, device: str, gen, **kw) -> list[Callable[[], Any]]:
@@ -740,7 +685,7 @@ def _time_sets(case: Case, timer: Timer, gen, **kw) -> tuple[float, float, int, 
 
 def measure_mixed(case: Case, timer: Timer, gen) -> dict[str, Any]:
     """A mixed-kernel row: per-kernel seconds of the case's k distinct kernels in one graph of
-    ``MAX_LAUNCHES`` (rounded down to a multiple of k) launches, interleaved (``t_graph``: each
+    ``MIXED_LAUNCHES`` (rounded down to a multiple of k) launches, interleaved (``t_graph``: each
     kernel follows a different one) and grouped (``t_blocked``: each kernel repeated, as in every
     other row); ``t_eager``: single launches cycling over them."""
     fns = case.make_kernels(timer.tensor_device, gen)
@@ -748,7 +693,7 @@ def measure_mixed(case: Case, timer: Timer, gen) -> dict[str, Any]:
         f()
     timer.sync()
     k = len(fns)
-    reps = MAX_LAUNCHES // k if timer.device == "cuda" else 2
+    reps = MIXED_LAUNCHES // k if timer.device == "cuda" else 2
     n = k * reps
     t_eager = timer.eager(fns, timer.eager_samples)
     t_mixed = timer.graph(fns, n)
@@ -840,7 +785,7 @@ def calibration_doc(result: GridResult, environment: dict[str, Any], l2_bytes: i
     """The calibration file's JSON document."""
     from rooflinecli.bench.environment import utc_now
 
-    method = METHOD.format(replays=REPLAYS, cold=COLD_FACTOR, max_sets=MAX_SETS)
+    method = METHOD.format(replays=REPLAYS, cold=timing.COLD_L2_MULTIPLE, max_sets=MAX_SETS)
     if environment.get("device") == "cpu":
         method = "CPU wall clock (dry run, not a GPU measurement); " + method
     doc: dict[str, Any] = {

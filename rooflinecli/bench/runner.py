@@ -25,16 +25,12 @@ from typing import Any
 
 from rooflinecli import __version__
 from rooflinecli.bench.predict import compute_dtype_for, roof
-from rooflinecli.bench.timing import MIN_SAMPLES, Timing
+from rooflinecli.bench.timing import MIN_SAMPLES, Timing, cold_sets
 from rooflinecli.errors import RooflineError, unknown_name_error
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.results import ResultRow, Results
 
 SUITES = ("quick", "full", "test")  # "test": the kernels' tiny CPU-interpreter cases
-#: rotating input sets for CUDA-graph timing total at least this many L2s (every launch of a
-#: replay reads data the L2 has evicted, so no flush sits inside the timed region)
-ROTATE_L2_MULTIPLE = 4.0
-MAX_ROTATING_SETS = 256
 
 
 @dataclass(frozen=True)
@@ -225,7 +221,8 @@ def _input_bytes(inputs: dict[str, Any]) -> int:
 
 def input_sets(op, case, device: str, seed: int, first: dict[str, Any], l2_bytes: float) -> Callable[[], list[dict[str, Any]]]:
     """A memoized factory of input sets for graph timing: ``first`` plus fresh ones until together
-    they exceed ``ROTATE_L2_MULTIPLE x L2`` (at most ``MAX_ROTATING_SETS``). Built on first use,
+    they follow the one cold-cache rule (``timing.cold_sets``: every launch of a replay reads data
+    the L2 has evicted, so no flush sits inside the timed region). Built on first use,
     shared by ours and every baseline candidate of the case."""
     built: list[list[dict[str, Any]]] = []
 
@@ -234,7 +231,7 @@ def input_sets(op, case, device: str, seed: int, first: dict[str, Any], l2_bytes
             import torch
 
             per_set = max(_input_bytes(first), 1)
-            n_sets = int(min(MAX_ROTATING_SETS, max(1, math.ceil(ROTATE_L2_MULTIPLE * l2_bytes / per_set))))
+            n_sets = cold_sets(per_set, l2_bytes)
             gen = torch.Generator().manual_seed(case_seed(seed, case.id, "rotate"))
             built.append([first] + [op.make_inputs(case, device, gen) for _ in range(n_sets - 1)])
         return built[0]
@@ -788,7 +785,7 @@ def summary_rows(rows: Sequence[ResultRow]) -> list[list[str]]:
     return out
 
 
-#: the issue's agreement targets, for cases of at least CHECKED_MIN_US
+#: timing-agreement targets, for cases of at least CHECKED_MIN_US
 CHECKED_MIN_US = 20.0
 CROSSCHECK_TOLERANCE = 0.05
 SPREAD_MAX = 1.10

@@ -33,17 +33,21 @@ torch is imported inside the functions: importing this module costs nothing.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rooflinecli import stats
 from rooflinecli.results import quantiles_s
 
 #: timed samples per measurement, at least (graph replays or host-ahead events); all are kept
 MIN_SAMPLES = 20
-#: smallest L2 flush buffer; 4x the GPU's L2 when that is larger
+#: the one cold-cache rule: rotating input sets (and the flush buffer) span 4x the L2, at most
+#: COLD_MAX_SETS sets; 4x, not 3x, because the L2 is not a strict LRU and a 3x rotation lets it keep lines
+COLD_L2_MULTIPLE = 4.0
+COLD_MAX_SETS = 256
+#: smallest L2 flush buffer; COLD_L2_MULTIPLE x the GPU's L2 when that is larger
 FLUSH_BYTES_MIN = 256 * 2**20
 #: one CUDA graph replay lasts at least this long, so event resolution (~0.5 us) and the replay's
 #: own start-up are negligible against it
@@ -85,10 +89,9 @@ class Bracket:
     """What ``between()`` returned when called straight after a measurement (``--crosscheck``:
     ``do_bench_cudagraph``'s median, seconds), with our own samples just before and just after it.
 
-    The H200 does not hold one clock through a bench run: run 3's samples step down in levels
-    within 0.1 s (naive attention's torch path 414 -> 424 -> 453 -> 472 us, fp8 ``_scaled_mm``
-    847 -> 858 -> 884 us, time-ordered). Two figures taken a few hundred ms apart then differ by
-    the step, not by their method. ``ours_s``, the median of the samples on both sides, is our
+    A GPU need not hold one clock through a bench run: samples can step down in levels of a few
+    percent within 0.1 s (``reports/h200-2026-11-30-run3``). Two figures taken a few hundred ms
+    apart then differ by the step, not by their method. ``ours_s``, the median of the samples on both sides, is our
     figure at the moment ``between()`` ran, so ``ours_s / value`` compares the two methods at one
     clock state."""
 
@@ -98,7 +101,7 @@ class Bracket:
 
     @property
     def ours_s(self) -> float:
-        return float(statistics.median(self.before_s + self.after_s))
+        return median_s(self.before_s + self.after_s)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,19 @@ class Timing:
     @property
     def p50_s(self) -> float:
         return self.quantiles_s[1]
+
+
+def cold_sets(set_bytes: float, l2_bytes: float, max_sets: int = COLD_MAX_SETS) -> int:
+    """Input sets that together span ``COLD_L2_MULTIPLE`` x the L2 (1 .. ``max_sets``), so every
+    launch of a rotation reads data the previous ones evicted."""
+    if set_bytes <= 0:
+        return 1
+    return int(min(max_sets, max(1, math.ceil(COLD_L2_MULTIPLE * l2_bytes / set_bytes))))
+
+
+def median_s(samples) -> float:
+    """The median of ``samples`` as a plain float (``stats.median``: the one median)."""
+    return float(stats.median(list(samples)))
 
 
 def sample_count(estimate_s: float, target_total_s: float, min_samples: int = MIN_SAMPLES, max_samples: int = 100) -> int:
@@ -158,7 +174,7 @@ def host_us_per_call(fn: Callable[[], Any], sync: Callable[[], None], reps: int 
         fn()
         out.append((time.perf_counter() - t0) * 1e6)
     sync()
-    return float(statistics.median(out))
+    return median_s(out)
 
 
 def host_us_back_to_back(fn: Callable[[], Any], sync: Callable[[], None], estimate_us: float,
@@ -178,7 +194,7 @@ def host_us_back_to_back(fn: Callable[[], Any], sync: Callable[[], None], estima
             fn()
         out.append((time.perf_counter() - t0) / block * 1e6)
     sync()
-    return float(statistics.median(out))
+    return median_s(out)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -207,8 +223,98 @@ def time_wall_clock(
         fn()
         sync()
         out.append(max(time.perf_counter() - t0, 1e-9))
-    host = statistics.median(out) * 1e6
+    host = median_s(out) * 1e6
     return Timing(tuple(out), "wall_clock", "CPU wall clock (perf_counter), not a GPU measurement", host_us_per_call=host)
+
+
+def _wall_samples(run: Callable[[], Any], samples: int) -> list[float]:
+    out = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        run()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Device-agnostic samplers: CUDA events / graphs on "cuda", the wall clock elsewhere (tests only)
+# ------------------------------------------------------------------------------------------------
+
+
+def eager_samples(fns: Sequence[Callable[[], Any]], samples: int, device: str, *, sync_each: bool = False) -> list[float]:
+    """Seconds of ``samples`` single launches cycling over ``fns`` (CUDA events around each, no
+    flush; host gaps included). ``sync_each``: a synchronize after every sample (long launches
+    such as a whole prefill, one at a time)."""
+    fns = list(fns)
+    it = iter(range(samples))
+    if device != "cuda":
+        return _wall_samples(lambda: fns[next(it) % len(fns)](), samples)
+    import torch
+
+    starts, ends = _events(samples)
+    for i in range(samples):
+        starts[i].record()
+        fns[i % len(fns)]()
+        ends[i].record()
+        if sync_each:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends)]
+
+
+def graph_samples(fns: Sequence[Callable[[], Any]], launches: int, replays: int, device: str) -> list[float]:
+    """Per-launch seconds of ``replays`` replays of one CUDA graph of ``launches`` calls cycling
+    over ``fns``, queued back to back behind a GPU sleep (``replay_samples``); on the CPU the same
+    loop of calls under the wall clock."""
+    fns = list(fns)
+    if device != "cuda":
+        def loop() -> None:
+            for i in range(launches):
+                fns[i % len(fns)]()
+
+        return [t / launches for t in _wall_samples(loop, replays)]
+    g = capture_graph(fns, launches)
+    try:
+        return replay_samples(g, launches, replays)
+    finally:
+        del g
+
+
+def series_samples(fn: Callable[[], Any], device: str, chunk: int, chunks: int) -> list[float]:
+    """Seconds per launch of ``chunks`` entries, each the mean of ``chunk`` back-to-back launches,
+    all queued without a host sync in between (a sustained run: clocks settle as it goes)."""
+    def block() -> None:
+        for _ in range(chunk):
+            fn()
+
+    if device != "cuda":
+        return [t / chunk for t in _wall_samples(block, chunks)]
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    return [t / chunk for t in eager_samples([block], chunks, device)]
+
+
+def flushed_sampler(device: str) -> Callable[..., list[float]]:
+    """``samples(fn, n, flush=True)`` -> seconds per call: after two warm-up calls, CUDA events
+    around single launches with an L2 flush before each (``flush``) on a GPU; the wall clock on the
+    CPU (tests only)."""
+    if device != "cuda":
+        return lambda fn, n, flush=True: list(time_wall_clock(fn, samples=n, warmup=1).samples_s)
+    import torch
+
+    flusher = L2Flusher("cuda")
+
+    def samples(fn, n, flush=True):
+        fn()
+        torch.cuda.synchronize()
+        fn()
+        if flush:
+            return time_cuda_events(fn, flusher, samples=n)
+        return eager_samples([fn], n, device)
+
+    return samples
 
 
 # ------------------------------------------------------------------------------------------------
@@ -217,7 +323,7 @@ def time_wall_clock(
 
 
 class L2Flusher:
-    """A device buffer of 4x the L2 (at least ``FLUSH_BYTES_MIN``), written once here;
+    """A device buffer of ``COLD_L2_MULTIPLE`` x the L2 (at least ``FLUSH_BYTES_MIN``), written once here;
     ``flush()`` reads all of it. Reading evicts every line of the kernel under test (dirty lines
     are written back during the flush, not after it) and leaves the L2 holding clean lines of this
     buffer only: nothing from the flush is written back inside the timed region."""
@@ -227,7 +333,7 @@ class L2Flusher:
 
         if l2_bytes is None:
             l2_bytes = l2_size_bytes(device)
-        self.nbytes = int(max(FLUSH_BYTES_MIN, 4 * (l2_bytes or 0)))
+        self.nbytes = int(max(FLUSH_BYTES_MIN, COLD_L2_MULTIPLE * (l2_bytes or 0)))
         self.buf = torch.ones(self.nbytes // 4, dtype=torch.float32, device=device)
         self._out = torch.empty((), dtype=torch.float32, device=device)
 
