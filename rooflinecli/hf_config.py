@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +26,41 @@ from rooflinecli.models import MLAConfig, ModelConfig, MoEConfig, RopeScaling
 MODEL_TYPES: tuple[str, ...] = (
     "deepseek_v2",
     "deepseek_v3",
+    "falcon",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
     "gpt2",
+    "gpt_neox",
+    "gpt_oss",
+    "gptj",
+    "jamba",
     "llama",
     "mistral",
     "mixtral",
+    "phi3",
     "qwen2",
     "qwen2_moe",
     "qwen3",
     "qwen3_moe",
 )
 
+#: multimodal configs: the language model is the ``text_config`` (or, for Qwen2-VL, the top level);
+#: the vision tower (``vision_config``) is reported, its cost left out
+MULTIMODAL_TYPES: dict[str, str] = {
+    "gemma3": "gemma3_text",
+    "llava": "llama",
+    "llava_next": "llama",
+    "mistral3": "mistral",
+    "qwen2_vl": "qwen2",
+    "qwen2_5_vl": "qwen2",
+}
+#: text_config model types that share a layout above
+_TEXT_ALIASES: dict[str, str] = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+
 #: activations whose MLP is gated (gate * act(up) -> down) in these architectures
-_GATED_TYPES = frozenset(MODEL_TYPES) - {"gpt2"}
+_GATED_TYPES = frozenset(MODEL_TYPES) - {"gpt2", "falcon", "gptj", "gpt_neox"}
+_GEMMA = ("gemma", "gemma2", "gemma3_text")
 
 _MISSING = object()
 
@@ -51,6 +75,8 @@ INT_MAX: dict[str, int] = {
     "num_attention_heads": 100_000, "n_head": 100_000, "num_key_value_heads": 100_000,
     "num_local_experts": 100_000, "num_experts": 100_000, "n_routed_experts": 100_000, "n_shared_experts": 100_000,
     "num_experts_per_tok": 100_000, "decoder_sparse_step": 10_000, "moe_layer_freq": 10_000,
+    "num_kv_heads": 100_000, "experts_per_token": 100_000, "attn_layer_period": 10_000, "expert_layer_period": 10_000,
+    "sliding_window_pattern": 10_000, "num_ln_in_parallel_attn": 10, "mamba_expand": 1_000, "mamba_d_conv": 1_000,
 }
 #: every other config integer (widths, vocab, context): below 2**40 (about 1.1e12)
 INT_MAX_DEFAULT = 2**40
@@ -175,21 +201,26 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
     model_type = f.get("model_type")
     if not isinstance(model_type, str):
         raise f.fail("model_type", f"must be a string, got {json.dumps(model_type)}")
-    if model_type not in MODEL_TYPES:
-        err = unknown_name_error("model_type", model_type, MODEL_TYPES)
-        raise RooflineError(f"{where}: field 'model_type': {err}")
-
     meta = _meta(f)
     if meta.get("id"):
         name = meta["id"]
-    if model_type == "gpt2":
-        cfg = _gpt2(f, name)
+    vision = None
+    if model_type in MULTIMODAL_TYPES:
+        f, model_type, vision = _text_model(f, model_type)
+    if model_type not in MODEL_TYPES:
+        err = unknown_name_error("model_type", model_type, MODEL_TYPES + tuple(MULTIMODAL_TYPES))
+        raise RooflineError(f"{where}: field '{f.prefix}model_type': {err}")
+    builders = {"gpt2": _gpt2, "falcon": _falcon, "gptj": _gptj, "gpt_neox": _gpt_neox}
+    if model_type in builders:
+        cfg = builders[model_type](f, name)
     else:
         cfg = _decoder(f, model_type, name)
+    if vision is not None:
+        cfg = cfg.with_(vision=vision)
     from rooflinecli.quant import parse_quantization
 
     if cfg.position_embedding == "rope":
-        cfg = _with_rope_scaling(f, cfg)
+        cfg = _with_rope_scaling(f, cfg)  # the language model's own fields (a multimodal config's text_config)
     return cfg.with_(
         quantization=parse_quantization(raw.get("quantization_config"), where),
         source=source or where,
@@ -197,7 +228,7 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
         published_params=meta.get("published_total_params"),
         published_active_params=meta.get("published_active_params"),
         source_url=meta.get("source_url", ""),
-        notes=(meta["note"],) if meta.get("note") else (),
+        notes=cfg.notes + ((meta["note"],) if meta.get("note") else ()),
     )
 
 
@@ -220,6 +251,66 @@ def _meta(f: _Fields) -> dict[str, Any]:
         if key in block:
             out[key] = m.float_(key)
     return out
+
+
+def _text_model(f: _Fields, model_type: str) -> tuple[_Fields, str, Any]:
+    """(fields of the language model, its model_type, the vision tower) of a multimodal config."""
+    from rooflinecli.models import VisionTower
+
+    text = f.raw.get("text_config")
+    if text is None and model_type in ("qwen2_vl", "qwen2_5_vl"):
+        tf, text_type = f, "qwen2"  # Qwen2-VL keeps the language model's fields at the top level
+    else:
+        if not isinstance(text, dict):
+            raise f.fail("text_config", f"must be an object (the language model of this {model_type} config)")
+        tf = _Fields(text, f.where, f.prefix + "text_config.")
+        text_type = text.get("model_type", MULTIMODAL_TYPES[model_type])
+        if not isinstance(text_type, str):
+            raise tf.fail("model_type", f"must be a string, got {json.dumps(text_type)}")
+        text_type = _TEXT_ALIASES.get(text_type, text_type)
+    vc = f.raw.get("vision_config")
+    if vc is not None and not isinstance(vc, dict):
+        raise f.fail("vision_config", "must be an object")
+    params, what = _vision_params(_Fields(vc or {}, f.where, f.prefix + "vision_config."), model_type, tf)
+    note = (f"vision tower ({what}) reported, not timed: costs are the language model's, per token"
+            if params is not None else f"vision tower ({what}) neither counted nor timed: costs are the language model's, per token")
+    return tf, text_type, VisionTower(model_type=model_type, params=params, note=note)
+
+
+def _vision_params(v: _Fields, model_type: str, text: _Fields) -> tuple[float | None, str]:
+    """Parameters of the vision encoder and its projector into the language model: CLIP / SigLIP
+    ViTs (Llava, Gemma-3, Mistral-3) and Qwen2-VL's ViT; None for a layout not counted."""
+    if not v.raw:
+        return None, "no vision_config"
+    d_text = text.raw.get("hidden_size")
+    if model_type == "qwen2_vl":
+        e, depth = v.int_("embed_dim"), v.int_("depth")
+        mlp = int(e * v.float_("mlp_ratio", 4.0))
+        p, t, c, m = v.int_("patch_size", 14), v.int_("temporal_patch_size", 2), v.int_("in_chans", 3), v.int_("spatial_merge_size", 2)
+        out = v.int_("hidden_size", d_text)
+        block = 3 * e * e + 3 * e + e * e + e + 2 * e * mlp + mlp + e + 4 * e
+        merger = 2 * e + (e * m * m) ** 2 + e * m * m + e * m * m * out + out
+        return float(depth * block + c * t * p * p * e + merger), f"Qwen2-VL ViT, {depth} blocks of width {e}"
+    vt = v.raw.get("model_type", "")
+    if vt not in ("clip_vision_model", "siglip_vision_model", "pixtral"):
+        return None, f"model_type {json.dumps(vt)}"
+    if vt == "pixtral":
+        return None, "Pixtral ViT"
+    h, i, L = v.int_("hidden_size"), v.int_("intermediate_size"), v.int_("num_hidden_layers")
+    p, size, c = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", 3)
+    patches = (size // p) ** 2
+    layers = L * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h)  # q, k, v, o; fc1, fc2; two LayerNorms
+    if vt == "clip_vision_model":  # conv without bias, class token, pre- and post-LayerNorm
+        embed = c * p * p * h + h + (patches + 1) * h + 4 * h
+    else:  # SigLIP: conv with bias, no class token, post-LayerNorm
+        embed = c * p * p * h + h + patches * h + 2 * h
+    if isinstance(d_text, int) and model_type == "gemma3":
+        proj = h * d_text + h  # mm_input_projection and its soft-embedding norm
+    elif isinstance(d_text, int):
+        proj = h * d_text + d_text + d_text * d_text + d_text  # two-layer MLP projector
+    else:
+        proj = 0
+    return float(layers + embed + proj), f"{vt.removesuffix('_vision_model')} ViT, {L} layers of width {h}"
 
 
 def _check_heads(f: _Fields, heads: int, kv_heads: int, heads_key: str = "num_attention_heads") -> None:
@@ -260,6 +351,106 @@ def _gpt2(f: _Fields, name: str) -> ModelConfig:
     )
 
 
+def _falcon(f: _Fields, name: str) -> ModelConfig:
+    """Falcon: multi-query attention (7B), or grouped KV heads with ``new_decoder_architecture``
+    (40B, 180B); parallel attention and MLP off one (old) or two (new) LayerNorms."""
+    d, heads, L = f.int_("hidden_size"), f.int_("num_attention_heads"), f.int_("num_hidden_layers")
+    if d % heads:
+        raise f.fail("hidden_size", f"({d}) must be divisible by num_attention_heads ({heads})")
+    new = f.bool_("new_decoder_architecture", False)
+    if new:
+        kv = f.int_("num_kv_heads", heads)
+        _check_heads(f, heads, kv)
+    else:
+        kv = 1 if f.bool_("multi_query", True) else heads
+    parallel = f.bool_("parallel_attn", True)
+    if new:
+        norms = f.int_("num_ln_in_parallel_attn", 2, nullable=True) or 2
+    else:
+        norms = 1 if parallel else 2
+    alibi = f.bool_("alibi", False)
+    bias = f.bool_("bias", False)
+    ffn = f.int_("ffn_hidden_size", None, nullable=True) or 4 * d
+    return ModelConfig(
+        name=name, model_type="falcon", source="", num_layers=L, hidden_size=d, num_heads=heads, num_kv_heads=kv,
+        head_dim=d // heads, intermediate_size=ffn, vocab_size=f.int_("vocab_size"), gated_mlp=False,
+        activation=f.str_("activation", "gelu"), tie_embeddings=f.bool_("tie_word_embeddings", True),
+        max_position_embeddings=f.int_("max_position_embeddings", 2048),
+        rope_theta=None if alibi else f.float_("rope_theta", 10000.0), position_embedding="alibi" if alibi else "rope",
+        norm="layernorm", attention_bias=bias, attention_out_bias=bias, mlp_bias=bias,
+        norms_per_layer=norms, parallel_residual=parallel,
+    )
+
+
+def _gptj(f: _Fields, name: str) -> ModelConfig:
+    """GPT-J: parallel attention and MLP off one LayerNorm, RoPE on ``rotary_dim`` of each head,
+    biases on the MLP and the LM head only."""
+    d, heads = f.int_("n_embd"), f.int_("n_head")
+    if d % heads:
+        raise f.fail("n_embd", f"({d}) must be divisible by n_head ({heads})")
+    rotary = f.int_("rotary_dim", None, nullable=True)
+    if rotary is not None and (rotary > d // heads or rotary % 2):
+        raise f.fail("rotary_dim", f"({rotary}) must be even and at most the head dim ({d // heads})")
+    return ModelConfig(
+        name=name, model_type="gptj", source="", num_layers=f.int_("n_layer"), hidden_size=d, num_heads=heads,
+        num_kv_heads=heads, head_dim=d // heads, intermediate_size=f.int_("n_inner", None, nullable=True) or 4 * d,
+        vocab_size=f.int_("vocab_size"), gated_mlp=False, activation=f.str_("activation_function", "gelu_new"),
+        tie_embeddings=f.bool_("tie_word_embeddings", False), max_position_embeddings=f.int_("n_positions", 2048),
+        rope_theta=10000.0, norm="layernorm", mlp_bias=True, norms_per_layer=1, lm_head_bias=True,
+        parallel_residual=True, rotary_dim=rotary,
+    )
+
+
+def _gpt_neox(f: _Fields, name: str) -> ModelConfig:
+    """GPT-NeoX / Pythia: fused qkv with biases, RoPE on ``rotary_pct`` of each head, two
+    LayerNorms per layer, parallel residual (``use_parallel_residual``), untied embed_out."""
+    d, heads = f.int_("hidden_size"), f.int_("num_attention_heads")
+    if d % heads:
+        raise f.fail("hidden_size", f"({d}) must be divisible by num_attention_heads ({heads})")
+    D = d // heads
+    pct = f.get("rotary_pct", 0.25)
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 1:
+        raise f.fail("rotary_pct", f"must be a number in (0, 1], got {json.dumps(pct)}")
+    bias = f.bool_("attention_bias", True)
+    return ModelConfig(
+        name=name, model_type="gpt_neox", source="", num_layers=f.int_("num_hidden_layers"), hidden_size=d,
+        num_heads=heads, num_kv_heads=heads, head_dim=D, intermediate_size=f.int_("intermediate_size"),
+        vocab_size=f.int_("vocab_size"), gated_mlp=False, activation=f.str_("hidden_act", "gelu"),
+        tie_embeddings=f.bool_("tie_word_embeddings", False), max_position_embeddings=f.int_("max_position_embeddings", 2048),
+        rope_theta=f.float_("rotary_emb_base", None) or f.float_("rope_theta", 10000.0), norm="layernorm",
+        attention_bias=bias, attention_out_bias=bias, mlp_bias=True,
+        parallel_residual=f.bool_("use_parallel_residual", True), rotary_dim=int(D * pct) if pct < 1 else None,
+    )
+
+
+def _jamba_layers(f: _Fields, L: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(attention layers, MoE layers) of a Jamba config: layer i has attention when
+    i % attn_layer_period == attn_layer_offset, experts when i % expert_layer_period == expert_layer_offset."""
+    out = []
+    for what in ("attn", "expert"):
+        period = f.int_(f"{what}_layer_period", 8 if what == "attn" else 2)
+        offset = f.int_(f"{what}_layer_offset", 4 if what == "attn" else 1, positive=False)
+        if offset >= period:
+            raise f.fail(f"{what}_layer_offset", f"({offset}) must be below {what}_layer_period ({period})")
+        out.append(tuple(i for i in range(L) if i % period == offset))
+    return out[0], out[1]
+
+
+def _mamba(f: _Fields):
+    from rooflinecli.models import MambaConfig
+
+    d = f.int_("hidden_size")
+    rank = f.get("mamba_dt_rank", "auto")
+    if rank == "auto":
+        rank = -(-d // 16)
+    elif isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise f.fail("mamba_dt_rank", f"must be a positive integer or \"auto\", got {json.dumps(rank)}")
+    return MambaConfig(
+        d_state=f.int_("mamba_d_state", 16), d_conv=f.int_("mamba_d_conv", 4), expand=f.int_("mamba_expand", 2),
+        dt_rank=rank, conv_bias=f.bool_("mamba_conv_bias", True), proj_bias=f.bool_("mamba_proj_bias", False),
+    )
+
+
 def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
     d = f.int_("hidden_size")
     L = f.int_("num_hidden_layers")
@@ -281,10 +472,32 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
 
     # Qwen2/Qwen2-MoE always put biases on q/k/v (no config key); others read attention_bias.
     attention_bias = True if model_type in ("qwen2", "qwen2_moe") else f.bool_("attention_bias", False)
-    attention_out_bias = attention_bias if model_type in ("llama", "deepseek_v2", "deepseek_v3") else False
+    attention_out_bias = attention_bias if model_type in ("llama", "deepseek_v2", "deepseek_v3", "gpt_oss") else False
     window, window_layers = _sliding_window(f, model_type, L)
     moe = _moe(f, model_type, L)
     intermediate = f.int_("intermediate_size")
+    extra: dict[str, Any] = {}
+    if model_type in _GEMMA:
+        extra = dict(norms_per_layer=2 if model_type == "gemma" else 4)
+        caps = [f"{k} {f.raw[k]:g}" for k in ("attn_logit_softcapping", "final_logit_softcapping")
+                if isinstance(f.raw.get(k), (int, float)) and not isinstance(f.raw.get(k), bool)]
+        if caps:  # a tanh per score / logit: elementwise, not counted
+            extra["notes"] = ("soft-capping (" + ", ".join(caps) + ") is elementwise and not counted",)
+    if model_type == "phi3":
+        frac = f.get("partial_rotary_factor", 1.0)
+        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
+            raise f.fail("partial_rotary_factor", f"must be a number in (0, 1], got {json.dumps(frac)}")
+        if frac < 1:
+            extra["rotary_dim"] = int(head_dim * frac)
+    if model_type == "gpt_oss":
+        extra = dict(attention_sinks=True)
+    if model_type == "jamba":
+        attn_layers, moe_layers = _jamba_layers(f, L)
+        extra = dict(mamba=_mamba(f), attention_layers=attn_layers)
+        if moe is not None:
+            moe = replace(moe, dense_layers=tuple(i for i in range(L) if i not in moe_layers))
+    tied_default = model_type in _GEMMA
+    act_key = "hidden_activation" if model_type in _GEMMA and "hidden_activation" in f.raw else "hidden_act"
     return ModelConfig(
         name=name,
         model_type=model_type,
@@ -297,21 +510,22 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
         intermediate_size=intermediate,
         vocab_size=f.int_("vocab_size"),
         gated_mlp=model_type in _GATED_TYPES,
-        activation=f.str_("hidden_act", "silu"),
-        tie_embeddings=f.bool_("tie_word_embeddings", False),
+        activation=f.str_(act_key, "gelu_pytorch_tanh" if model_type in _GEMMA else "silu") or "gelu_pytorch_tanh",
+        tie_embeddings=f.bool_("tie_word_embeddings", tied_default),
         max_position_embeddings=f.int_("max_position_embeddings", 2048 if model_type == "llama" else 4096),
         rope_theta=f.float_("rope_theta", 10000.0),
         position_embedding="rope",
         norm="rmsnorm",
         attention_bias=attention_bias,
         attention_out_bias=attention_out_bias,
-        mlp_bias=f.bool_("mlp_bias", False) if model_type == "llama" else False,
-        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        mlp_bias=f.bool_("mlp_bias", False) if model_type == "llama" else model_type == "gpt_oss",
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"),
         mla=mla,
         moe=moe,
         sliding_window=window,
         sliding_window_layers=window_layers,
-        router_bias=model_type == "deepseek_v3" and f.str_("topk_method", "noaux_tc") == "noaux_tc",
+        router_bias=(model_type == "deepseek_v3" and f.str_("topk_method", "noaux_tc") == "noaux_tc") or model_type == "gpt_oss",
+        **extra,
     )
 
 
@@ -328,7 +542,7 @@ def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
         return cfg
     if not isinstance(block, dict):
         raise f.fail("rope_scaling", f"must be an object or null, got {json.dumps(block)[:200]}")
-    r = _Fields(block, f.where, "rope_scaling.")
+    r = _Fields(block, f.where, f.prefix + "rope_scaling.")
     kinds = {k: block[k] for k in ("type", "rope_type") if k in block}
     if not kinds:
         raise r.fail("rope_type", "is missing (or 'type')")
@@ -339,15 +553,19 @@ def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
     kind = {"su": "longrope", "mrope": "default"}.get(kind, kind)
     if kind not in ROPE_TYPES:
         err = unknown_name_error("RoPE scaling type", kind, ROPE_TYPES)
-        raise RooflineError(f"{f.where}: field 'rope_scaling.{key}': {err}")
+        raise RooflineError(f"{f.where}: field '{r.prefix}{key}': {err}")
     if kind == "default":
         return cfg
     max_pos = cfg.max_position_embeddings
+    if "original_max_position_embeddings" not in block and "original_max_position_embeddings" in f.raw:
+        r = _Fields({**block, "original_max_position_embeddings": f.raw["original_max_position_embeddings"]}, f.where, r.prefix)  # Phi-3 keeps it at the top
     if kind == "llama3":  # Llama 3.1's max_position_embeddings is already the scaled context
         original = r.int_("original_max_position_embeddings")
-    else:
+    elif kind == "linear":  # positions divided by factor: max_position_embeddings is the scaled context (Gemma-3)
+        original = r.int_("original_max_position_embeddings", None)
+    else:  # dynamic, yarn, longrope: transformers takes max_position_embeddings as the original
         original = r.int_("original_max_position_embeddings", max_pos)
-    factor = r.get("factor", None if kind != "longrope" else max_pos / original)
+    factor = r.get("factor", max_pos / original if kind == "longrope" else None)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)):
         raise r.fail("factor", f"must be a number, got {json.dumps(factor)}")
     if not 1.0 <= factor <= 1e6:
@@ -358,8 +576,8 @@ def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
             raise r.fail("high_freq_factor", f"({high:g}) must be above low_freq_factor ({low:g})")
     if kind == "yarn":
         fast, slow = r.float_("beta_fast", 32.0), r.float_("beta_slow", 1.0)
-        if not fast > slow:
-            raise r.fail("beta_fast", f"({fast:g}) must be above beta_slow ({slow:g})")
+        if not fast >= slow:
+            raise r.fail("beta_fast", f"({fast:g}) must not be below beta_slow ({slow:g})")
         for key in ("mscale", "mscale_all_dim", "attention_factor"):
             value = block.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1e3):
@@ -372,7 +590,7 @@ def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
                     or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1e6 for v in value)):
                 raise r.fail(key, f"must be a list of {half} positive numbers (half the rotary dim), got {json.dumps(value)[:80]}")
     scaling = RopeScaling(kind=kind, factor=float(factor), original_context=original)
-    covered = max(max_pos, int(round(original * factor)))
+    covered = max(max_pos, int(round(original * factor))) if original is not None else max_pos
     return cfg.with_(rope_scaling=scaling, max_position_embeddings=covered)
 
 
@@ -387,14 +605,26 @@ def _mla(f: _Fields) -> MLAConfig:
 
 
 def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tuple[int, ...]]:
-    """(window, layer indices using it). Mistral/Mixtral: every layer when ``sliding_window`` is
-    set. Qwen2/Qwen3: only with ``use_sliding_window``, layers >= ``max_window_layers``. An explicit
-    ``layer_types`` list ("sliding_attention" / "full_attention") overrides both."""
-    if model_type in ("llama", "gpt2") or model_type.startswith("deepseek"):
+    """(window, layer indices using it). Mistral/Mixtral/Phi-3: every layer when ``sliding_window``
+    is set. Qwen2/Qwen3: only with ``use_sliding_window``, layers >= ``max_window_layers``.
+    Gemma-2 and gpt-oss: every other layer (0, 2, ...); Gemma-3: all but every
+    ``sliding_window_pattern``-th (default 6). An explicit ``layer_types`` list
+    ("sliding_attention" / "full_attention") overrides these."""
+    if model_type in ("llama", "gpt2", "gemma") or model_type.startswith("deepseek"):
         return None, ()
-    window = f.int_("sliding_window", None)
-    if model_type in ("mistral", "mixtral"):
+    if model_type == "jamba":
+        if f.raw.get("sliding_window") is not None:
+            raise f.fail("sliding_window", "is set: a sliding window on a hybrid's attention layers is not modelled")
+        return None, ()
+    qwen = model_type.startswith("qwen")
+    window = f.int_("sliding_window", 4096 if model_type in ("gemma2", "gemma3_text") else None)
+    if model_type in ("mistral", "mixtral", "phi3"):
         layers = tuple(range(L)) if window is not None else ()
+    elif model_type in ("gemma2", "gpt_oss"):
+        layers = tuple(range(0, L, 2)) if window is not None else ()
+    elif model_type == "gemma3_text":
+        pattern = f.int_("sliding_window_pattern", 6)
+        layers = tuple(i for i in range(L) if (i + 1) % pattern) if window is not None else ()
     else:  # qwen2, qwen2_moe, qwen3, qwen3_moe
         if not f.bool_("use_sliding_window", False):
             window = None
@@ -404,22 +634,29 @@ def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tu
     if types is not None:
         allowed = ("full_attention", "sliding_attention")
         if not isinstance(types, list) or len(types) != L:
-            raise f.fail("layer_types", f"must be a list of {L} strings (one per layer: num_hidden_layers)")
+            got = f"{len(types)} entries" if isinstance(types, list) else json.dumps(types)[:80]
+            raise f.fail("layer_types", f"must be a list of {L} strings, one per layer (num_hidden_layers); got {got}")
         for i, t in enumerate(types):
             if t not in allowed:
-                raise f.fail("layer_types", f"entry {i} is {json.dumps(t)}; allowed: {', '.join(allowed)}")
-        layers = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
-        if layers and window is None:
+                raise f.fail("layer_types", f"entry {i} is {json.dumps(t)[:80]}; modelled: {', '.join(allowed)}")
+        listed = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+        if listed and window is None:
+            if qwen and f.raw.get("sliding_window") is not None:
+                raise f.fail("use_sliding_window", "is false (or missing) but layer_types lists sliding_attention layers")
             raise f.fail("sliding_window", "must be set when layer_types lists sliding_attention layers")
+        layers = listed
     if not layers:
         window = None
     return window, layers
 
 
 def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
-    if model_type == "mixtral":
-        E = f.int_("num_local_experts")
-        k = f.int_("num_experts_per_tok")
+    if model_type in ("mixtral", "gpt_oss", "jamba"):
+        E = f.int_("num_local_experts" if model_type != "jamba" else "num_experts")
+        if model_type == "jamba" and E == 1:
+            return None
+        key = "experts_per_token" if model_type == "gpt_oss" and "num_experts_per_tok" not in f.raw else "num_experts_per_tok"
+        k = f.int_(key)
         width = f.int_("intermediate_size")
         dense: tuple[int, ...] = ()
         shared, shared_width, gate = 0, 0, False

@@ -5,7 +5,8 @@ Per layer and token a standard attention layer caches K and V: 2*H_kv*D elements
 kv_lora_rank + rope_dim elements (``formulas.mla_kv_cache_bytes``). A sliding-window layer holds
 at most W tokens (``formulas.effective_context``); compressed attention (``cfg.compressed``) caches
 ceil(N/ratio) entries plus a local window (``formulas.compressed_entries``); a paged cache rounds
-each sequence up to whole blocks (``formulas.paged_tokens``).
+each sequence up to whole blocks (``formulas.paged_tokens``). Only attention layers cache K and V:
+a hybrid's Mamba layers keep a fixed state per sequence instead (``mamba_state_bytes``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ def kv_bytes_per_token(cfg: ModelConfig, bytes_per_element: float) -> float:
     This is the uncapped, uncompressed figure (a sliding-window layer stops growing after W tokens
     and a compressed layer grows by 1/ratio per token: use ``kv_cache_bytes_for`` for totals).
     """
-    return float(_layers_bytes(cfg, cfg.num_layers, 1, bytes_per_element, 1))
+    return float(_layers_bytes(cfg, cfg.num_attention_layers, 1, bytes_per_element, 1))
+
+
+def mamba_state_bytes(cfg: ModelConfig, bytes_per_element: float) -> float:
+    """State bytes one sequence holds across a hybrid's Mamba layers (SSM state and conv window,
+    ``params.mamba_state_elements`` each), at any context; 0 without Mamba layers."""
+    from rooflinecli.params import mamba_state_elements
+
+    return float((cfg.num_layers - cfg.num_attention_layers) * mamba_state_elements(cfg) * bytes_per_element)
 
 
 def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_size: int | None = None):
@@ -35,9 +44,10 @@ def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_s
 
     Full layers hold N tokens (or the compressed entries of N when ``cfg.compressed``), window
     layers min(N, W); with ``block_size`` each layer's entries round up to whole pages.
+    A hybrid's Mamba layers add their fixed state per sequence (``mamba_state_bytes``).
     """
     n_window = sum(1 for i in range(cfg.num_layers) if cfg.uses_window(i))
-    n_full = cfg.num_layers - n_window
+    n_full = cfg.num_attention_layers - n_window
     if formulas._scalars(N, B):  # one figure (model show): plain floats, no numpy import
         N_arr = float(N)
         scalar = True
@@ -54,6 +64,8 @@ def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_s
     if n_window:
         window_tokens = formulas.effective_context(N_arr, cfg.sliding_window)
         total = total + _layers_bytes(cfg, n_window, formulas.paged_tokens(window_tokens, block_size), bytes_per_element, B)
+    if cfg.mamba is not None:
+        total = total + mamba_state_bytes(cfg, bytes_per_element) * B
     if scalar:
         return float(total)
     total = np.asarray(total, dtype=float)

@@ -45,6 +45,31 @@ class CompressedAttention:
 
 
 @dataclass(frozen=True)
+class MambaConfig:
+    """Mamba (selective state-space) mixer layers of a hybrid (Jamba): every layer not in
+    ``ModelConfig.attention_layers`` runs one instead of attention. Per sequence each such layer
+    keeps a state of inner x (d_state + d_conv) elements instead of a KV cache."""
+
+    d_state: int  # N: state size per inner channel
+    d_conv: int  # causal conv kernel width
+    expand: int  # inner width = expand * hidden_size
+    dt_rank: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+    inner_norms: bool = True  # Jamba's RMSNorms on dt, B and C
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """A multimodal config's vision encoder: its parameters are reported, its cost per image is
+    left out of every time (the language model is what the analysis times)."""
+
+    model_type: str
+    params: float | None  # None: this encoder's layout is not one we count
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class RopeScaling:
     """A config's ``rope_scaling``: RoPE stretched ``factor`` times over the
     ``original_context`` it was pre-trained at (``max_position_embeddings`` is then the context
@@ -52,11 +77,11 @@ class RopeScaling:
 
     kind: str  # "linear" | "dynamic" | "yarn" | "llama3" | "longrope"
     factor: float
-    original_context: int
+    original_context: int | None  # None: not given (linear scaling: max_position_embeddings is the scaled context)
 
     @property
     def label(self) -> str:
-        return f"{self.kind} x{self.factor:g} over {self.original_context:,}"
+        return f"{self.kind} x{self.factor:g}" + (f" over {self.original_context:,}" if self.original_context else "")
 
 
 @dataclass(frozen=True)
@@ -97,6 +122,13 @@ class ModelConfig:
     quantization: WeightQuant | None = None
     rope_scaling: RopeScaling | None = None
     rotary_dim: int | None = None  # dims RoPE rotates per head when not all (partial rotary); None: the head dim
+    norms_per_layer: int = 2  # pre-attention and pre-MLP; Gemma-2/3: 4 (post norms too); parallel blocks: 1
+    lm_head_bias: bool = False  # GPT-J
+    attention_sinks: bool = False  # gpt-oss: one learned sink logit per head and layer (no cache)
+    parallel_residual: bool = False  # attention and MLP read the same input (GPT-J, NeoX, Falcon): same costs
+    mamba: MambaConfig | None = None
+    attention_layers: tuple[int, ...] | None = None  # layers with attention when not all (hybrids); the rest run Mamba
+    vision: VisionTower | None = None  # multimodal: the language model is this config; the vision tower is reported
 
     @property
     def attention_kind(self) -> str:
@@ -119,6 +151,13 @@ class ModelConfig:
     @property
     def num_dense_layers(self) -> int:
         return self.num_layers - self.num_moe_layers
+
+    def has_attention(self, layer: int) -> bool:
+        return self.attention_layers is None or layer in self.attention_layers
+
+    @property
+    def num_attention_layers(self) -> int:
+        return self.num_layers if self.attention_layers is None else len(self.attention_layers)
 
     def uses_window(self, layer: int) -> bool:
         return self.sliding_window is not None and layer in self.sliding_window_layers

@@ -34,6 +34,7 @@ COMPONENTS: tuple[str, ...] = (
     "router",
     "norms",
     "lm_head",
+    "mamba",  # a hybrid's state-space mixer layers (Jamba)
 )
 
 
@@ -143,10 +144,11 @@ def router_linear(cfg: ModelConfig) -> Linear | None:
 
 
 def norm_params_per_layer(cfg: ModelConfig) -> int:
-    """Norm weights of one layer: two per block (pre-attention, pre-MLP; LayerNorm has a bias
-    too), MLA's latent norms (q_a, kv_a), Qwen3's per-head q/k norms."""
+    """Norm weights of one layer: ``norms_per_layer`` of width d (two: pre-attention, pre-MLP;
+    Gemma-2/3 four; one where attention and MLP share it; LayerNorm has a bias too), MLA's latent
+    norms (q_a, kv_a), Qwen3's and Gemma-3's per-head q/k norms."""
     per = 2 if cfg.norm == "layernorm" else 1
-    n = 2 * per * cfg.hidden_size
+    n = cfg.norms_per_layer * per * cfg.hidden_size
     if cfg.mla is not None:
         n += per * ((cfg.mla.q_lora_rank or 0) + cfg.mla.kv_lora_rank)
     if cfg.qk_norm:
@@ -170,7 +172,54 @@ def lm_head_linear(cfg: ModelConfig) -> Linear | None:
     """The output projection d -> vocab; None when tied to the embedding table."""
     if cfg.tie_embeddings:
         return None
-    return Linear("lm_head", "lm_head", cfg.hidden_size, cfg.vocab_size)
+    return Linear("lm_head", "lm_head", cfg.hidden_size, cfg.vocab_size, bias=cfg.lm_head_bias)
+
+
+def attention_sink_params(cfg: ModelConfig) -> int:
+    """Learned attention-sink logits of one attention layer (gpt-oss: one per query head)."""
+    return cfg.num_heads if cfg.attention_sinks else 0
+
+
+def mamba_linears(cfg: ModelConfig) -> tuple[Linear, ...]:
+    """One Mamba mixer layer's matrices (inner width E = expand*d, state N, dt rank R): in_proj
+    d -> 2E (x and the gate z), x_proj E -> R + 2N (dt, B, C), dt_proj R -> E (bias), out_proj
+    E -> d; empty without Mamba layers."""
+    m = cfg.mamba
+    if m is None:
+        return ()
+    d = cfg.hidden_size
+    E = m.expand * d
+    return (
+        Linear("in_proj", "mamba", d, 2 * E, bias=m.proj_bias),
+        Linear("x_proj", "mamba", E, m.dt_rank + 2 * m.d_state),
+        Linear("dt_proj", "mamba", m.dt_rank, E, bias=True),
+        Linear("out_proj", "mamba", E, d, bias=m.proj_bias),
+    )
+
+
+def mamba_other_params(cfg: ModelConfig) -> int:
+    """One Mamba layer's weights besides its matrices: the depthwise conv (E x d_conv, + E bias),
+    A_log (E x N), D (E), and Jamba's dt/B/C RMSNorms (R + 2N)."""
+    m = cfg.mamba
+    if m is None:
+        return 0
+    E = m.expand * cfg.hidden_size
+    n = E * m.d_conv + (E if m.conv_bias else 0) + E * m.d_state + E
+    return n + ((m.dt_rank + 2 * m.d_state) if m.inner_norms else 0)
+
+
+def mamba_state_elements(cfg: ModelConfig) -> int:
+    """Elements one Mamba layer keeps per sequence instead of a KV cache: the SSM state (E x N) and
+    the conv window (E x d_conv), whatever the context."""
+    m = cfg.mamba
+    if m is None:
+        return 0
+    return m.expand * cfg.hidden_size * (m.d_state + m.d_conv)
+
+
+def vision_params(cfg: ModelConfig) -> float:
+    """The vision tower's parameters (multimodal configs; 0 when not counted or absent)."""
+    return float(cfg.vision.params or 0) if cfg.vision is not None else 0.0
 
 
 def lm_head_matmul_params(cfg: ModelConfig) -> int:
@@ -191,23 +240,26 @@ def param_breakdown(cfg: ModelConfig) -> dict[str, float]:
     """
     L, L_moe = cfg.num_layers, cfg.num_moe_layers
     L_dense = L - L_moe
+    L_attn = cfg.num_attention_layers
     router = router_linear(cfg)
     head = lm_head_linear(cfg)
     n_routed = cfg.moe.num_routed_experts if cfg.moe is not None else 0
     return {
         "embeddings": float(embedding_params(cfg)),
-        "attention": float(L * _sum(attention_linears(cfg))),
+        "attention": float(L_attn * (_sum(attention_linears(cfg)) + attention_sink_params(cfg))),
         "dense_mlp": float(L_dense * _sum(dense_mlp_linears(cfg))),
         "shared_experts": float(L_moe * _sum(shared_expert_linears(cfg))),
         "routed_experts": float(L_moe * n_routed * _sum(routed_expert_linears(cfg))),
         "router": float(L_moe * router.params) if router is not None else 0.0,
         "norms": float(L * norm_params_per_layer(cfg) + final_norm_params(cfg)),
         "lm_head": float(head.params) if head is not None else 0.0,
+        "mamba": float((L - L_attn) * (_sum(mamba_linears(cfg)) + mamba_other_params(cfg))),
     }
 
 
 def total_params(cfg: ModelConfig) -> float:
-    """Every stored parameter (tied embeddings once)."""
+    """Every stored parameter of the language model (tied embeddings once; a multimodal config's
+    vision tower apart: ``vision_params``)."""
     return sum(param_breakdown(cfg).values())
 
 
@@ -244,6 +296,7 @@ _MODULES: dict[str, str] = {
     "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
     "expert_gate": "mlp.experts.0.gate_proj", "expert_up": "mlp.experts.0.up_proj", "expert_down": "mlp.experts.0.down_proj",
     "shared_gate": "mlp.shared_expert_gate", "router": "mlp.gate",
+    "in_proj": "mamba.in_proj", "x_proj": "mamba.x_proj", "dt_proj": "mamba.dt_proj", "out_proj": "mamba.out_proj",
 }
 _MIXTRAL = {"expert_gate": "block_sparse_moe.experts.0.w1", "expert_up": "block_sparse_moe.experts.0.w3",
             "expert_down": "block_sparse_moe.experts.0.w2", "router": "block_sparse_moe.gate"}
@@ -267,7 +320,9 @@ def module_name(cfg: ModelConfig, lin: Linear, layer: int) -> str:
 
 def _layers_of(cfg: ModelConfig, lin: Linear) -> list[int]:
     if lin.component == "attention":
-        return list(range(cfg.num_layers))
+        return [i for i in range(cfg.num_layers) if cfg.has_attention(i)]
+    if lin.component == "mamba":
+        return [i for i in range(cfg.num_layers) if not cfg.has_attention(i)]
     if lin.component == "dense_mlp":
         return [i for i in range(cfg.num_layers) if not cfg.is_moe_layer(i)]
     return [i for i in range(cfg.num_layers) if cfg.is_moe_layer(i)]
@@ -313,17 +368,18 @@ def stored_weight_bytes(cfg: ModelConfig) -> dict[str, float]:
             total += weights * stored_bytes_per_weight(cfg, lin) + (lin.count * lin.d_out * b16 if lin.bias else 0.0)
         return copies * total
 
-    L, Lm = cfg.num_layers, cfg.num_moe_layers
+    L, Lm, L_attn = cfg.num_layers, cfg.num_moe_layers, cfg.num_attention_layers
     head = lm_head_linear(cfg)
     n_routed = cfg.moe.num_routed_experts if cfg.moe is not None else 0
     params = param_breakdown(cfg)
     return {
         "embeddings": params["embeddings"] * b16,
-        "attention": of(attention_linears(cfg), L),
+        "attention": of(attention_linears(cfg), L_attn) + L_attn * attention_sink_params(cfg) * b16,
         "dense_mlp": of(dense_mlp_linears(cfg), L - Lm),
         "shared_experts": of(shared_expert_linears(cfg), Lm),
         "routed_experts": of(routed_expert_linears(cfg), Lm * n_routed),
         "router": params["router"] * b16,
         "norms": params["norms"] * b16,
         "lm_head": of((head,), 1) if head is not None else 0.0,
+        "mamba": of(mamba_linears(cfg), L - L_attn) + (L - L_attn) * mamba_other_params(cfg) * b16,
     }

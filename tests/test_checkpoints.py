@@ -297,7 +297,9 @@ def test_yarn_added_to_qwen2_5_covers_original_times_factor(tmp_path):
 
 
 def test_linear_and_dynamic_scaling_default_to_max_position_embeddings():
-    raw = dict(LLAMA_TINY, rope_scaling={"type": "linear", "factor": 2.0})
+    raw = dict(LLAMA_TINY, rope_scaling={"type": "linear", "factor": 2.0})  # max_position_embeddings is the scaled context
+    assert parse(raw).max_position_embeddings == 512 and parse(raw).rope_scaling.label == "linear x2"
+    raw = dict(LLAMA_TINY, rope_scaling={"type": "linear", "factor": 4.0, "original_max_position_embeddings": 256})
     assert parse(raw).max_position_embeddings == 1024
     raw = dict(LLAMA_TINY, rope_scaling={"rope_type": "dynamic", "factor": 4})
     assert parse(raw).rope_scaling.original_context == 512 and parse(raw).max_position_embeddings == 2048
@@ -316,7 +318,7 @@ BAD_ROPE = [
     ({"rope_type": "llama3", "factor": 8, "low_freq_factor": 4, "high_freq_factor": 1, "original_max_position_embeddings": 128},
      "'rope_scaling.high_freq_factor' (1) must be above low_freq_factor (4)"),
     ({"type": "yarn", "factor": 4, "original_max_position_embeddings": 0}, "'rope_scaling.original_max_position_embeddings' must be positive"),
-    ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}, "'rope_scaling.beta_fast' (1) must be above beta_slow (32)"),
+    ({"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}, "'rope_scaling.beta_fast' (1) must not be below beta_slow (32)"),
     ({"type": "longrope", "short_factor": [1.0] * 3, "long_factor": [1.0] * 4, "original_max_position_embeddings": 128},
      "'rope_scaling.short_factor' must be a list of 4 positive numbers"),
     ([2.0], "'rope_scaling' must be an object or null"),
@@ -330,3 +332,251 @@ def test_bad_rope_scaling_is_one_line_naming_field_and_file(tmp_path, rope, mess
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {p}: field ") and message in lines[0], r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# Architectures: parameters and KV bytes per token by hand, against the published figure
+# ------------------------------------------------------------------------------------------------
+
+GEMMA_1 = {"model_type": "gemma", "hidden_size": 2048, "num_hidden_layers": 18, "num_attention_heads": 8, "num_key_value_heads": 1,
+           "head_dim": 256, "intermediate_size": 16384, "vocab_size": 256000, "max_position_embeddings": 8192, "hidden_act": "gelu"}
+FALCON_7B = {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32, "multi_query": True,
+             "parallel_attn": True, "new_decoder_architecture": False, "bias": False, "alibi": False, "vocab_size": 65024}
+NEOX_20B = {"model_type": "gpt_neox", "hidden_size": 6144, "num_attention_heads": 64, "num_hidden_layers": 44, "intermediate_size": 24576,
+            "rotary_pct": 0.25, "rotary_emb_base": 10000, "use_parallel_residual": True, "vocab_size": 50432,
+            "max_position_embeddings": 2048, "tie_word_embeddings": False}
+PHI_4_MINI = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 24, "num_key_value_heads": 8, "num_hidden_layers": 32,
+              "intermediate_size": 8192, "partial_rotary_factor": 0.75, "vocab_size": 200064, "tie_word_embeddings": True,
+              "max_position_embeddings": 131072, "sliding_window": 262144,
+              "rope_scaling": {"type": "longrope", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48},
+              "original_max_position_embeddings": 4096}
+JAMBA = {"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "intermediate_size": 14336, "num_experts": 16, "num_experts_per_tok": 2, "attn_layer_period": 8, "attn_layer_offset": 4,
+         "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+         "mamba_dt_rank": "auto", "mamba_conv_bias": True, "mamba_proj_bias": False, "vocab_size": 65536,
+         "max_position_embeddings": 262144, "tie_word_embeddings": False, "sliding_window": None}
+LLAVA = {"model_type": "llava", "text_config": dict(preset_raw("llama-2-7b"), vocab_size=32064),
+         "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
+                           "patch_size": 14, "image_size": 336, "num_attention_heads": 16}}
+QWEN2_VL = dict(preset_raw("qwen2.5-7b"), model_type="qwen2_vl", vocab_size=152064, hidden_size=3584, intermediate_size=18944,
+                num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False,
+                vision_config={"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "hidden_size": 3584, "patch_size": 14,
+                               "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3})
+
+#: every new architecture: its config (a preset's, or a published config.json's fields)
+ARCHITECTURES = {
+    "gemma": GEMMA_1, "gemma2": preset_raw("gemma-2-9b"), "gemma3": preset_raw("gemma-3-27b"), "phi3": preset_raw("phi-4"),
+    "phi3-partial": PHI_4_MINI, "falcon-7b": FALCON_7B, "falcon-180b": preset_raw("falcon-180b"), "gptj": preset_raw("gpt-j-6b"),
+    "gpt_neox": NEOX_20B, "gpt_oss": preset_raw("gpt-oss-20b"), "jamba": JAMBA, "llava": LLAVA, "qwen2_vl": QWEN2_VL,
+}
+
+
+def test_gemma_2_9b_by_hand_and_the_issue_kv():
+    cfg = parse(ARCHITECTURES["gemma2"])
+    d, L, D, ffn, V = 3584, 42, 256, 14336, 256000
+    attn = d * 16 * D + 2 * d * 8 * D + 16 * D * d
+    per_layer = attn + 3 * d * ffn + 4 * d  # four RMSNorms a layer
+    total = L * per_layer + V * d + d  # tied embeddings
+    assert total == 9_241_705_984 and P.total_params(cfg) == total
+    assert abs(total / 9.24e9 - 1) < 0.01
+    assert cfg.sliding_window == 4096 and cfg.sliding_window_layers == tuple(range(0, 42, 2))
+    from rooflinecli import kv
+
+    per_token = 2 * L * 8 * D * 2
+    assert kv.kv_bytes_per_token(cfg, 2.0) == per_token == 344_064
+    # at 8,192 tokens: 21 full layers hold 8,192, 21 window layers 4,096: 2.11 GB, not 2.82 GB
+    assert kv.kv_cache_bytes_for(cfg, 8192, 1, 2.0) == 2 * 8 * D * 2 * (21 * 8192 + 21 * 4096) == 2_113_929_216
+    assert per_token * 8192 == 2_818_572_288
+    assert any("soft-capping" in n for n in cfg.notes) and cfg.tie_embeddings and cfg.activation == "gelu_pytorch_tanh"
+
+
+def test_gemma_3_27b_text_model_and_vision_tower():
+    cfg = parse(ARCHITECTURES["gemma3"])
+    d, L, D, ffn, V = 5376, 62, 128, 21504, 262208
+    per_layer = 2 * d * 32 * D + 2 * d * 16 * D + 3 * d * ffn + 4 * d + 2 * D  # q/k norms
+    assert P.total_params(cfg) == L * per_layer + V * d + d == 27_009_346_304
+    # SigLIP: 27 layers of width 1152 (MLP 4304), 64 x 64 patches of 14 x 14 x 3, post-LayerNorm; projector 1152 -> 5376 + its norm
+    h, i = 1152, 4304
+    vision = 27 * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h) + 3 * 14 * 14 * h + h + 64 * 64 * h + 2 * h + h * d + h
+    assert P.vision_params(cfg) == vision == 423_060_336
+    assert abs((P.total_params(cfg) + vision) / 27.4e9 - 1) < 0.01
+    assert len(cfg.sliding_window_layers) == 52 and 5 not in cfg.sliding_window_layers and cfg.sliding_window == 1024
+    assert cfg.qk_norm and cfg.max_position_embeddings == 131072 and "not timed" in cfg.vision.note
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 16 * D * 2 == 507_904
+
+
+def test_gemma_1_defaults():
+    cfg = parse(GEMMA_1)
+    assert cfg.tie_embeddings and cfg.norms_per_layer == 2 and cfg.attention_kind == "mqa" and cfg.sliding_window is None
+    d = 2048
+    assert P.total_params(cfg) == 18 * (d * 2048 + 2 * d * 256 + 2048 * d + 3 * d * 16384 + 2 * d) + 256000 * d + d  # 2.51B
+
+
+def test_phi_4_by_hand():
+    cfg = parse(ARCHITECTURES["phi3"])
+    d, L, ffn, V = 5120, 40, 17920, 100352
+    total = L * (2 * d * d + 2 * d * 1280 + 3 * d * ffn + 2 * d) + 2 * V * d + d
+    assert P.total_params(cfg) == total and abs(total / 14.7e9 - 1) < 0.01
+    assert cfg.sliding_window is None
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 10 * 128 * 2 == 204_800
+
+
+def test_phi_partial_rotary_and_longrope():
+    from rooflinecli.whatif.rope import rotary_dim_of
+
+    cfg = parse(PHI_4_MINI)
+    assert cfg.rotary_dim == 96 and rotary_dim_of(cfg) == 96  # 0.75 of head dim 128
+    assert cfg.rope_scaling.kind == "longrope" and cfg.rope_scaling.factor == 32 and cfg.max_position_embeddings == 131072
+    assert cfg.sliding_window == 262144 and len(cfg.sliding_window_layers) == 32
+
+
+def test_falcon_7b_multi_query_parallel_attention():
+    cfg = parse(FALCON_7B)
+    d, L, ffn = 4544, 32, 4 * 4544
+    assert cfg.attention_kind == "mqa" and cfg.norms_per_layer == 1 and cfg.parallel_residual and cfg.tie_embeddings
+    total = L * (d * d + 2 * d * 64 + d * d + 2 * d * ffn + 2 * d) + 65024 * d + 2 * d  # one LayerNorm (weight + bias) a layer
+    assert P.total_params(cfg) == total == 6_921_720_704
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 1 * 64 * 2 == 8192
+
+
+def test_falcon_180b_new_decoder_architecture():
+    cfg = parse(ARCHITECTURES["falcon-180b"])
+    d, L, ffn = 14848, 80, 4 * 14848
+    assert cfg.num_kv_heads == 8 and cfg.norms_per_layer == 2 and cfg.head_dim == 64
+    total = L * (2 * d * d + 2 * d * 8 * 64 + 2 * d * ffn + 2 * 2 * d) + 65024 * d + 2 * d
+    assert P.total_params(cfg) == total == 178_557_088_768
+    assert abs(total / 180e9 - 1) < 0.01  # TII: 180B
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 8 * 64 * 2 == 163_840
+
+
+def test_gpt_j_6b():
+    cfg = parse(ARCHITECTURES["gptj"])
+    d, L, V = 4096, 28, 50400
+    per_layer = 4 * d * d + (d * 4 * d + 4 * d) + (4 * d * d + d) + 2 * d  # q, k, v, out; fc_in, fc_out with biases; ln_1
+    total = L * per_layer + V * d + (d * V + V) + 2 * d  # wte; lm_head with its bias; ln_f
+    assert P.total_params(cfg) == total == 6_050_882_784
+    assert abs(total / 6_053_381_344 - 1) < 0.001  # EleutherAI's model card
+    assert cfg.rotary_dim == 64 and cfg.parallel_residual
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 16 * 256 * 2 == 458_752
+
+
+def test_gpt_neox_20b_exact():
+    cfg = parse(NEOX_20B)
+    d, L, V = 6144, 44, 50432
+    per_layer = (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d) + 2 * 2 * d
+    total = L * per_layer + 2 * V * d + 2 * d
+    assert total == 20_554_567_680 == P.total_params(cfg)  # the GPT-NeoX-20B paper's count
+    assert cfg.rotary_dim == 24
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 64 * 96 * 2 == 1_081_344
+
+
+def test_gpt_oss_20b_experts_sinks_windows_and_mxfp4():
+    cfg = parse(ARCHITECTURES["gpt_oss"])
+    d, L, E, V = 2880, 24, 32, 201088
+    attn = (d * 4096 + 4096) + 2 * (d * 512 + 512) + (4096 * d + d) + 64  # biases on q, k, v, o; 64 sink logits
+    expert = 3 * (d * d + d)  # gate, up, down with biases
+    router = d * E + E
+    total = L * (attn + 2 * d + router + E * expert) + 2 * V * d + d
+    assert P.total_params(cfg) == total == 20_914_757_184
+    active = L * (attn + 2 * d + router + 4 * expert) + V * d + d  # OpenAI counts the unembedding, not the embedding
+    assert P.active_params(cfg, include_embeddings=False) == active == 3_608_307_264
+    assert abs(total / 20.91e9 - 1) < 0.001 and abs(active / 3.61e9 - 1) < 0.001
+    assert cfg.sliding_window == 128 and cfg.sliding_window_layers == tuple(range(0, 24, 2)) and cfg.attention_sinks
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * L * 8 * 64 * 2 == 49_152
+    assert kv.kv_cache_bytes_for(cfg, 8192, 1, 2.0) == 2 * 8 * 64 * 2 * (12 * 8192 + 12 * 128)
+    # MXFP4 experts: 0.5 byte a weight + one e8m0 scale per 32; biases, attention, router, embedding and head bf16
+    expert_weights = L * E * 3 * d * d
+    stored = expert_weights * (0.5 + 1 / 32) + (total - expert_weights) * 2
+    assert sum(P.stored_weight_bytes(cfg).values()) == stored == 13_761_264_768
+
+
+def test_jamba_state_instead_of_kv_on_mamba_layers():
+    cfg = parse(JAMBA)
+    d, E, N, R = 4096, 8192, 16, 256
+    assert cfg.attention_layers == (4, 12, 20, 28) and cfg.moe.dense_layers == tuple(range(0, 32, 2))
+    mamba = d * 2 * E + E * (R + 2 * N) + (R * E + E) + E * d + (E * 4 + E) + E * N + E + (R + 2 * N)
+    attn = 2 * d * d + 2 * d * 1024
+    mlp = 3 * d * 14336
+    total = 4 * attn + 28 * mamba + 16 * mlp + 16 * (16 * mlp + d * 16) + 32 * 2 * d + 2 * 65536 * d + d
+    assert P.total_params(cfg) == total == 51_570_323_328
+    assert abs(total / 51.6e9 - 1) < 0.01  # AI21: 52B total (51.6B), 12B active
+    assert abs(P.active_params(cfg) / 12e9 - 1) < 0.02
+    from rooflinecli import kv
+
+    assert kv.kv_bytes_per_token(cfg, 2.0) == 2 * 4 * 8 * 128 * 2 == 16_384  # attention layers only
+    assert kv.mamba_state_bytes(cfg, 2.0) == 28 * E * (N + 4) * 2 == 9_175_040  # per sequence, any context
+    assert kv.kv_cache_bytes_for(cfg, 1000, 2, 2.0) == 2 * (16_384 * 1000 + 9_175_040)
+
+
+def test_jamba_analysis_is_one_line_naming_what_it_lacks(tmp_path):
+    p = write(tmp_path, JAMBA)
+    r = invoke("analyze", "--model", p)
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines()[-1] == (f"error: {p.parent.name}: its 28 Mamba (state-space) layers have no per-op cost model here; "
+                                                 "`roofline model show` gives its parameters, KV bytes and Mamba state bytes")
+    r = invoke("model", "show", p)
+    assert r.exit_code == 0 and "Mamba state / sequence" in r.output and "9,175,040 B" in r.output
+
+
+def test_llava_text_model_analyzed_vision_reported():
+    cfg = parse(LLAVA)
+    assert cfg.model_type == "llama" and P.total_params(cfg) == 6_738_415_616 + 64 * 4096 * 2
+    h, i = 1024, 4096
+    vision = 24 * (4 * h * h + 4 * h + 2 * h * i + i + h + 4 * h) + 3 * 14 * 14 * h + h + 577 * h + 4 * h
+    vision += h * 4096 + 4096 + 4096 * 4096 + 4096  # the two-layer projector
+    assert P.vision_params(cfg) == vision == 324_487_168
+    assert abs((P.total_params(cfg) + vision) / 7.06e9 - 1) < 0.01  # Llava-1.5-7B
+
+
+def test_qwen2_vl_top_level_text_fields():
+    cfg = parse(QWEN2_VL)
+    assert P.total_params(cfg) == 7_615_616_512  # the Qwen2-7B language model
+    e = 1280
+    block = 4 * e * e + 4 * e + 2 * e * 4 * e + 4 * e + e + 4 * e
+    vision = 32 * block + 3 * 2 * 14 * 14 * e + 2 * e + (4 * e) ** 2 + 4 * e + 4 * e * 3584 + 3584
+    assert P.vision_params(cfg) == vision == 675_759_104
+    assert abs((P.total_params(cfg) + vision) / 8.29e9 - 1) < 0.01  # Qwen2-VL-7B
+
+
+def test_multimodal_with_an_unknown_text_model_is_one_line(tmp_path):
+    raw = {"model_type": "llava", "text_config": {"model_type": "llama4_text", "hidden_size": 8}, "vision_config": {}}
+    p = write(tmp_path, raw)
+    r = invoke("model", "show", p)
+    assert r.exit_code == 2 and r.output.startswith(f"error: {p}: field 'text_config.model_type': unknown model_type 'llama4_text'")
+
+
+BAD_LAYERS = [
+    (dict(preset_raw("gpt-oss-20b"), layer_types=["full_attention"] * 23),
+     "field 'layer_types' must be a list of 24 strings, one per layer (num_hidden_layers); got 23 entries"),
+    (dict(preset_raw("gpt-oss-20b"), layer_types=["chunked_attention"] * 24), "field 'layer_types' entry 0 is \"chunked_attention\""),
+    (dict(preset_raw("qwen2.5-72b"), layer_types=["sliding_attention"] * 80),
+     "field 'use_sliding_window' is false (or missing) but layer_types lists sliding_attention layers"),
+    (dict(JAMBA, attn_layer_offset=9), "field 'attn_layer_offset' (9) must be below attn_layer_period (8)"),
+    (dict(JAMBA, mamba_dt_rank=0), "field 'mamba_dt_rank' must be a positive integer or \"auto\""),
+    (dict(NEOX_20B, rotary_pct=1.5), "field 'rotary_pct' must be a number in (0, 1]"),
+    (dict(PHI_4_MINI, partial_rotary_factor=0), "field 'partial_rotary_factor' must be a number in (0, 1]"),
+    (dict(FALCON_7B, new_decoder_architecture=True, num_kv_heads=7), "field 'num_key_value_heads' (7) must divide"),
+]
+
+
+@pytest.mark.parametrize("raw,message", BAD_LAYERS, ids=[str(i) for i in range(len(BAD_LAYERS))])
+def test_bad_architecture_fields_are_one_line(tmp_path, raw, message):
+    p = write(tmp_path, raw)
+    r = invoke("model", "show", p)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {p}: ") and message in lines[0], r.output

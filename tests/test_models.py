@@ -9,7 +9,7 @@ import pytest
 
 from rooflinecli import params
 from rooflinecli.errors import RooflineError
-from rooflinecli.hf_config import MODEL_TYPES, load_hf_config
+from rooflinecli.hf_config import MODEL_TYPES, MULTIMODAL_TYPES, load_hf_config
 from rooflinecli.model_registry import get_model, preset_ids, presets_dir
 
 BASE = {
@@ -152,6 +152,8 @@ def test_gpt2_fields(tmp_path):
 
 def test_every_model_type_is_covered_here():
     covered = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2"}
+    # hand-derived counts of these in test_checkpoints.py
+    covered |= {"falcon", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt_oss", "gptj", "jamba", "phi3"}
     assert covered == set(MODEL_TYPES)
 
 
@@ -178,7 +180,7 @@ def test_preset_file_metadata(path):
     assert meta["id"] == path.stem
     assert meta["source_url"].startswith("https://huggingface.co/") and meta["source_url"].endswith("config.json")
     assert meta["published_total_params"] > 0 and meta["display_name"]
-    assert raw["model_type"] in MODEL_TYPES
+    assert raw["model_type"] in MODEL_TYPES or raw["model_type"] in MULTIMODAL_TYPES
 
 
 def test_preset_shapes():

@@ -71,9 +71,19 @@ class OpCost:
 # ------------------------------------------------------------------------------------------------
 
 
+def check_representable(cfg: ModelConfig) -> None:
+    """One line naming what the per-op model lacks for this config (a hybrid's Mamba layers)."""
+    if cfg.mamba is not None:
+        n = cfg.num_layers - cfg.num_attention_layers
+        raise RooflineError(f"{cfg.name}: its {n} Mamba (state-space) layers have no per-op cost model here; "
+                            "`roofline model show` gives its parameters, KV bytes and Mamba state bytes")
+
+
 def check_parallel(cfg: ModelConfig, wl: Workload) -> None:
     """TP must divide the query heads, and divide or be a multiple of the KV heads; EP must divide
-    the routed experts. One-line RooflineError otherwise."""
+    the routed experts. One-line RooflineError otherwise (and for a config the per-op model
+    cannot represent: ``check_representable``)."""
+    check_representable(cfg)
     H, Hkv = cfg.num_heads, cfg.num_kv_heads
     if H % wl.tp:
         raise RooflineError(f"--tp {wl.tp} does not divide {cfg.name}'s {H} attention heads")

@@ -68,6 +68,8 @@ def model_summary(cfg, kv_bytes_per_element: float) -> dict[str, Any]:
         "kv_bytes_per_element": kv_bytes_per_element,
         "kv_bytes_per_token": kv.kv_bytes_per_token(cfg, kv_bytes_per_element),
         "kv_bytes_at_max_context": kv.kv_cache_bytes_for(cfg, cfg.max_position_embeddings, 1, kv_bytes_per_element),
+        "mamba_state_bytes_per_sequence": kv.mamba_state_bytes(cfg, kv_bytes_per_element),
+        "vision_params": cfg.vision.params if cfg.vision is not None else None,
         "param_breakdown": params.param_breakdown(cfg),
         "active_param_breakdown": params.active_param_breakdown(cfg),
     }
@@ -116,27 +118,15 @@ def list_models(json_out: JsonOption = False) -> None:
         typer.echo(json_dumps(rows))
         return
     from rich import box
-    from rich.table import Table
 
-    table = Table(title="Model presets (KV cache at bf16)", box=box.SIMPLE_HEAD)
-    table.add_column("id", no_wrap=True)
-    table.add_column("name")
-    table.add_column("layers", justify="right")
-    table.add_column("attention", no_wrap=True)
-    table.add_column("total params", justify="right")
-    table.add_column("active params", justify="right")
-    table.add_column("KV bytes/token", justify="right")
-    for r in rows:
-        table.add_row(
-            r["id"],
-            r["name"],
-            str(r["num_layers"]),
-            r["attention"] + (" + MoE" if r["moe"] else ""),
-            _human(r["total_params"]),
-            _human(r["active_params"]),
-            f"{r['kv_bytes_per_token']:,.0f}",
-        )
-    _console().print(table)
+    from rooflinecli.cli.console import fit_table
+
+    cols = ["id", "name", "layers", "attention", "total params", "active params", "KV bytes/token"]
+    cells = [[r["id"], r["name"], str(r["num_layers"]), r["attention"] + (" + MoE" if r["moe"] else ""), _human(r["total_params"]),
+              _human(r["active_params"]), f"{r['kv_bytes_per_token']:,.0f}"] for r in rows]
+    c = _console()
+    c.print(fit_table(c, "Model presets (KV cache at bf16)", cols, cells, justify=["left", "left", "right", "left", "right", "right", "right"],
+                      optional=("name",), box=box.SIMPLE_HEAD))
 
 
 def show_model(
@@ -210,6 +200,16 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     t.add_row("attention", attn)
     if cfg.sliding_window is not None:
         t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
+    if cfg.attention_sinks:
+        t.add_row("attention sinks", f"one learned sink logit per head and layer ({cfg.num_heads} a layer; nothing cached)")
+    if cfg.parallel_residual:
+        t.add_row("block", "parallel attention and MLP (both read the layer's input)")
+    if cfg.rotary_dim:
+        t.add_row("rotary dim", f"{cfg.rotary_dim} of {cfg.head_dim} per head")
+    if cfg.mamba is not None:
+        m = cfg.mamba
+        t.add_row("Mamba layers", f"{cfg.num_layers - cfg.num_attention_layers} of {cfg.num_layers} (attention on layers "
+                  f"{', '.join(map(str, cfg.attention_layers))}): d_state {m.d_state}, d_conv {m.d_conv}, expand {m.expand}, dt_rank {m.dt_rank}")
     t.add_row("MLP", f"{'gated' if cfg.gated_mlp else 'plain'} ({cfg.activation}), width {cfg.intermediate_size:,}")
     if cfg.moe is not None:
         m = cfg.moe
@@ -237,7 +237,12 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     for note in cfg.notes:
         t.add_row("note", note)
     t.add_row(f"KV bytes / token ({kv_label})", _bytes(s["kv_bytes_per_token"]))
+    if cfg.mamba is not None:
+        t.add_row(f"Mamba state / sequence ({kv_label})", _bytes(s["mamba_state_bytes_per_sequence"]) + ", at any context")
     t.add_row(f"KV bytes at {cfg.max_position_embeddings:,} tokens", _bytes(s["kv_bytes_at_max_context"]))
+    if cfg.vision is not None:
+        v = cfg.vision
+        t.add_row("vision tower", (f"{v.params:,.0f} params ({_human(v.params)}); " if v.params is not None else "") + v.note)
     console.print(t)
 
     b = Table(title="Parameters by component")
