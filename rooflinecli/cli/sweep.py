@@ -62,16 +62,28 @@ def sweep_cmd(
         check_dtype(wd, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
     kvs = [check_dtype(k, KV_DTYPES, "KV dtype (--kv-dtype)") for k in parse_list(kv_dtype, "--kv-dtype")]
     combos = S.make_combos(cfgs, specs, dtypes, kvs, wds, mode, engine, kv_bits)
+    total_rows = B.size * N.size * len(combos) * len(phases)
+    if total_rows > MAX_SWEEP_ROWS:  # before any work: a typo must not run for hours
+        raise RooflineError(f"--batch x --context x combos x phases: {total_rows:,} rows is above the limit of {MAX_SWEEP_ROWS:,}; narrow a grid")
+    n_blocks = len(combos) * len(phases) * len(S.grid_chunks(B, N))
+    size = S.estimate(total_rows, S.output_format(out))
+    free = _free_bytes(out)
+    if free is not None and size.output_bytes > free:
+        raise RooflineError(
+            f"--out {one_line(out)}: {total_rows:,} rows need about {_gb(size.output_bytes)} of {S.output_format(out)} and its "
+            f"folder has {_gb(free)} free; narrow a grid{' or write .parquet' if S.output_format(out) == 'csv' else ''}"
+        )
+    if not quiet and total_rows >= PROGRESS_MIN_ROWS:
+        typer.echo(
+            f"sweep: {total_rows:,} rows, about {_gb(size.output_bytes)} of {S.output_format(out)}, peak memory about "
+            f"{_gb(size.peak_memory_bytes)} (streamed in chunks of up to {S.CHUNK_ROWS:,} rows)",
+            err=True,
+        )
     for cfg in cfgs:
         if not quiet:
             w = context_warning(cfg, int(N[-1]))
             if w:
                 typer.echo(w, err=True)
-    rows_per_block = B.size * N.size
-    n_blocks = len(combos) * len(phases)
-    total_rows = rows_per_block * n_blocks
-    if total_rows > MAX_SWEEP_ROWS:  # before any work: a typo must not run for hours
-        raise RooflineError(f"--batch x --context x combos x phases: {total_rows:,} rows is above the limit of {MAX_SWEEP_ROWS:,}; narrow a grid")
     blocks = S.iter_blocks(combos, B, N, phases, tp, kv_block_size, prefill_chunk_tokens=prefill_chunk or None, ep=ep)
     if quiet or total_rows < PROGRESS_MIN_ROWS:
         rows = S.write_sweep(out, blocks)
@@ -92,6 +104,21 @@ def sweep_cmd(
             f"to {one_line(out)} in {time.perf_counter() - t0:.2f} s",
             err=True,
         )
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.0f} MB"
+
+
+def _free_bytes(out: str) -> int | None:
+    """Free bytes in the folder ``out`` goes to (None when it cannot be told: the writer says why)."""
+    import os
+    import shutil
+
+    try:
+        return shutil.disk_usage(os.path.dirname(os.path.abspath(out))).free
+    except OSError:
+        return None
 
 
 def register(app: typer.Typer) -> None:

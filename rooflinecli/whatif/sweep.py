@@ -13,6 +13,12 @@ over tp, replicated past the KV heads; MLA's latent on every GPU), as ``analyze`
 ``total_bytes_per_gpu`` and ``fits`` are ``analysis.memory_totals`` at prompt = cache =
 ``context_tokens``: weights + KV cache + the workspace of a prefill run in chunks of
 ``prefill_chunk_tokens`` (8192 by default, as in ``analyze``; None: unchunked).
+
+Memory is bounded: a (combination, phase) grid is evaluated in chunks of at most ``CHUNK_ROWS``
+rows (``grid_chunks``; whole batch rows while they fit, else slices of one batch row's contexts),
+and each chunk is written (a Parquet row group, a CSV batch) before the one after the next is
+computed, so peak memory does not grow with the grid. ``estimate`` sizes a sweep (rows, output
+bytes, peak memory) before any work, from per-row costs measured on this writer.
 """
 
 from __future__ import annotations
@@ -67,7 +73,8 @@ class Combo:
 
 @dataclass(frozen=True)
 class Block:
-    """The rows of one (combination, phase): column name -> 1-D array (labels are strings)."""
+    """The rows of one (combination, phase) over one chunk of its grid (``grid_chunks``): column
+    name -> 1-D array (labels are strings)."""
 
     combo: Combo
     phase: str
@@ -76,6 +83,49 @@ class Block:
     @property
     def rows(self) -> int:
         return int(np.asarray(self.columns["batch"]).size)
+
+
+#: the most rows evaluated and held at once (per chunk; the prefetching worker holds one more).
+#: 2^17: deepseek-v3 in achievable mode peaked at 1.65 GB RSS with chunks of 2^19 rows
+CHUNK_ROWS = 1 << 17
+#: measured per-row costs (llama-3-8b, llama-3-70b, mixtral-8x7b and deepseek-v3 grids on h100-sxm,
+#: h200 and h200-measured): the written file (Parquet with snappy: 77-83 B; CSV: 313 B), and the
+#: working memory of one chunk (the grid's op arrays and the output columns: at most about 1,340 B
+#: per row, deepseek-v3 in achievable mode)
+PARQUET_BYTES_PER_ROW = 85
+CSV_BYTES_PER_ROW = 320
+CHUNK_WORKING_BYTES_PER_ROW = 1500
+#: the interpreter with numpy and pyarrow loaded, before any chunk (about 150 MB)
+BASE_MEMORY_BYTES = 200 << 20
+
+
+@dataclass(frozen=True)
+class SweepEstimate:
+    """A sweep's size before any work: rows, output file bytes and peak memory (both estimates)."""
+
+    rows: int
+    output_bytes: int
+    peak_memory_bytes: int
+
+
+def estimate(rows: int, fmt: str, chunk_rows: int = CHUNK_ROWS) -> SweepEstimate:
+    """Rows, output bytes and peak memory of a sweep of ``rows`` rows written as ``fmt``
+    ("parquet" or "csv"): memory is two chunks at most (the one being written and the one the
+    worker computes), whatever the number of rows."""
+    per_row = PARQUET_BYTES_PER_ROW if fmt == "parquet" else CSV_BYTES_PER_ROW
+    held = 2 * min(rows, chunk_rows) * CHUNK_WORKING_BYTES_PER_ROW
+    return SweepEstimate(rows, rows * per_row, BASE_MEMORY_BYTES + held)
+
+
+def grid_chunks(batch: np.ndarray, context: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The batch x context grid as (batch, context) sub-grids of at most ``chunk_rows`` rows, in
+    the grid's batch-major row order: whole batch rows while they fit, else one batch value at a
+    time over slices of the contexts."""
+    chunk_rows = max(1, int(chunk_rows))
+    if context.size <= chunk_rows:
+        step = chunk_rows // context.size
+        return [(batch[i : i + step], context) for i in range(0, batch.size, step)]
+    return [(batch[i : i + 1], context[j : j + chunk_rows]) for i in range(batch.size) for j in range(0, context.size, chunk_rows)]
 
 
 def make_combos(
@@ -173,14 +223,17 @@ def block_columns(
 def iter_blocks(
     combos: list[Combo], batch: np.ndarray, context: np.ndarray, phases: tuple[str, ...] = PHASES, tp: int = 1, kv_block_size: int | None = None,
     prefetch: bool = True, prefill_chunk_tokens: int | None = DEFAULT_PREFILL_CHUNK_TOKENS, ep: int = 1,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> Iterator[Block]:
-    """Blocks in (combination, phase) order. With ``prefetch`` the next block is computed on a
-    worker thread while the caller writes the current one (numpy and pyarrow release the GIL)."""
-    jobs = [(combo, phase) for combo in combos for phase in phases]
+    """Blocks in (combination, phase, chunk) order, each at most ``chunk_rows`` rows
+    (``grid_chunks``). With ``prefetch`` the next block is computed on a worker thread while the
+    caller writes the current one (numpy and pyarrow release the GIL): two blocks live at most."""
+    chunks = grid_chunks(batch, context, chunk_rows)
+    jobs = [(combo, phase, b, n) for combo in combos for phase in phases for b, n in chunks]
 
     def compute(job):
-        combo, phase = job
-        return Block(combo, phase, block_columns(combo, phase, batch, context, tp, kv_block_size, prefill_chunk_tokens, ep))
+        combo, phase, b, n = job
+        return Block(combo, phase, block_columns(combo, phase, b, n, tp, kv_block_size, prefill_chunk_tokens, ep))
 
     if not prefetch or len(jobs) < 2:
         for job in jobs:
@@ -226,8 +279,8 @@ def output_format(path: str) -> str:
 
 
 def write_sweep(path: str, blocks: Iterator[Block], on_block: Callable[[Block], None] | None = None) -> int:
-    """Stream blocks into one Parquet or CSV file (by extension), written atomically. Returns the
-    number of rows."""
+    """Stream blocks into one Parquet or CSV file (by extension), written atomically: each block
+    is one Parquet row group or one CSV batch, written as it comes. Returns the number of rows."""
     import pyarrow as pa
 
     from rooflinecli.output import atomic_output
