@@ -2,7 +2,18 @@
 the per-kernel floor in a CUDA graph, the sustained matmul rate) that the achievable model is
 fitted from.
 
-Two layouts are read:
+Three layouts are read:
+
+- ``rooflinecli.calibration/2`` (what ``roofline calibrate --import`` writes, gzip-compressed when
+  the name ends in .gz): ``rows`` (may be empty) plus ``tables``, per-op-family measured tables,
+  column-wise, latencies in ``latency_us``, each with its ``provenance`` (package, version, source
+  table path, framework and version, table provenance, row counts, what was skipped and why)::
+
+    {"schema": "rooflinecli.calibration/2", "gpu": "NVIDIA H100 80GB HBM3", "engine": "vllm",
+     "source": {"package": "aiconfigurator-core", "package_version": "0.12.0", "license": "Apache-2.0"},
+     "rows": [], "tables": {"gemm": {"columns": {"dtype": [...], "M": [...], "N": [...], "K": [...],
+     "latency_us": [...]}, "kernels": {"bf16": "..."}, "provenance": {...}}, ...},
+     "skipped_tables": [...], "audit": [...]}
 
 - ``rooflinecli.calibration/1`` (what ``roofline calibrate --ops`` writes)::
 
@@ -33,7 +44,21 @@ from pathlib import Path
 
 from rooflinecli.errors import RooflineError, one_line, parse_json_text, read_user_file
 
+#: what ``calibrate --ops`` writes: timed rows only
 SCHEMA = "rooflinecli.calibration/1"
+#: version 2 adds ``tables``: per-op-family measured tables (imported vendor data, what
+#: ``calibrate --import`` writes), each with its provenance; ``rows`` may then be empty. Both are read.
+SCHEMA_TABLES = "rooflinecli.calibration/2"
+SCHEMAS = (SCHEMA, SCHEMA_TABLES)
+#: table name -> (key columns, numeric key columns); every table has ``latency_us``
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("dtype", "M", "N", "K"),
+    "context_attention": ("kv_dtype", "B", "S", "H", "KVH", "D"),
+    "generation_attention": ("kv_dtype", "B", "N", "H", "KVH", "D"),
+    "nccl": ("op", "gpus", "bytes"),
+    "custom_allreduce": ("op", "gpus", "bytes"),
+}
+TEXT_COLUMNS = ("dtype", "kv_dtype", "op")
 
 #: op -> shape keys it needs. Times come from ``t_graph`` except ``gemm_sustained`` (``t_series``).
 OP_SHAPES: dict[str, tuple[str, ...]] = {
@@ -112,13 +137,23 @@ class Calibration:
     sustained: dict = field(default_factory=dict)  # "gemm_bf16_tflops", "copy_gb_per_s", ...
     environment: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: schema 2: table name -> {"columns": {name: list}, "provenance": {...}, "kernels": {...}}
+    tables: dict = field(default_factory=dict, hash=False, compare=False)
+    engine: str = ""  # the engine whose kernels the tables measured ("" for our own calibrations)
+    source: dict = field(default_factory=dict, hash=False, compare=False)
 
     def of(self, op: str) -> list[Row]:
         return [r for r in self.rows if r.op == op]
 
     def describe(self) -> dict:
         """JSON-ready provenance: where the calibration comes from."""
-        return {"path": self.path, "gpu": self.gpu, "created_utc": self.created_utc, "rows": len(self.rows), "notes": list(self.notes)}
+        out = {"path": self.path, "gpu": self.gpu, "created_utc": self.created_utc, "rows": len(self.rows), "notes": list(self.notes)}
+        if self.tables:
+            out["engine"] = self.engine
+            out["source"] = dict(self.source)
+            out["tables"] = {k: {"rows": len(v["columns"]["latency_us"]), **{f: v["provenance"].get(f) for f in ("table_path", "framework", "framework_version", "table_provenance")}}
+                             for k, v in self.tables.items()}
+        return out
 
 
 #: the largest shape value, FLOP count and byte count a calibration row may give (one launch of
@@ -203,9 +238,15 @@ def parse_calibration(doc, path: str) -> Calibration:
     if not isinstance(doc, dict):
         raise RooflineError(f"{path}: a calibration file must be a JSON object")
     schema = doc.get("schema")
-    if schema is not None and schema != SCHEMA:
-        raise RooflineError(f"{path}: schema: unknown '{schema}' (this version reads '{SCHEMA}')")
+    if schema is not None and schema not in SCHEMAS:
+        raise RooflineError(f"{path}: schema: unknown '{schema}' (this version reads {', '.join(repr(s) for s in SCHEMAS)})")
+    tables = _tables(doc.get("tables"), path) if schema == SCHEMA_TABLES else {}
     rows_raw = doc.get("rows")
+    if tables and rows_raw == []:
+        if "gemm" not in tables:
+            raise RooflineError(f"{path}: tables: no 'gemm' table (the achievable model needs it)")
+        return Calibration(path=path, gpu=str(doc.get("gpu") or ""), created_utc=str(doc.get("created_utc") or ""), method=str(doc.get("method", "")),
+                           rows=(), tables=tables, engine=str(doc.get("engine") or ""), source=dict(doc.get("source") or {}))
     if not isinstance(rows_raw, list) or not rows_raw:
         raise RooflineError(f"{path}: rows: missing or empty")
     rows: list[Row] = []
@@ -251,7 +292,59 @@ def parse_calibration(doc, path: str) -> Calibration:
         sustained=sustained,
         environment=dict(env),
         notes=notes,
+        tables=tables,
+        engine=str(doc.get("engine") or ""),
     )
+
+
+def _positive_numbers(values: list) -> bool:
+    """Whether every value is an int or float (not a bool), finite and > 0 (numpy: tables hold 100,000s)."""
+    import numpy as np
+
+    if any(type(x) not in (int, float) for x in values):
+        return False
+    try:
+        a = np.asarray(values, dtype=float)
+    except (OverflowError, ValueError):
+        return False
+    return bool(np.all(np.isfinite(a)) and np.all(a > 0))
+
+
+def _tables(raw, path: str) -> dict:
+    """Validated schema-2 tables: equal-length columns, known names, positive finite numbers."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{path}: tables: must be an object")
+    out = {}
+    for name, t in raw.items():
+        where = f"{path}: tables.{name}"
+        if name not in TABLE_COLUMNS:
+            raise RooflineError(f"{where}: unknown table; known: {', '.join(TABLE_COLUMNS)}")
+        if not isinstance(t, dict) or not isinstance(t.get("columns"), dict):
+            raise RooflineError(f"{where}: columns: missing or not an object")
+        cols = t["columns"]
+        n = None
+        for c in (*TABLE_COLUMNS[name], "latency_us"):
+            v = cols.get(c)
+            if not isinstance(v, list):
+                raise RooflineError(f"{where}: columns.{c}: missing or not a list")
+            if n is None:
+                n = len(v)
+            elif len(v) != n:
+                raise RooflineError(f"{where}: columns.{c}: {len(v)} values where the other columns have {n}")
+            if c in TEXT_COLUMNS:
+                if not all(type(x) is str for x in v):
+                    raise RooflineError(f"{where}: columns.{c}: every value must be a string")
+            elif not _positive_numbers(v):
+                bad = next(i for i, x in enumerate(v) if type(x) not in (int, float) or not (math.isfinite(x) and x > 0))
+                raise RooflineError(f"{where}: columns.{c}[{bad}]: must be a positive finite number, got {one_line(repr(v[bad]))[:40]}")
+        if not n:
+            raise RooflineError(f"{where}: no rows")
+        if not isinstance(t.get("provenance"), dict):
+            raise RooflineError(f"{where}: provenance: missing (every imported table says where it comes from)")
+        out[name] = {"columns": cols, "provenance": t["provenance"], "kernels": dict(t.get("kernels") or {})}
+    return out
 
 
 def sustained_gemm_tflops(series_s, flops: float) -> float:
@@ -266,7 +359,18 @@ def sustained_gemm_tflops(series_s, flops: float) -> float:
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration file (cached per path)."""
     p = Path(path)
-    text = read_user_file(p, "calibration file")
+    if p.name.endswith(".gz"):
+        import gzip
+        import zlib
+
+        from rooflinecli.errors import read_user_bytes
+
+        try:
+            text = gzip.decompress(read_user_bytes(p, "calibration file")).decode("utf-8")
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+            raise RooflineError(f"{p}: not a gzip-compressed calibration file ({one_line(e)})") from None
+    else:
+        text = read_user_file(p, "calibration file")
     if len(text) > MAX_CALIBRATION_BYTES:
         raise RooflineError(f"{p}: calibration file larger than {MAX_CALIBRATION_BYTES // 1_000_000} MB")
     return parse_calibration(parse_json_text(text, str(p)), str(p))

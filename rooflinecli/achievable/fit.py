@@ -417,6 +417,8 @@ class FittedModels:
     gemm_stream: tuple = (np.zeros(0), np.zeros(0))
     #: the calibration's HBM streams (``stream_rates``: bytes/s and the row, fastest first); empty
     #: without memory-bound rows of at least ``STREAM_MIN_BYTES``
+    #: imported calibrations: the measured tables' models (``tables.TableModels``), else None
+    tables: object = None
     streams: tuple = ()
 
     def gemm_stream_ratio(self, M):
@@ -596,8 +598,35 @@ def fit_gemm_speedup(gemm: GemmModel, rows: list[Row]) -> float | None:
     fine = np.linspace(max(1.0, best - 0.05), min(4.0, best + 0.05), 21)
     return float(fine[np.argmin([err(s) for s in fine])])
 
+#: every how-many-th bf16 GEMM table row the fitted GEMM form of an imported calibration is fitted on
+#: (the form only times what has no table: grouped experts, MLA's up-projection; 1 in 16 of the
+#: ~35,000 rows fits it as well as all of them, in a fraction of the time)
+TABLE_FORM_STRIDE = 16
+
+
+def fit_table_models(cal: Calibration) -> FittedModels:
+    """An imported calibration (tables, no rows): the tables' models, plus what the step needs
+    beside them from the same data: the fitted GEMM form on the bf16 GEMM table, single-pass
+    elementwise kernels at that form's fixed cost and bandwidth (the data times no elementwise
+    op), and the graph floor as the smallest GEMM time measured."""
+    from .tables import fit_tables
+
+    tm = fit_tables(cal)
+    c = cal.tables["gemm"]["columns"]
+    dt = np.asarray(c["dtype"])
+    sel = np.flatnonzero(dt == ("bf16" if (dt == "bf16").any() else dt[0]))[::TABLE_FORM_STRIDE]
+    M, N, K = (np.asarray(c[k], dtype=float)[sel] for k in ("M", "N", "K"))
+    t = np.asarray(c["latency_us"], dtype=float)[sel] * 1e-6
+    t0, bw, peak = _gemm_base_fit(2.0 * M * N * K, 2.0 * (M * K + N * K + M * N), t)
+    floor = float(np.min(np.asarray(c["latency_us"], dtype=float))) * 1e-6
+    return FittedModels(gemm=GemmModel(t0, bw, peak), linear={"copy": LinearModel("copy", np.array([max(t0, floor), 1.0 / bw]))},
+                        graph_floor_s=floor, eager_launch_s=0.0, sustained_gemm_flops_per_s=None, tables=tm)
+
+
 
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
+    if cal.tables and not cal.rows and rows is None:
+        return fit_table_models(cal)
     """Fit every model from ``rows`` (default: all of the calibration's rows)."""
     rows = list(cal.rows if rows is None else rows)
     by_op: dict[str, list[Row]] = {}

@@ -205,8 +205,18 @@ def calibrate(
     sustained_s: Annotated[float, typer.Option("--sustained-s", help="Seconds of back-to-back matmul and copy for the sustained ceilings (>= 2 on a GPU).")] = 2.0,
     calibration_out: Annotated[Path | None, typer.Option("--calibration-out", help="Calibration file to write (default: <spec stem>.calibration.json beside the spec).")] = None,
     device: Annotated[str, typer.Option("--device", hidden=True)] = "cuda",
+    import_tables: Annotated[bool, typer.Option("--import", help="No GPU: import measured per-op tables (installed aiconfigurator-core / aisimulate, or --data) into a calibration file for --system and --engine.")] = False,
+    system: Annotated[str | None, typer.Option("--system", help="With --import: the GPU (h100-sxm, h200, b200, a100-sxm, l40s, or the data's system name).")] = None,
+    engine: Annotated[str | None, typer.Option("--engine", help="With --import: the framework whose kernels were measured (vllm, sglang, trtllm).")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="With --import: a data folder in the <system>/<family>/<framework>/<version>/ layout instead of the installed package.")] = None,
+    audit_out: Annotated[Path | None, typer.Option("--audit-out", help="With --import: also write the audit of every table (JSON).")] = None,
+    audit_compare: Annotated[Path | None, typer.Option("--audit-compare", help="With --import: a reference audit (JSON list with 'path' and 'verdict') to count agreement with.")] = None,
 ) -> None:
     """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
+    if import_tables:
+        from rooflinecli.cli.calibration_import import run_import
+
+        return run_import(system, engine, data, out, audit_out, audit_compare)
     from rooflinecli.output import refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec, parse_spec
@@ -369,14 +379,21 @@ def _show_fit(report) -> None:
 
 
 def validate(
-    results: Annotated[Path, typer.Argument(help="Results file written by `roofline bench`.")],
+    results: Annotated[Path | None, typer.Argument(help="Results file written by `roofline bench`.")] = None,
     hw: Annotated[str | None, typer.Option("--hw", "--hw-file", help="Datasheet spec id or path (default: the one the results name).")] = None,
     measured: Annotated[str | None, typer.Option("--measured", help="Measured spec (default: the one the results name, if any).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the validation as JSON instead of tables.")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the validation JSON to this file.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write a Markdown report to this file.")] = None,
+    calibration: Annotated[str | None, typer.Option("--calibration", help="Instead of a results file: the imported calibrations' leave-shape-out, cross-framework and transfer errors ('all', a GPU, or GPU.engine).")] = None,
 ) -> None:
     """Predicted vs measured time per kernel and shape, error statistics and the kernel targets."""
+    if calibration is not None:
+        from rooflinecli.cli.calibration_import import run_validate_calibration
+
+        return run_validate_calibration(None if calibration == "all" else calibration, as_json)
+    if results is None:
+        raise RooflineError("validate: name a results file, or pass --calibration")
     import json
 
     from rooflinecli.output import refuse_overwriting_inputs, write_json_atomic, write_text_atomic

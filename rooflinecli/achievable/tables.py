@@ -1,0 +1,505 @@
+"""Time models read straight off measured per-op tables (schema-2 calibrations, ``calibration``):
+GEMMs by dtype, context and generation attention, collectives.
+
+Every table is interpolated the same way: the log of measured time over a roofline-shaped base
+time (``base_s``: max(FLOPs / P, bytes / BW), P and BW the fastest rates the table itself reaches),
+multilinear over the log of the grid's axes, with the ratio held flat beyond the grid's edges, so
+that outside the measured shapes the time follows the roofline's shape from the nearest measured
+point. Measured (the leave-shape-out error, ``validation_report``), this beats a parametric fit
+(fixed cost + work / rate) on these tables: a GEMM's efficiency moves in steps with its tile
+shapes, which a smooth form cannot follow, while neighbouring grid points share them.
+
+- **GEMM**: a dense (M, N, K) grid per dtype (bf16, fp8 including the activation quantization,
+  fp8_block, nvfp4 where measured); a grid cell the data lacks is filled from its neighbours.
+- **Context attention** (b sequences of S tokens, causal) on a (B, S) grid per (H, KVH, D, KV dtype);
+  an unmeasured head shape takes the ratio of the nearest measured one (same D, nearest H and
+  group size), its base scaled to its own heads.
+- **Generation attention** (b sequences, one query each, N cached tokens) on a (B, N) grid alike:
+  the per-sequence cost at large batch is in the data.
+- **Collectives**: latency per (op, GPU count) over message bytes, interpolated in log-log;
+  beyond the largest message at its bandwidth, below the smallest at its latency. All-reduce
+  prefers the engine's custom all-reduce (CUDA-graph variant) where it measured that size and
+  GPU count, else NCCL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: bytes per element of a GEMM's inputs by dtype (the output is bf16)
+GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625}
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+
+
+def _filled(grid: np.ndarray) -> np.ndarray:
+    """NaN cells replaced by the mean of their filled axis neighbours, repeated until none is left."""
+    g = grid.copy()
+    for _ in range(64):
+        nan = np.isnan(g)
+        if not nan.any():
+            return g
+        acc, cnt = np.zeros_like(g), np.zeros_like(g)
+        for ax in range(g.ndim):
+            for shift in (1, -1):
+                nb = np.roll(g, shift, axis=ax)
+                edge = [slice(None)] * g.ndim
+                edge[ax] = 0 if shift == 1 else -1
+                nb[tuple(edge)] = np.nan
+                ok = ~np.isnan(nb)
+                acc[ok] += nb[ok]
+                cnt[ok] += 1
+        fill = nan & (cnt > 0)
+        g[fill] = acc[fill] / cnt[fill]
+        if not fill.any():
+            break
+    return np.where(np.isnan(g), np.nanmean(g) if np.isfinite(g).any() else 0.0, g)
+
+
+def _interp_axis(x: np.ndarray, axis: np.ndarray):
+    """(lower index, weight of the upper) of each x on a sorted axis, clamped to its ends."""
+    x = np.clip(x, axis[0], axis[-1])
+    if axis.size == 1:
+        return np.zeros(x.shape, dtype=int), np.zeros(x.shape)
+    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, axis.size - 2)
+    w = (x - axis[i]) / (axis[i + 1] - axis[i])
+    return i, w
+
+
+def multilinear(grid: np.ndarray, axes: list[np.ndarray], points: list[np.ndarray]) -> np.ndarray:
+    """``grid`` (over ``axes``) interpolated multilinearly at ``points`` (one array per axis), clamped."""
+    idx = [_interp_axis(np.asarray(p, dtype=float), a) for p, a in zip(points, axes)]
+    shape = np.broadcast(*[p for p in points]).shape
+    out = np.zeros(shape)
+    for corner in range(2 ** len(axes)):
+        w = np.ones(shape)
+        sel = []
+        for d, (i, wt) in enumerate(idx):
+            up = (corner >> d) & 1
+            sel.append(np.minimum(i + up, axes[d].size - 1) if axes[d].size > 1 else i)
+            w = w * (wt if up else 1.0 - wt)
+        out = out + w * grid[tuple(np.broadcast_to(s, shape) for s in sel)]
+    return out
+
+
+@dataclass
+class Grid:
+    """log(time / base) on a grid over the log of its axes; ``measured`` marks the cells the data has."""
+
+    axes: list  # sorted log values per axis
+    ratio: np.ndarray  # filled
+    measured: np.ndarray  # bool, same shape
+
+    def at(self, *log_points) -> np.ndarray:
+        return multilinear(self.ratio, self.axes, list(log_points))
+
+    def leave_slice_out(self, axis: int) -> np.ndarray:
+        """Relative errors (predicted / measured - 1) of every measured cell of an interior slice of
+        ``axis``, each predicted with its slice left out (interpolated from the slices either side)."""
+        ax = self.axes[axis]
+        errs = []
+        for i in range(1, ax.size - 1):
+            w = (ax[i] - ax[i - 1]) / (ax[i + 1] - ax[i - 1])
+            lo, mid, hi = (np.take(self.ratio, j, axis=axis) for j in (i - 1, i, i + 1))
+            m = np.take(self.measured, i, axis=axis)
+            pred = (1 - w) * lo + w * hi
+            errs.append(np.exp(pred[m] - mid[m]) - 1.0)
+        return np.concatenate(errs) if errs else np.zeros(0)
+
+
+def _grid(keys: list[np.ndarray], ratio: np.ndarray) -> Grid:
+    """A Grid of ``ratio`` (log) over the log of ``keys`` (one array per axis); repeated points: mean."""
+    axes, index = [], []
+    for k in keys:
+        lk = np.log(np.asarray(k, dtype=float))
+        u, inv = np.unique(lk, return_inverse=True)
+        axes.append(u)
+        index.append(inv)
+    shape = tuple(a.size for a in axes)
+    acc, cnt = np.zeros(shape), np.zeros(shape)
+    np.add.at(acc, tuple(index), ratio)
+    np.add.at(cnt, tuple(index), 1)
+    measured = cnt > 0
+    g = np.where(measured, acc / np.maximum(cnt, 1), np.nan)
+    return Grid(axes, _filled(g), measured)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def gemm_flops_bytes(dtype: str, M, N, K):
+    b = GEMM_INPUT_BYTES.get(dtype, 2.0)
+    M, N, K = (np.asarray(x, dtype=float) for x in (M, N, K))
+    return 2.0 * M * N * K, b * (M * K + N * K) + 2.0 * M * N
+
+
+def context_flops_bytes(B, S, H, KVH, D, kv_bytes):
+    B, S, H, KVH, D = (np.asarray(x, dtype=float) for x in (B, S, H, KVH, D))
+    return 2.0 * B * H * S * S * D, B * S * D * (2.0 * H * 2.0 + 2.0 * KVH * kv_bytes)  # causal QK^T + PV; q, o, k, v
+
+
+def generation_flops_bytes(B, N, H, KVH, D, kv_bytes):
+    B, N, H, KVH, D = (np.asarray(x, dtype=float) for x in (B, N, H, KVH, D))
+    return 4.0 * B * H * N * D, B * (2.0 * KVH * N * D * kv_bytes + 2.0 * H * D * 2.0)
+
+
+@dataclass
+class Rates:
+    flops_per_s: float
+    bytes_per_s: float
+
+    def base_s(self, flops, nbytes):
+        return np.maximum(np.asarray(flops, dtype=float) / self.flops_per_s, np.asarray(nbytes, dtype=float) / self.bytes_per_s)
+
+
+def _rates(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> Rates:
+    return Rates(float(np.max(flops / t)), float(np.max(nbytes / t)))
+
+
+@dataclass
+class GemmTable:
+    dtype: str
+    rates: Rates
+    grid: Grid
+    kernel: str = ""
+
+    def time_s(self, M, N, K):
+        fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
+        r = self.grid.at(*(np.log(np.maximum(np.asarray(x, dtype=float), 1.0)) for x in (M, N, K)))
+        return self.rates.base_s(fl, nb) * np.exp(r)
+
+
+class LazyGrids(dict):
+    """(H, KVH, D, kv) -> Grid, each built on first use from its rows (a table holds hundreds of
+    head shapes; a prediction reads one or two)."""
+
+    def __init__(self, rows: dict):
+        super().__init__()
+        self.rows = rows  # key -> (B, length, log ratio)
+
+    def __missing__(self, key):
+        if key not in self.rows:
+            raise KeyError(key)
+        B, L, r = self.rows[key]
+        self[key] = g = _grid([B, L], r)
+        return g
+
+    def __contains__(self, key) -> bool:
+        return key in self.rows
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def keys(self):
+        return self.rows.keys()
+
+    def values(self):
+        return [self[k] for k in self.rows]
+
+
+@dataclass
+class AttentionTable:
+    """One of context / generation attention: per (H, KVH, D, kv dtype) a Grid over (B, length)."""
+
+    phase: str  # "context" | "generation"
+    grids: LazyGrids  # (H, KVH, D, kv) -> Grid
+    rates: Rates
+    kernel: str = ""
+
+    def _fb(self, B, L, H, KVH, D, kv):
+        f = context_flops_bytes if self.phase == "context" else generation_flops_bytes
+        return f(B, L, H, KVH, D, KV_BYTES.get(kv, 2.0))
+
+    def nearest(self, H, KVH, D, kv) -> tuple:
+        """The measured head shape nearest (H, KVH, D) in (log D, log group size, log H), same KV dtype if measured."""
+        keys = [k for k in self.grids if k[3] == kv] or list(self.grids)
+        return min(keys, key=lambda k: (abs(np.log(k[2] / D)), abs(np.log((k[0] / k[1]) / (H / KVH))), abs(np.log(k[0] / H)), k))
+
+    def time_s(self, B, L, H, KVH, D, kv="bf16"):
+        key = self.nearest(float(H), float(KVH), float(D), kv)
+        g = self.grids[key]
+        B, L = np.maximum(np.asarray(B, dtype=float), 1.0), np.maximum(np.asarray(L, dtype=float), 1.0)
+        fl, nb = self._fb(B, L, H, KVH, D, kv)
+        return self.rates.base_s(fl, nb) * np.exp(g.at(np.log(B), np.log(L))), key
+
+
+@dataclass
+class CommTable:
+    """(op, GPU count) -> (log bytes, log seconds), per source (the engine's custom all-reduce, NCCL)."""
+
+    curves: dict  # (source, op, gpus) -> (log bytes, log s)
+
+    def sources(self, op: str, gpus: int) -> list:
+        return [s for s in ("custom", "nccl") if (s, op, gpus) in self.curves]
+
+    def time_s(self, op: str, gpus: int, nbytes, prefer_custom: bool = True):
+        """(seconds, source) of one ``op`` of ``nbytes`` over ``gpus`` GPUs; a GPU count not
+        measured takes the nearest one's curve, its bandwidth part scaled by the ring factor."""
+        nbytes = np.maximum(np.asarray(nbytes, dtype=float), 1.0)
+        counts = sorted({g for (_, o, g) in self.curves if o == op})
+        if not counts:
+            return None, ""
+        g = min(counts, key=lambda c: (abs(np.log(c / gpus)), c))
+        srcs = self.sources(op, g)
+        if not prefer_custom:
+            srcs = [s for s in srcs if s == "nccl"] or srcs
+        src = srcs[0]
+        xs, ys = self.curves[(src, op, g)]
+        if src == "custom" and "nccl" in srcs:  # custom all-reduce only up to its largest measured message
+            xn, yn = self.curves[("nccl", op, g)]
+            t = np.where(np.log(nbytes) <= xs[-1], _loglog(nbytes, xs, ys), _loglog(nbytes, xn, yn))
+        else:
+            t = _loglog(nbytes, xs, ys)
+        if g != gpus:
+            t = t * ((gpus - 1) / gpus) / ((g - 1) / g)
+        return t, src if g == gpus else f"{src}, {g} GPUs' curve scaled"
+
+    def leave_size_out(self, source: str, op: str, gpus: int) -> np.ndarray:
+        xs, ys = self.curves[(source, op, gpus)]
+        out = []
+        for i in range(1, xs.size - 1):
+            w = (xs[i] - xs[i - 1]) / (xs[i + 1] - xs[i - 1])
+            out.append(np.exp((1 - w) * ys[i - 1] + w * ys[i + 1] - ys[i]) - 1.0)
+        return np.array(out)
+
+
+def _loglog(x, xs, ys):
+    """exp of log y interpolated in log x; flat (latency) below, linear in x (bandwidth) above."""
+    lx = np.log(x)
+    y = np.exp(np.interp(lx, xs, ys))
+    return np.where(lx > xs[-1], np.exp(ys[-1]) * x / np.exp(xs[-1]), y)
+
+
+@dataclass
+class TableModels:
+    gemm: dict = field(default_factory=dict)  # dtype -> GemmTable
+    context: AttentionTable | None = None
+    generation: AttentionTable | None = None
+    comm: CommTable | None = None
+    provenance: dict = field(default_factory=dict)  # table -> provenance
+    engine: str = ""
+
+    def describe(self) -> dict:
+        return {"engine": self.engine, "gemm_dtypes": sorted(self.gemm), "tables": {k: v.get("table_path") for k, v in self.provenance.items()}}
+
+
+def _cols(table: dict) -> dict:
+    c = table["columns"]
+    return {k: (np.asarray(v) if k in ("dtype", "kv_dtype", "op") else np.asarray(v, dtype=float)) for k, v in c.items()}
+
+
+def fit_gemm_tables(table: dict) -> dict:
+    c = _cols(table)
+    out = {}
+    for dt in sorted(set(c["dtype"].tolist())):
+        m = c["dtype"] == dt
+        M, N, K, t = c["M"][m], c["N"][m], c["K"][m], c["latency_us"][m] * 1e-6
+        fl, nb = gemm_flops_bytes(dt, M, N, K)
+        rates = _rates(fl, nb, t)
+        out[dt] = GemmTable(dt, rates, _grid([M, N, K], np.log(t / rates.base_s(fl, nb))), table.get("kernels", {}).get(dt, ""))
+    return out
+
+
+def fit_attention_table(table: dict, phase: str) -> AttentionTable:
+    c = _cols(table)
+    L = c["S"] if phase == "context" else c["N"]
+    t = c["latency_us"] * 1e-6
+    kvb = np.array([KV_BYTES.get(k, 2.0) for k in c["kv_dtype"]])
+    f = context_flops_bytes if phase == "context" else generation_flops_bytes
+    fl, nb = f(c["B"], L, c["H"], c["KVH"], c["D"], kvb)
+    rates = _rates(fl, nb, t)
+    ratio = np.log(t / rates.base_s(fl, nb))
+    kv_names, kv_idx = np.unique(c["kv_dtype"], return_inverse=True)
+    keys = np.stack([c["H"], c["KVH"], c["D"], kv_idx.astype(float)], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    rows = {}
+    for i, (h, k, d, kv) in enumerate(uniq.tolist()):
+        sel = order[bounds[i]:bounds[i + 1]]
+        rows[(int(h), int(k), int(d), str(kv_names[int(kv)]))] = (c["B"][sel], L[sel], ratio[sel])
+    return AttentionTable(phase, LazyGrids(rows), rates, table.get("kernels", {}).get("attention", ""))
+
+
+def fit_comm(tables: dict) -> CommTable | None:
+    curves = {}
+    for source, name in (("custom", "custom_allreduce"), ("nccl", "nccl")):
+        if name not in tables:
+            continue
+        c = _cols(tables[name])
+        for op in sorted(set(c["op"].tolist())):
+            for g in sorted(set(c["gpus"][c["op"] == op].astype(int).tolist())):
+                m = (c["op"] == op) & (c["gpus"] == g)
+                xs, ys = np.log(c["bytes"][m]), np.log(c["latency_us"][m] * 1e-6)
+                order = np.argsort(xs)
+                xs, ys = xs[order], ys[order]
+                ux, inv = np.unique(xs, return_inverse=True)
+                uy = np.array([ys[inv == i].mean() for i in range(ux.size)])
+                curves[(source, op, g)] = (ux, uy)
+    return CommTable(curves) if curves else None
+
+
+def fit_tables(cal) -> TableModels:
+    t = cal.tables
+    return TableModels(
+        gemm=fit_gemm_tables(t["gemm"]),
+        context=fit_attention_table(t["context_attention"], "context") if "context_attention" in t else None,
+        generation=fit_attention_table(t["generation_attention"], "generation") if "generation_attention" in t else None,
+        comm=fit_comm(t),
+        provenance={k: v["provenance"] for k, v in t.items()},
+        engine=cal.engine,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# accuracy
+# ------------------------------------------------------------------------------------------------
+
+#: op family -> (median, p90) |error| targets of the leave-shape-out check
+TARGETS = {"gemm bf16": (0.05, 0.15), "gemm fp8": (0.07, 0.20), "gemm fp8_block": (0.07, 0.20), "context attention": (0.08, 0.20),
+           "generation attention": (0.08, 0.20), "all-reduce": (0.10, 0.25)}
+
+
+def _stats(errs: np.ndarray) -> dict:
+    errs = np.asarray(errs, dtype=float)
+    errs = errs[np.isfinite(errs)]
+    if errs.size == 0:
+        return {"n": 0, "median_abs_error": float("nan"), "p90_abs_error": float("nan"), "signed_median_error": float("nan")}
+    a = np.abs(errs)
+    return {"n": int(errs.size), "median_abs_error": float(np.median(a)), "p90_abs_error": float(np.percentile(a, 90)),
+            "signed_median_error": float(np.median(errs))}
+
+
+def leave_shape_out(tm: TableModels) -> dict:
+    """op family -> relative errors of every measured point predicted with its grid slice left out:
+    GEMMs by N and by K (the weight shape), attention by B and by length, collectives by size."""
+    out = {}
+    for dt, g in tm.gemm.items():
+        out[f"gemm {dt}"] = np.concatenate([g.grid.leave_slice_out(1), g.grid.leave_slice_out(2)])
+    for name, at in (("context attention", tm.context), ("generation attention", tm.generation)):
+        if at is not None:
+            out[name] = np.concatenate([np.concatenate([gr.leave_slice_out(0), gr.leave_slice_out(1)]) for gr in at.grids.values()])
+    if tm.comm is not None:
+        errs = [tm.comm.leave_size_out(s, o, g) for (s, o, g) in tm.comm.curves if o == "all_reduce"]
+        if errs:
+            out["all-reduce"] = np.concatenate(errs)
+    return out
+
+
+def _table_points(cal, name: str) -> dict:
+    return _cols(cal.tables[name]) if name in cal.tables else {}
+
+
+def cross_errors(fit: TableModels, check_cal) -> dict:
+    """op family -> errors of ``fit``'s tables against another calibration's measurements."""
+    out = {}
+    c = _table_points(check_cal, "gemm")
+    for dt, g in fit.gemm.items():
+        if c:
+            m = c["dtype"] == dt
+            if m.any():
+                out[f"gemm {dt}"] = g.time_s(c["M"][m], c["N"][m], c["K"][m]) / (c["latency_us"][m] * 1e-6) - 1.0
+    for name, at, L in (("context attention", fit.context, "S"), ("generation attention", fit.generation, "N")):
+        c = _table_points(check_cal, name.replace(" ", "_"))
+        if at is None or not c:
+            continue
+        errs = []
+        for key in {(int(h), int(k), int(d), str(kv)) for h, k, d, kv in zip(c["H"], c["KVH"], c["D"], c["kv_dtype"])}:
+            if key not in at.grids:
+                continue
+            m = (c["H"] == key[0]) & (c["KVH"] == key[1]) & (c["D"] == key[2]) & (c["kv_dtype"] == key[3])
+            t, _ = at.time_s(c["B"][m], c[L][m], *key)
+            errs.append(t / (c["latency_us"][m] * 1e-6) - 1.0)
+        if errs:
+            out[name] = np.concatenate(errs)
+    return out
+
+
+def _shipped() -> list:
+    """(gpu, engine, path) of every imported calibration shipped in hardware_specs/measured/."""
+    from . import imported_calibrations
+
+    return imported_calibrations()
+
+
+def validation_report(target: str | None = None) -> dict:
+    """Leave-shape-out, cross-framework and leave-one-GPU-out transfer errors of the shipped
+    imported calibrations (``target``: a GPU id or "gpu.engine"; None: all)."""
+    from rooflinecli.errors import RooflineError
+
+    from .calibration import load_calibration
+
+    entries = _shipped()
+    if target is not None:
+        chosen = [e for e in entries if target in (e[0], f"{e[0]}.{e[1]}")]
+        if not chosen:
+            known = sorted({e[0] for e in entries} | {f"{e[0]}.{e[1]}" for e in entries})
+            raise RooflineError(f"--calibration: no imported calibration '{target}'; known: all, {', '.join(known)}")
+    else:
+        chosen = entries
+    fitted = {(g, e): fit_tables(load_calibration(str(p))) for g, e, p in entries}
+    cals = {(g, e): load_calibration(str(p)) for g, e, p in entries}
+    lso, cross, transfer = [], [], []
+    for g, e, _ in chosen:
+        for fam, errs in leave_shape_out(fitted[(g, e)]).items():
+            s = _stats(errs)
+            tgt = TARGETS.get(fam)
+            lso.append({"gpu": g, "engine": e, "family": fam, **s, "target": f"{tgt[0]:.0%} / {tgt[1]:.0%}" if tgt else "-",
+                        "meets_target": bool(tgt and s["median_abs_error"] <= tgt[0] and s["p90_abs_error"] <= tgt[1])})
+        for g2, e2, _ in entries:
+            if g2 == g and e2 != e:
+                for fam, errs in cross_errors(fitted[(g, e)], cals[(g2, e2)]).items():
+                    cross.append({"gpu": g, "fit": e, "check": e2, "family": fam, **_stats(errs)})
+        donor = nearest_gpu(g, [x for x, y, _ in entries if y == e and x != g])
+        if donor is not None:
+            for fam, errs in transfer_errors(fitted[(donor, e)], donor, g, cals[(g, e)]).items():
+                transfer.append({"gpu": g, "engine": e, "from": donor, "family": fam, **_stats(errs)})
+    return {"leave_shape_out": lso, "cross_framework": cross, "transfer": transfer}
+
+
+# ------------------------------------------------------------------------------------------------
+# transfer to a GPU without data
+# ------------------------------------------------------------------------------------------------
+
+
+def _ceilings(gpu: str) -> tuple[float, float]:
+    """(bf16 dense FLOP/s, HBM bytes/s) of a datasheet spec."""
+    from rooflinecli.hardware import get_spec
+
+    s = get_spec(gpu)
+    return s.peak_flops_per_s("bf16"), s.memory_bandwidth_gb_per_s * 1e9
+
+
+def nearest_gpu(gpu: str, candidates: list[str]) -> str | None:
+    """The candidate nearest ``gpu`` in (log bf16 peak, log HBM bandwidth)."""
+    if not candidates:
+        return None
+    p, b = _ceilings(gpu)
+    return min(candidates, key=lambda c: (abs(np.log(_ceilings(c)[0] / p)) + abs(np.log(_ceilings(c)[1] / b)), c))
+
+
+def transferred(tm: TableModels, donor: str, gpu: str) -> TableModels:
+    """``tm`` (measured on ``donor``) carried to ``gpu``: each table's compute and memory rates
+    scaled by the two GPUs' datasheet ceilings, the measured ratio curves kept."""
+    from dataclasses import replace
+
+    (pd, bd), (pg, bg) = _ceilings(donor), _ceilings(gpu)
+
+    def scale(r: Rates) -> Rates:
+        return Rates(r.flops_per_s * pg / pd, r.bytes_per_s * bg / bd)
+
+    return replace(
+        tm,
+        gemm={dt: replace(g, rates=scale(g.rates)) for dt, g in tm.gemm.items()},
+        context=replace(tm.context, rates=scale(tm.context.rates)) if tm.context else None,
+        generation=replace(tm.generation, rates=scale(tm.generation.rates)) if tm.generation else None,
+        engine=f"{tm.engine}, transferred from {donor}",
+    )
+
+
+def transfer_errors(tm: TableModels, donor: str, gpu: str, check_cal) -> dict:
+    return cross_errors(transferred(tm, donor, gpu), check_cal)

@@ -1,0 +1,201 @@
+"""`roofline calibrate --import`: the audit of a vendor data folder (copies, reuse declarations,
+mislabelled versions, missing device columns, repeated keys), the calibration it writes, and its
+one-line refusals. The data folders here are small synthetic ones in the vendor's layout."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.cli import app
+from rooflinecli.importer import miniyaml
+from rooflinecli.importer.aiconfigurator import DataRoot, audit, build_calibration, compare_with_audit, version_key
+
+runner = CliRunner()
+
+
+def _meta(folder: Path, framework: str, version: str, tables: list[str], comment: str = "", provenance: str = "collected") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = "\n".join(f"  {t}:\n    status: complete" for t in tables)
+    folder.joinpath("collection_meta.yaml").write_text(
+        f"# SPDX-License-Identifier: Apache-2.0\n{comment}schema_version: 1\nprovenance: {provenance}\nruntime:\n  framework: {framework}\n"
+        f"  version: '{version}'\ntables:\n{body}\n")
+
+
+def _gemm(folder: Path, framework: str, version: str, device: str | None = "NVIDIA H200", scale: float = 1.0, repeat: bool = False) -> None:
+    rows = []
+    for dt, ks in (("bfloat16", "torch.nn.functional.linear"), ("fp8", "CutlassFP8ScaledMMLinearKernel")):
+        for m in (1, 8, 64, 512, 4096):
+            for n in (1024, 4096, 16384):
+                for k in (1024, 4096, 8192):
+                    flops = 2.0 * m * n * k
+                    t_ms = scale * (0.004 + max(flops / (700e12 if dt == "bfloat16" else 1200e12), (n * k * 2) / 3.5e12) * 1e3)
+                    rows.append((framework.upper(), version, device, "gemm", ks, dt, m, n, k, t_ms))
+    if repeat:
+        rows.append(rows[0][:-1] + (rows[0][-1] * 1.01,))
+    names = ["framework", "version", "device", "op_name", "kernel_source", "gemm_dtype", "m", "n", "k", "latency"]
+    cols = {nm: [r[i] for r in rows] for i, nm in enumerate(names)}
+    if device is None:
+        del cols["device"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(cols), folder / "gemm_perf.parquet")
+
+
+def _allreduce(folder: Path, framework: str, version: str, label_fw: str | None = None, label_version: str | None = None, base_us: float = 4.0) -> None:
+    rows = [((label_fw or framework), (label_version or version), "NVIDIA H200", "all_reduce", "custom_graph", "bfloat16", g, 2**e,
+             (base_us + 2**e * 2 / 100e9 * 1e6 * (g - 1) / g) / 1e3) for g in (2, 4, 8) for e in range(7, 24)]
+    names = ["framework", "version", "device", "op_name", "kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({nm: [r[i] for r in rows] for i, nm in enumerate(names)}), folder / "custom_allreduce_perf.parquet")
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    s = root / "h200_sxm"
+    _meta(s / "gemm/vllm/0.24.0", "vllm", "0.24.0", ["gemm_perf"], provenance="legacy")
+    _gemm(s / "gemm/vllm/0.24.0", "vllm", "0.24.0", repeat=True)
+    # a version folder whose rows say another version
+    _meta(s / "gemm/vllm/0.25.0", "vllm", "0.25.0", ["gemm_perf"])
+    _gemm(s / "gemm/vllm/0.25.0", "vllm", "0.22.0", scale=1.1)
+    # a reuse declaration: no rows
+    (s / "gemm/trtllm/1.3.0rc23").mkdir(parents=True)
+    (s / "gemm/trtllm/1.3.0rc23/reuse.yaml").write_text(
+        "schema_version: 1\nreuse:\n- table: gemm_perf\n  from_version: 1.3.0rc20\n  reason: >-\n    the gemm table reuses\n    the rc20 collection\n  approved_by: someone\n")
+    _meta(s / "gemm/trtllm/1.3.0rc20", "trtllm", "1.3.0rc20", ["gemm_perf"])
+    _gemm(s / "gemm/trtllm/1.3.0rc20", "trtllm", "1.3.0rc20", scale=0.95)
+    # no device column
+    _meta(s / "gemm/sglang/0.5.14", "sglang", "0.5.14", ["gemm_perf"])
+    _gemm(s / "gemm/sglang/0.5.14", "sglang", "0.5.14", device=None, scale=1.05)
+    # a genuine custom all-reduce, and a bit-identical copy labelled with the donor's framework
+    _meta(s / "comm/vllm/0.24.0", "vllm", "0.24.0", ["custom_allreduce_perf"])
+    _allreduce(s / "comm/vllm/0.24.0", "vllm", "0.24.0")
+    _meta(s / "comm/trtllm/1.2.0rc5", "trtllm", "1.2.0rc5", ["custom_allreduce_perf"])
+    _allreduce(s / "comm/trtllm/1.2.0rc5", "trtllm", "1.2.0rc5", base_us=3.0)
+    _meta(s / "comm/sglang/0.5.6", "sglang", "0.5.6", ["custom_allreduce_perf"])
+    _allreduce(s / "comm/sglang/0.5.6", "sglang", "0.5.6", label_fw="TRTLLM", label_version="1.2.0rc5", base_us=3.0)
+    # a carry-forward declared in a comment, bit-identical to vllm 0.24.0 with consistent columns
+    _meta(s / "comm/vllm/0.25.0", "vllm", "0.25.0", ["custom_allreduce_perf"], comment="# Physical carry-forward of the 0.24.0 table.\n")
+    _allreduce(s / "comm/vllm/0.25.0", "vllm", "0.25.0")
+    return root
+
+
+def _by_path(audits) -> dict:
+    return {a.path: a for a in audits}
+
+
+def test_audit_finds_every_kind_of_non_measurement(data: Path) -> None:
+    a = _by_path(audit(DataRoot(data, "test")))
+    assert a["h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet"].clean
+    assert any("repeat a key" in s for s in a["h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet"].soft)
+    v = a["h200_sxm/gemm/vllm/0.25.0/gemm_perf.parquet"]
+    assert not v.clean and "version column ['0.22.0'] != folder 0.25.0" in v.verdict
+    r = a["h200_sxm/gemm/trtllm/1.3.0rc23/gemm_perf.parquet"]
+    assert r.reuse_from == "1.3.0rc20" and r.rows == 0 and not r.clean
+    assert not a["h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet"].clean
+    assert "no device column" in a["h200_sxm/gemm/sglang/0.5.14/gemm_perf.parquet"].verdict
+    copy = a["h200_sxm/comm/sglang/0.5.6/custom_allreduce_perf.parquet"]
+    assert copy.copies_of == ["h200_sxm/comm/trtllm/1.2.0rc5/custom_allreduce_perf.parquet"]
+    assert a["h200_sxm/comm/trtllm/1.2.0rc5/custom_allreduce_perf.parquet"].clean  # the donor stays
+    carried = a["h200_sxm/comm/vllm/0.25.0/custom_allreduce_perf.parquet"]
+    assert not carried.clean and "carry-forward" in carried.verdict
+    assert a["h200_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet"].clean
+
+
+def test_compare_with_a_reference_audit_counts_agreement(data: Path) -> None:
+    ours = audit(DataRoot(data, "test"))
+    ref = [{"path": "h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet", "verdict": "measured on this GPU (provenance: legacy)"},
+           {"path": "h200_sxm/gemm/vllm/0.25.0/gemm_perf.parquet", "verdict": "measured on this GPU (provenance: collected)"},
+           {"path": "h200_sxm/gemm/nope/1/gemm_perf.parquet", "verdict": "measured on this GPU"}]
+    c = compare_with_audit(ours, ref)
+    assert (c["compared"], c["agree"], len(c["differ"]), c["not_found"]) == (3, 1, 1, ["h200_sxm/gemm/nope/1/gemm_perf.parquet"])
+
+
+def test_build_takes_the_newest_clean_table_with_provenance(data: Path) -> None:
+    doc = build_calibration(DataRoot(data, "test"), "h200", "vllm")
+    g = doc["tables"]["gemm"]
+    # 0.25.0 is mislabelled: 0.24.0 answers, its repeated key merged
+    assert g["provenance"]["framework_version"] == "0.24.0" and g["provenance"]["rows_in_table"] == 91
+    assert g["provenance"]["rows_kept"] == 90
+    assert any("0.25.0" in s["path"] and "version column" in s["why"] for s in doc["skipped_tables"])
+    assert g["kernels"] == {"bf16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel"}
+    assert set(g["columns"]["dtype"]) == {"bf16", "fp8"}
+    ar = doc["tables"]["custom_allreduce"]
+    assert ar["provenance"]["framework_version"] == "0.24.0"  # 0.25.0 declares a carry-forward
+    # message_size counts elements: bf16 messages are twice as many bytes
+    assert min(ar["columns"]["bytes"]) == 2 * 2**7
+
+
+def test_cli_writes_a_calibration_the_model_reads(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "h200.vllm.calibration.json.gz"
+    r = runner.invoke(app, ["calibrate", "--import", "--system", "h200", "--engine", "vllm", "--data", str(data), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "skipped h200_sxm/gemm/vllm/0.25.0/gemm_perf.parquet" in r.output
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    assert doc["schema"] == "rooflinecli.calibration/2" and doc["engine"] == "vllm"
+    from rooflinecli.achievable.calibration import load_calibration
+    from rooflinecli.achievable.fit import fit_models
+
+    cal = load_calibration(str(out))
+    m = fit_models(cal)
+    g = m.tables.gemm["bf16"]
+    # a grid point comes back as measured, a point between grid points between its neighbours
+    assert float(g.time_s(64, 4096, 4096)) == pytest.approx((0.004 + max(2 * 64 * 4096**2 / 700e12, 4096**2 * 2 / 3.5e12) * 1e3) * 1e-3, rel=1e-3)
+    lo, mid, hi = (float(g.time_s(64, n, 4096)) for n in (1024, 2048, 4096))
+    assert lo < mid < hi
+    t, src = m.tables.comm.time_s("all_reduce", 8, 2**10)
+    assert src == "custom" and float(t) > 4e-6
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--system", "h999", "--engine", "vllm"], "--system: unknown 'h999'"),
+        (["--system", "h200", "--engine", "tensorflow"], "--engine: unknown 'tensorflow'"),
+        (["--system", "h200", "--engine", "sglang"], "gemm_perf: none is a clean measurement"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_writes_nothing(data: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "out.json.gz"
+    r = runner.invoke(app, ["calibrate", "--import", "--data", str(data), "--out", str(out), *args])
+    assert r.exit_code == 2
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], r.output
+    assert not out.exists()
+
+
+def test_cli_refuses_another_layout_and_other_units(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    (other / "something").mkdir(parents=True)
+    r = runner.invoke(app, ["calibrate", "--import", "--system", "h200", "--engine", "vllm", "--data", str(other), "--out", str(tmp_path / "o.json.gz")])
+    assert r.exit_code == 2 and "not a measured-data folder" in r.output
+    root = tmp_path / "units"
+    f = root / "h200_sxm/gemm/vllm/0.24.0"
+    _meta(f, "vllm", "0.24.0", ["gemm_perf"])
+    pq.write_table(pa.table({"framework": ["VLLM"], "version": ["0.24.0"], "device": ["NVIDIA H200"], "kernel_source": ["x"], "gemm_dtype": ["bfloat16"],
+                             "m": [1], "n": [1], "k": [1], "latency_us": [1.0]}), f / "gemm_perf.parquet")
+    r = runner.invoke(app, ["calibrate", "--import", "--system", "h200", "--engine", "vllm", "--data", str(root), "--out", str(tmp_path / "o.json.gz")])
+    assert r.exit_code == 2 and "latency_us" in r.output and "other units" in r.output, r.output
+    assert not (tmp_path / "o.json.gz").exists()
+
+
+def test_miniyaml_reads_the_metadata_subset() -> None:
+    doc, comments = miniyaml.load("# carried forward\nschema_version: 1\nruntime:\n  framework: vllm\n  version: '0.24.0'\n"
+                                  "reuse:\n- table: gemm_perf\n  reason: >-\n    two\n    lines\n")
+    assert comments == ["carried forward"]
+    assert doc == {"schema_version": 1, "runtime": {"framework": "vllm", "version": "0.24.0"}, "reuse": [{"table": "gemm_perf", "reason": "two lines"}]}
+    with pytest.raises(ValueError):
+        miniyaml.load("a: 1\na: 2\n")
+
+
+def test_version_folders_sort_numerically() -> None:
+    assert sorted(["0.5.10", "0.5.9", "0.5.6.post2"], key=version_key) == ["0.5.6.post2", "0.5.9", "0.5.10"]
+    assert sorted(["1.3.0rc20", "1.3.0rc5", "1.2.0rc5"], key=version_key) == ["1.2.0rc5", "1.3.0rc5", "1.3.0rc20"]
+    assert np.isfinite(len(version_key("2.29.2")))
