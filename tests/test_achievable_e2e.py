@@ -2,7 +2,7 @@
 decode steps (one CUDA graph each) and eager prefills of llama-3-8b and a 34-layer llama-3-70b,
 predicted from that run's calibration microbenchmarks alone (no parameter comes from e2e.json).
 
-The issue's target is median |error| <= 5% and p90 <= 10%. The shakedown's partial calibration
+The target is median |error| <= 5% and p90 <= 10%. The shakedown's partial calibration
 (175 of 528 shapes: no gate_up, lm_head or 70b GEMM shapes; no decode attention past batch 8 at
 head dim 128) reaches median 2.7%, p90 8.3% over all 29 torch points (decode 2.7% / 7.8%,
 prefill 2.9% / 12.7%). What is left is one-sided: llama-3-8b decode runs 5-11% slower than the
@@ -86,8 +86,8 @@ def test_decode_error_is_one_sided_and_prefill_is_not_biased(shakedown_errors):
 
 
 def test_the_older_calibration_predicts_the_same_run_within_loose_bounds():
-    """The shipped calibration (an earlier H200 session, every projection shape measured) on the
-    same points: a different session's elementwise and attention rows, so looser."""
+    """The shipped calibration (another H200 run's, every projection shape measured) on the
+    same points: another run's elementwise and attention rows, so looser."""
     errs = _errors(get_spec("h200-measured"))
     med, p90 = _stats([e[-1] for e in errs])
     print(f"older calibration: median {med:.1%} p90 {p90:.1%}")

@@ -199,3 +199,37 @@ def test_sweep_takes_ep_and_kv_bits(tmp_path):
     # 4-bit KV (/4), and EP 2 over TP 1 runs attention data-parallel: each GPU attends for 4 of the 8 sequences (/2)
     assert float(row["kv_read_bytes"]) == pytest.approx(float(base["kv_read_bytes"]) / 8, rel=1e-12)
     assert float(row["weights_bytes"]) < float(base["weights_bytes"])  # each GPU holds half the experts
+
+
+def _priced_spec(tmp_path, price_table: str, gpu_id: str = "priced-h100"):
+    from rooflinecli.hardware import specs_dir
+
+    text = (specs_dir() / "h100-sxm.toml").read_text()
+    text = "\n".join(f'id = "{gpu_id}"' if line.startswith("id = ") else line for line in text.splitlines())
+    path = tmp_path / f"{gpu_id}.toml"
+    path.write_text(text + "\n\n" + price_table)
+    return path
+
+
+def test_a_cited_price_in_the_spec_file_is_the_default_and_price_overrides_it(tmp_path):
+    path = _priced_spec(tmp_path, '[price]\nusd_per_gpu_hour = 2.49\nsource = "a cloud list price"\nas_of = "2026-11"\n')
+    unit = run_json("analyze", "--price", "1")["cost_per_million_output_tokens_usd"]
+    cited = run_json("analyze", "--hw", str(path))
+    assert cited["cost_per_million_output_tokens_usd"] == pytest.approx(2.49 * unit, rel=1e-12)
+    r = run("analyze", "--hw", str(path), "--no-ops")
+    assert "at $2.49 per GPU-hour, cited: a cloud list price (as of 2026-11)" in r.stdout
+    given = run_json("analyze", "--hw", str(path), "--price", "priced-h100=5")
+    assert given["cost_per_million_output_tokens_usd"] == pytest.approx(5 * unit, rel=1e-12)
+    assert run_json("analyze")["cost_per_million_output_tokens_usd"] is None  # no price, no cost
+
+
+@pytest.mark.parametrize("table, fragment", [
+    ("[price]\nusd_per_gpu_hour = 2.49\n", "price.source: missing required key"),
+    ('[price]\nusd_per_gpu_hour = -1\nsource = "x"\n', "price.usd_per_gpu_hour"),
+    ('[price]\nusd_per_gpu_hour = 2490\nsource = "x"\n', "price.usd_per_gpu_hour"),
+    ('[price]\nusd_per_hour = 2\nsource = "x"\n', "usd_per_hour"),
+], ids=["no-source", "negative", "cents", "unknown-key"])
+def test_a_bad_price_in_a_spec_file_is_one_line(tmp_path, table, fragment):
+    path = _priced_spec(tmp_path, table)
+    line = one_line_error(run("analyze", "--hw", str(path)))
+    assert fragment in line, line

@@ -1,4 +1,4 @@
-"""The hostile inputs of issue 12, one by one: each ends in one ``error:`` line and exit 2 (or a
+"""Hostile inputs, one by one: each ends in one ``error:`` line and exit 2 (or a
 correct answer), fast, with nothing clobbered. The random search over the same classes is
 tests/test_hostile_props.py."""
 

@@ -118,7 +118,7 @@ class WebSocket:
 
 
 class Page:
-    """One CDP page session: commands, and the events seen while waiting for replies."""
+    """One CDP connection to a page: commands, and the events seen while waiting for replies."""
 
     def __init__(self, ws_url: str):
         self.ws = WebSocket(ws_url)

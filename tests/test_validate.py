@@ -110,7 +110,7 @@ def test_kernel_targets_met_missed_and_not_measured(tmp_path, measured_spec):
 
 
 def test_kernel_targets_on_the_real_h200_run():
-    """Issue 11's targets on the committed H200 run (reports/h200-2026-11-30-run2/results.json):
+    """The kernel targets on the committed H200 run (reports/h200-2026-11-30-run2/results.json):
     worst-case ratios against the fastest torch path, MLA TFLOP/s, MoE bandwidth, host time."""
     from rooflinecli.results import load_results
 

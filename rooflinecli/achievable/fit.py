@@ -2,11 +2,10 @@
 
 Every model has the same explainable form: time = fixed cost + work / achieved rate(size).
 
-- **GEMM** (cuBLAS): ``t0 + max(bytes / BW, flops / peak / q)``, where ``q`` is the wave
-  quantization of 128 x 256 output tiles over the GPU's SMs (M padded to the 64-row MMA granule),
-  fitted over every GEMM row; then, for an (N, K) the calibration measured, the measured/fitted
-  ratio interpolated in log M (flat beyond the measured M range). Unseen (N, K) get the fitted
-  form alone.
+- **GEMM** (cuBLAS): ``t0 + smooth_max(bytes / BW, flops / peak)`` (``SMOOTH_MAX_P``), fitted over
+  every GEMM row; then, for an (N, K) the calibration measured, the measured/fitted ratio
+  interpolated in log M (flat beyond the measured M range). Unseen (N, K) get the mean ratio of
+  the ``NEAREST_FAMILIES`` measured shapes nearest in weight size.
 - **SDPA prefill** (causal): ``t0 + flops / P + c * S * D``: the last term is the critical path
   of the longest query tile (it scans all S keys), which is why short sequences reach a small
   fraction of the peak.
@@ -27,8 +26,8 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
 - **Fastest HBM stream**: the highest bytes / time of the memory-bound rows of at least
   ``STREAM_MIN_BYTES`` that does not exceed the datasheet (``fastest_stream``): what the
-  achievable mode's roof uses for HBM, since reads (decode attention) outrun the copy that the
-  spec's bandwidth measures.
+  measured roof (``ceilings.measured_roof_spec``) uses for HBM, since reads (decode attention)
+  outrun the copy that the spec's bandwidth measures.
 - **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 32 layers of
   distinct weights) over what the GEMM model predicts for its GEMMs, per M
   (``gemm_stream_ratio``); graph-captured phases scale their GEMMs by it.
@@ -128,8 +127,8 @@ def smooth_max(a, b, p: float = SMOOTH_MAX_P):
 
 
 #: measured (N, K) whose ratio curves an unseen GEMM shape borrows: chosen by leaving each
-#: measured (N, K) of the 2026-11-30 H200 op fixture out in turn (155 GEMMs over 9 shapes) and
-#: predicting its M sweep: the 3 nearest in weight size give median |error| 4.1%, p90 10.4%; 1, 2
+#: measured (N, K) of an H200 op grid (``tests/test_achievable.py``'s fixture: 155 GEMMs over 9
+#: shapes) out in turn and predicting its M sweep: the 3 nearest in weight size give median |error| 4.1%, p90 10.4%; 1, 2
 #: or 4 nearest: 6.3 / 4.9 / 4.6% median; the mean over every shape: 5.2%, p90 10.4%
 NEAREST_FAMILIES = 3
 
@@ -306,7 +305,7 @@ def fit_target_s(r: Row) -> float:
     (``EAGER_CHECKED_OPS``) whose eager time is lower. CUDA events around an eager launch can only
     add host gaps to the kernel's time, never remove any, and a memory-bound kernel barely moves
     with the SM clock (the burst/sustained gap that makes eager GEMMs faster), so an eager time
-    under the graph time says the graph figure is off. On the H200 run of 2026-11-30 that was a
+    under the graph time says the graph figure is off. On H200 that is a
     1 GiB copy (graph 774.6 us, eager 506.2, 2 s back to back 505.1: a graph memcpy node of 1 GiB
     runs at half bandwidth, pytorch/pytorch#191284), the RMSNorm rows whose copy_ is 512 MiB or
     more (1.2x), and 16 GQA decode-attention rows of 1.07 and 2.15 GB, 1.11-1.14x their eager
@@ -490,8 +489,8 @@ def stream_rates(rows: list[Row]) -> list[tuple[float, str]]:
 def fastest_stream(streams, ceiling_bytes_per_s: float = float("inf")) -> tuple[float, str]:
     """(bytes/s, which row) of the fastest of ``streams`` (``stream_rates``, fastest first) at or
     under ``ceiling_bytes_per_s`` (a datasheet's bandwidth: a row over it did not stream from HBM,
-    or was mistimed); (0, "") if none. H200 run 2: SDPA decode B128 H32/32 S4096 D128 read
-    8.59 GB at 4,576 GB/s, where the copy behind the spec's bandwidth ran 4,252 sustained."""
+    or was mistimed); (0, "") if none. On H200, SDPA decode streams 4.58 TB/s against a
+    4.25 TB/s sustained copy."""
     return next(((bw, where) for bw, where in streams if bw <= ceiling_bytes_per_s), (0.0, ""))
 
 

@@ -37,8 +37,8 @@ class EngineProfile:
     prefill_layout_copies: int = 0
     #: routed MoE experts: "torch" (routing + torch._grouped_mm, ``kernels.moe_torch``: timed as
     #: the calibration's ``moe_grouped`` rows when it has them) or "fused" (a fused MoE kernel: the
-    #: GEMM fit's form on the experts' FLOPs and bytes, within 15% of our Triton kernel at decode
-    #: sizes on H200 run 2's bench)
+    #: GEMM fit's form on the experts' FLOPs and bytes, within 15% of the project's Triton kernel
+    #: at decode sizes on H200)
     moe_experts: str = "fused"
 
 
@@ -55,7 +55,7 @@ ENGINES: dict[str, EngineProfile] = {
         fuse_gate_up=True,
         norm="torch",
         # F.rms_norm on CUDA (torch 2.11) is one fused kernel: its eager call costs 17.9 us of host
-        # time on the H200 shakedown calibration, an add_ 13.1 us, a five-kernel RoPE 53 us; its GPU
+        # time on H200, an add_ 13.1 us, a five-kernel RoPE 53 us; its GPU
         # time (4.2 us at one row of 4096, 7.0 us at 8192) comes from its own calibration rows
         norm_kernels=1,
         residual_add_kernels=2,

@@ -62,55 +62,60 @@ def analyze_cmd(
     render(a, show_ops=ops)
 
 
-def _ops_table(title: str, phase, fmt_bytes, fmt_time, fmt_count):
-    from rich import box
-    from rich.table import Table
+#: columns a narrow terminal leaves out first (the per-op time, share and bound stay)
+OPS_OPTIONAL = ("act", "L", "KV r+w", "weights")
+ACHIEVABLE_OPTIONAL = ("L", "kernels/L", "fixed cost", "beyond roof")
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+
+def _ops_table(console, title: str, phase, fmt_bytes, fmt_time, fmt_count):
+    from rich import box
+
+    from rooflinecli.cli.console import fit_table
+
     cols = ["op", "L", "FLOPs", "weights", "KV r+w", "act", "AI FLOP/B", "time", "%", "bound"]
-    for i, c in enumerate(cols):
-        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
     total = phase.time_s or 1.0
 
     def b(x):
         return fmt_bytes(x) if x else "-"
 
+    rows = []
     for r in phase.ops:
         ai = "-" if r.arithmetic_intensity_flop_per_byte is None else fmt_num(r.arithmetic_intensity_flop_per_byte)
-        t.add_row(
+        rows.append([
             r.name, str(r.layers), fmt_count(r.flops) if r.flops else "-", b(r.weights_bytes), b(r.kv_read_bytes + r.kv_write_bytes),
             b(r.activation_bytes), ai, fmt_time(r.time_s), f"{r.time_s / total:.1%}", r.bound,
-        )
+        ])
     tt = phase.totals
-    t.add_row(
+    rows.append([
         "total", "", fmt_count(tt["flops"]), b(tt["weights_bytes"]), b(tt["kv_read_bytes"] + tt["kv_write_bytes"]), b(tt["activation_bytes"]),
-        fmt_num(tt["flops"] / tt["bytes"]) if tt["bytes"] else "-", fmt_time(tt["time_s"]), "100%", phase.bound, style="bold",
-    )
-    return t
+        fmt_num(tt["flops"] / tt["bytes"]) if tt["bytes"] else "-", fmt_time(tt["time_s"]), "100%", phase.bound,
+    ])
+    return fit_table(console, title, cols, rows, styles=[None] * (len(rows) - 1) + ["bold"], optional=OPS_OPTIONAL,
+                     box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def _achievable_table(title: str, rows: list[dict], roof_total_s: float, fmt_time):
+def _achievable_table(console, title: str, rows: list[dict], roof_total_s: float, fmt_time):
     """Where a phase's time goes beyond the roof: per op, roof and achievable time, the fixed
     costs inside it, the efficiency of the rest (roof / (achievable - fixed)), kernels, excess."""
     from rich import box
-    from rich.table import Table
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    from rooflinecli.cli.console import fit_table
+
     cols = ["op", "L", "kernels/L", "roof time", "achievable", "fixed cost", "efficiency past fixed", "beyond roof", "%"]
-    for i, col in enumerate(cols):
-        t.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0)
     total = sum(r["time_s"] for r in rows) or 1.0
+    cells = []
     for r in rows:
         eff = "-" if not r["roof_time_s"] or r["efficiency"] is None else f"{r['efficiency']:.2f}"
-        t.add_row(
+        cells.append([
             r["name"], str(r["layers"]), str(r["kernels_per_layer"]), fmt_time(r["roof_time_s"]) if r["roof_time_s"] else "-",
             fmt_time(r["time_s"]), fmt_time(r["fixed_s"]), eff, fmt_time(r["time_s"] - r["roof_time_s"]), f"{r['time_s'] / total:.1%}",
-        )
+        ])
     kernels = sum(r["kernels_per_layer"] * r["layers"] for r in rows)
     fixed = sum(r["fixed_s"] for r in rows)
-    t.add_row("total", "", f"{kernels:,} in all", fmt_time(roof_total_s), fmt_time(total), fmt_time(fixed), "",
-              fmt_time(total - roof_total_s), "100%", style="bold")
-    return t
+    cells.append(["total", "", f"{kernels:,} in all", fmt_time(roof_total_s), fmt_time(total), fmt_time(fixed), "",
+                  fmt_time(total - roof_total_s), "100%"])
+    return fit_table(console, title, cols, cells, styles=[None] * (len(cells) - 1) + ["bold"], optional=ACHIEVABLE_OPTIONAL,
+                     box=box.SIMPLE_HEAD, pad_edge=False)
 
 
 def render(a, show_ops: bool = True) -> None:
@@ -120,7 +125,7 @@ def render(a, show_ops: bool = True) -> None:
     fmt_bytes, fmt_time, fmt_count = _fmt()
     from rooflinecli.errors import markup_safe
 
-    c = make_console(soft_wrap=True, markup=True)
+    c = make_console(markup=True)  # long lines wrap at words within the console's width
     wl, cfg, spec = a.workload, a.model, a.spec
     par = f", TP {wl.tp}" + (f", EP {wl.ep}" if wl.ep > 1 else "") + f" over {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
     c.print(
@@ -180,7 +185,10 @@ def render(a, show_ops: bool = True) -> None:
         ("KV read = weight read at", f"context {math.ceil(a.kv_crossover_context):,}" if a.kv_crossover_context else "never (KV reads stay below weight reads)"),
     ]
     if a.cost_per_million_output_tokens_usd is not None:
-        lines.append(("cost", f"${fmt_num(a.cost_per_million_output_tokens_usd)} per million output tokens (prefill and decode GPU time)"))
+        usd = wl.price_per_gpu_hour
+        cited = f", cited: {spec.price_source}" if spec.price_source and usd == spec.price_usd_per_gpu_hour else ""
+        lines.append(("cost", f"${fmt_num(a.cost_per_million_output_tokens_usd)} per million output tokens (prefill and decode GPU time "
+                              f"at ${usd:g} per GPU-hour{markup_safe(cited)})"))
     if a.decode_naive_mla is not None:
         lines.append((f"MLA {a.decode_naive_mla.phase.split('(')[1].split()[0]} decode", f"TPOT {fmt_time(a.decode_naive_mla.time_s)} (mean{', roof' if ach else ''}), for comparison"))
     m = a.memory
@@ -193,17 +201,34 @@ def render(a, show_ops: bool = True) -> None:
         )
     )
     lines.append(("largest batch / context", _largest_text(m, wl.batch)))
-    width = max(len(k) for k, _ in lines)
-    for k, v in lines:
-        c.print(f"  {k:<{width}}  {v}")
+    print_pairs(c, lines)
     if show_ops and ach:
-        c.print(_achievable_table(f"prefill ({a.engine}, eager): {wl.batch} x {wl.prompt_len:,} tokens, achievable vs roof (summed over L layers, per GPU)",
+        c.print(_achievable_table(c, f"prefill ({a.engine}, eager): {wl.batch} x {wl.prompt_len:,} tokens, achievable vs roof (summed over L layers, per GPU)",
                                   a.achievable_ops["prefill"], a.roof_ttft_s, fmt_time))
-        c.print(_achievable_table(f"decode ({a.engine}, CUDA graph): one step, mean over contexts {a.decode.context}, achievable vs roof (summed over L layers, per GPU)",
+        c.print(_achievable_table(c, f"decode ({a.engine}, CUDA graph): one step, mean over contexts {a.decode.context}, achievable vs roof (summed over L layers, per GPU)",
                                   a.achievable_ops["decode"], a.roof_tpot_s, fmt_time))
     elif show_ops:
-        c.print(_ops_table(f"prefill: {wl.batch} x {wl.prompt_len:,} tokens (summed over L layers, per GPU)", a.prefill, fmt_bytes, fmt_time, fmt_count))
-        c.print(_ops_table(f"decode: one step, mean over contexts {a.decode.context} (summed over L layers, per GPU)", a.decode, fmt_bytes, fmt_time, fmt_count))
+        c.print(_ops_table(c, f"prefill: {wl.batch} x {wl.prompt_len:,} tokens (summed over L layers, per GPU)", a.prefill, fmt_bytes, fmt_time, fmt_count))
+        c.print(_ops_table(c, f"decode: one step, mean over contexts {a.decode.context} (summed over L layers, per GPU)", a.decode, fmt_bytes, fmt_time, fmt_count))
+
+
+def print_pairs(c, lines: list[tuple[str, str]]) -> None:
+    """"  key  value" lines, keys aligned; a value too long for the width wraps under itself."""
+    from rich.text import Text
+
+    width = max(len(k) for k, _ in lines)
+    if all(Text.from_markup(f"  {k:<{width}}  {v}").cell_len <= c.width for k, v in lines):
+        for k, v in lines:
+            c.print(f"  {k:<{width}}  {v}")
+        return
+    from rich.table import Table
+
+    grid = Table.grid(padding=(0, 0, 0, 2))
+    grid.add_column(no_wrap=True, min_width=width)
+    grid.add_column()
+    for k, v in lines:
+        grid.add_row(k, v)
+    c.print(grid)
 
 
 def register(app: typer.Typer) -> None:

@@ -86,29 +86,22 @@ def show_cmd(
     if json_out:
         typer.echo(json_dumps(s.to_dict()))
         return
+    from rich.padding import Padding
     from rich.table import Table
+    from rich.text import Text
 
     c = _console()
     head = f"{s.name}  [{s.id}, {s.kind}" + (f", base {s.base}" if s.base else "") + "]"
     c.print(head)
     c.print(f"file: {s.path}")
 
-    peaks = Table(title="Dense peak throughput (* = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
-    for col in ("dtype", "TFLOP/s", "ridge FLOP/B (HBM)", "ridge FLOP/B (L2)"):
-        peaks.add_column(col, justify="left" if col == "dtype" else "right")
-    for dtype, tflops in s.peak_dense_tflops.items():
-        peaks.add_row(
-            dtype,
-            _num(tflops) + _est(s, f"peak_dense_tflops.{dtype}"),
-            f"{s.ridge_point(dtype):.1f}",
-            f"{s.peak_flops_per_s(dtype) / s.l2_bandwidth_bytes_per_s:.1f}",
-        )
-    c.print(peaks)
+    from rooflinecli.cli.console import fit_table
 
-    mem = Table(title="Memory levels, links, power (* = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
-    mem.add_column("figure")
-    mem.add_column("value", justify="right")
-    mem.add_column("key")
+    peaks = [[dtype, _num(tflops) + _est(s, f"peak_dense_tflops.{dtype}"), f"{s.ridge_point(dtype):.1f}",
+              f"{s.peak_flops_per_s(dtype) / s.l2_bandwidth_bytes_per_s:.1f}"] for dtype, tflops in s.peak_dense_tflops.items()]
+    c.print(fit_table(c, "Dense peak throughput (* = estimate, (m) = measured, (m)* = estimated from a measurement)",
+                      ["dtype", "TFLOP/s", "ridge FLOP/B (HBM)", "ridge FLOP/B (L2)"], peaks))
+
     rows = [
         ("HBM/GDDR capacity", f"{_num(s.memory_capacity_gb)} GB ({s.memory_type})", "memory.capacity_gb"),
         ("HBM/GDDR bandwidth", f"{_num(s.memory_bandwidth_gb_per_s)} GB/s", "memory.bandwidth_gb_per_s"),
@@ -123,11 +116,12 @@ def show_cmd(
         ("PCIe", f"{_num(s.pcie_gb_per_s)} GB/s", "interconnect.pcie_gb_per_s"),
         ("TDP", f"{_num(s.tdp_w)} W", "power.tdp_w"),
     ]
-    for label, value, key in rows:
-        mem.add_row(label, value + _est(s, key), key)
-    c.print(mem)
+    c.print(fit_table(c, "Memory levels, links, power (* = estimate, (m) = measured, (m)* = estimated from a measurement)",
+                      ["figure", "value", "key"], [[label, value + _est(s, key), key] for label, value, key in rows],
+                      justify=["left", "right", "left"], wrap=("figure",), optional=("key",)))
 
-    c.print(f"bf16 ridge point: {s.ridge_point('bf16'):.1f} FLOP/byte of HBM traffic")
+    own = "the datasheet's figures" if s.kind != "measured" else "this spec's own figures: sustained peak, sustained copy"
+    c.print(f"bf16 ridge point: {s.ridge_point('bf16'):.1f} FLOP/byte of HBM traffic ({own})")
     c.print(f"L2 / HBM bandwidth: {s.onchip_to_hbm_bandwidth_ratio:.2f}x"
             + (" (L2 bandwidth is an estimate)" if s.is_estimate("cache.l2_bandwidth_gb_per_s") else ""))
     c.print(f"shared memory, all SMs: {s.smem_total_bytes / 1e6:.1f} MB (vs {_num(s.l2_size_mb)} MB of L2)")
@@ -146,10 +140,10 @@ def show_cmd(
 
     c.print("sources:")
     for source in s.sources:
-        c.print(f"  - {source.title}", soft_wrap=True)
-        c.print(f"    {source.url}", soft_wrap=True)
+        c.print(Padding(Text(f"- {source.title}"), (0, 0, 0, 2), expand=False))  # text wraps within the width, indented
+        c.print(f"    {source.url}", soft_wrap=True)  # a URL stays whole, to be copied
         if source.note:
-            c.print(f"    {source.note}", soft_wrap=True)
+            c.print(Padding(Text(source.note), (0, 0, 0, 4), expand=False))
 
 
 def validate_cmd(

@@ -72,7 +72,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machine
 #: the largest token count any option takes (prompt, context, sequence): 2**30 = 1,073,741,824
 MAX_TOKENS = 1 << 30
 #: the largest --gen: every generated token is one decode step the analysis computes (4,194,304
-#: steps take about 1.5 s and 0.6 GB; 1e8 took 31 s and 14 GB before this limit)
+#: steps take about 1.5 s and 0.6 GB; 1e8 would take 31 s and 14 GB)
 MAX_GEN_TOKENS = 1 << 22
 #: options whose token limit is not MAX_TOKENS
 TOKEN_LIMITS: dict[str, int] = {"--gen": MAX_GEN_TOKENS}

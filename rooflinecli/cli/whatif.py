@@ -41,15 +41,11 @@ def _console():
     return make_console()
 
 
-def _table(title: str, columns: list[str], rows: list[list[str]], caption: str | None = None):
-    from rich.table import Table
+def _table(console, title: str, columns: list[str], rows: list[list[str]], caption: str | None = None, optional: tuple[str, ...] = ()):
+    """The command's table, fitted to the console's width (``console.fit_table``)."""
+    from rooflinecli.cli.console import fit_table
 
-    t = Table(title=title, caption=caption, title_justify="left", caption_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    for r in rows:
-        t.add_row(*r)
-    return t
+    return fit_table(console, title, columns, rows, caption=caption, optional=optional)
 
 
 def _warn(msg: str | None) -> None:
@@ -184,7 +180,7 @@ def speculative_cmd(
         caption = f"* best of the table; the speed-up still rises at k = {best[0]}: longer drafts may pay more"
     else:
         caption = None
-    c.print(_table("speed-up by draft length" + (" (* best)" if pays else ""), ["draft tokens k", "tokens/step", "speed-up"], rows, caption=caption))
+    c.print(_table(c, "speed-up by draft length" + (" (* best)" if pays else ""), ["draft tokens k", "tokens/step", "speed-up"], rows, caption=caption))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -220,7 +216,7 @@ def attention_io_cmd(
         ["standard (4Nd + 4N^2)", f"{r.naive_elements_per_head:,.0f}", fmt_bytes(r.naive_bytes), fmt_time(r.naive_time_s)],
         ["FlashAttention (3Nd + 2N + T_c(3Nd + 4N))", f"{r.flash_elements_per_head:,.0f}", fmt_bytes(r.flash_bytes), fmt_time(r.flash_time_s)],
     ]
-    c.print(_table("attention forward HBM traffic", ["algorithm", "elements/head", "bytes", "time at HBM BW"], rows,
+    c.print(_table(c, "attention forward HBM traffic", ["algorithm", "elements/head", "bytes", "time at HBM BW"], rows,
                    caption=f"standard / flash = {r.naive_over_flash:.3g}x"))
 
 
@@ -306,10 +302,9 @@ def kv_cmd(
                     "variants": [r.to_json() for r in rows]})
         return
     c = _console()
-    c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_bits:g}-bit" if kv_bits is not None else
-            f"{cfg.name}: batch {batch}, context {context:,}, KV {kv_dtype}", end="")
-    c.print(f", paged {kv_block_size}-token blocks" if kv_block_size else "", end="")
-    c.print(f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}){_parallel_phrase(tp, ep)}; decode step: {_mode_phrase(mk)}")
+    kv = f"{kv_bits:g}-bit" if kv_bits is not None else kv_dtype
+    c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv}" + (f", paged {kv_block_size}-token blocks" if kv_block_size else "")
+            + f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}){_parallel_phrase(tp, ep)}; decode step: {_mode_phrase(mk)}")
     table_rows = [
         [r.variant, r.attention, fmt_bytes(r.kv_bytes_per_token), fmt_bytes(r.kv_cache_bytes),
          fmt_bytes(r.kv_read_bytes_per_step), fmt_bytes(r.weights_bytes_per_step),
@@ -317,10 +312,11 @@ def kv_cmd(
          fmt_time(r.decode_step_time_s), "yes" if r.fits else "NO"]
         for r in rows
     ]
-    c.print(_table("KV cache by attention variant",
+    c.print(_table(c, "KV cache by attention variant",
                    ["variant", "cached per layer", "KV/token", "KV cache", "KV read/step", "weights/step",
                     "crossover context", "decode step", "fits"], table_rows,
-                   caption="* as configured; crossover: context at which one decode step reads as many KV bytes as weight bytes"))
+                   caption="* as configured; crossover: context at which one decode step reads as many KV bytes as weight bytes",
+                   optional=("cached per layer", "weights/step", "KV/token")))
 
 
 def _kv_bpe(kv_dtype: str, kv_bits: float | None) -> float:
@@ -409,7 +405,7 @@ def moe_cmd(
         + (f"; published {fmt_count(cfg.published_params)} / {fmt_count(cfg.published_active_params)}" if cfg.published_params and cfg.published_active_params else "")
     )
     comp = [[r["component"], fmt_count(r["total_params"]), fmt_count(r["active_params"])] for r in ps["by_component"] if r["total_params"]]
-    c.print(_table("parameters by component", ["component", "total", "active/token"], comp))
+    c.print(_table(c, "parameters by component", ["component", "total", "active/token"], comp))
     rows = [
         [f"{r['batch']:,}", f"{r['experts_touched_uniform']:.1f}", *([f"{r['experts_touched_skewed']:.1f}"] if skew != 1 else []),
          fmt_bytes(r["weights_bytes"]), fmt_bytes(r["kv_read_bytes"]), fmt_time(r["time_s"]), fmt_num(r["tokens_per_s_per_replica"]),
@@ -421,10 +417,11 @@ def moe_cmd(
             "weights read", "KV read", "decode step", "tokens/s per replica", "bound"]
     if ep > 1:
         cols += [f"weights/GPU (EP {ep})", "step at EP 1"]
-    c.print(_table(f"decode step vs batch on {spec.id} ({_mode_phrase(mk)}), context {context:,}", cols, rows,
+    c.print(_table(c, f"decode step vs batch on {spec.id} ({_mode_phrase(mk)}), context {context:,}", cols, rows,
                    caption=f"experts/layer: E(1-(1-k/E)^T) of {m.num_routed_experts}; all {all_experts:.0f} read once T is large"
                    + (f"; skew {skew:g}: the hottest expert takes {skew:g}x the mean load, the coldest "
-                      f"{float(formulas.routing_shares(m.num_routed_experts, m.top_k, skew)[-1]) * m.num_routed_experts / m.top_k:.2f}x" if skew != 1 else "")))
+                      f"{float(formulas.routing_shares(m.num_routed_experts, m.top_k, skew)[-1]) * m.num_routed_experts / m.top_k:.2f}x" if skew != 1 else ""),
+                   optional=("KV read", "step at EP 1", "weights read")))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -490,9 +487,11 @@ def compare_cmd(
     cols = ["", *(["mode"] if ach else []), "TTFT", "TPOT (mean)", *(["roof TPOT"] if ach else []), "decode tokens/s per replica", "bound (prefill/decode)", "weights per GPU", "KV cache per GPU", "fits"]
     if priced:
         cols.append("USD per M output tokens")
-    _console().print(_table(title, cols, table,
+    c = _console()
+    c.print(_table(c, title, cols, table,
                             caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"
-                            + (f", EP {ep}" if ep > 1 else "") + f"; a replica is {wl.num_gpus} GPU{'s' if wl.num_gpus > 1 else ''}"))
+                            + (f", EP {ep}" if ep > 1 else "") + f"; a replica is {wl.num_gpus} GPU{'s' if wl.num_gpus > 1 else ''}",
+                   optional=("bound (prefill/decode)", "weights per GPU", "roof TPOT")))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -541,7 +540,7 @@ def disagg_cmd(
          f"{p.decode_tokens_per_s_per_instance:,.0f} tok/s = {fmt_num(p.decode_requests_per_s_per_instance)} req/s",
          f"{p.decode_instances:,}", f"{p.decode_gpus:,}"],
     ]
-    c.print(_table("disaggregated serving plan", ["pool", "batch", "latency", "per instance", "instances", "GPUs"], rows,
+    c.print(_table(c, "disaggregated serving plan", ["pool", "batch", "latency", "per instance", "instances", "GPUs"], rows,
                    caption=f"total {p.total_gpus:,} GPUs; prefill:decode = {p.prefill_to_decode_gpu_ratio:.3g}"))
 
 

@@ -128,19 +128,16 @@ def render_json(rep: RegressReport) -> dict[str, Any]:
 def render_table(rep: RegressReport, con) -> None:
     """The comparison table, the flagged rows' reasons, missing / new rows, notes and the summary
     line, on a Rich console (no markup parsed)."""
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(title="roofline regress", title_justify="left")
-    t.add_column("verdict", no_wrap=True)
-    t.add_column(Text("kernel (op shape dtype [impl])"), overflow="fold", min_width=24)
-    for col in ("base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for c in rep.comparisons:
-        t.add_row(Text(c.label), Text(kernel(c.key)), us(c.baseline_median_s), us(c.candidate_median_s),
-                  pct(c.rel_change, True), pct(c.noise), p_value(c.p_shown), f"{c.n_baseline}/{c.n_candidate}",
-                  style=_VERDICT_STYLE[c.verdict] or None)
-    con.print(t)
+    from rooflinecli.cli.console import fit_table
+
+    kernel_col = "kernel (op shape dtype [impl])"
+    cols = ["verdict", kernel_col, "base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"]
+    rows = [[c.label, kernel(c.key), us(c.baseline_median_s), us(c.candidate_median_s), pct(c.rel_change, True), pct(c.noise),
+             p_value(c.p_shown), f"{c.n_baseline}/{c.n_candidate}"] for c in rep.comparisons]
+    con.print(fit_table(con, "roofline regress", cols, rows, styles=[_VERDICT_STYLE[c.verdict] or None for c in rep.comparisons],
+                        justify=["left", "left"] + ["right"] * 6, wrap=(kernel_col,), optional=("n", "p Holm", "noise")))
     for c in rep.comparisons:
         if c.verdict in ("failed", "regression", "unstable", "config-changed", "inconclusive"):
             con.print(Text(f"{c.label}: {kernel(c.key)}: {text(c.reason)}" + (f" ({text(c.note)})" if c.note else "")))

@@ -86,7 +86,11 @@ EFFICIENCY_HI = 1.5
 #: ``roofline calibrate`` fits from the copy kernel
 EFFICIENCY_KINDS = ("gemm", "attention", "elementwise", "moe", "copy")
 TOP_LEVEL_STR = ("id", "name", "vendor", "kind", "base")
-TOP_LEVEL = (*TOP_LEVEL_STR, "estimates", PEAK_TABLE, *TABLES, "sources", "efficiency", "measured_with")
+#: the optional ``[price]`` table: a cited rental price (``usd_per_gpu_hour``, ``source``, ``as_of``)
+PRICE_TABLE = "price"
+PRICE_KEYS = ("usd_per_gpu_hour", "source", "as_of")
+PRICE_HI_USD_PER_GPU_HOUR = 1_000.0  # more than any GPU rents for: a typo (cents, or a month's price)
+TOP_LEVEL = (*TOP_LEVEL_STR, "estimates", PEAK_TABLE, *TABLES, "sources", "efficiency", "measured_with", PRICE_TABLE)
 SOURCE_KEYS = ("title", "url", "note")
 REGIMES = ("memory", "compute")
 
@@ -288,6 +292,8 @@ def parse_spec(raw: dict, path: str, resolve_base: BaseResolver) -> HardwareSpec
     values["measured_with"] = _measured_with(c, raw) if "measured_with" in raw else {}
     for d, (_, how) in derived.items():
         values["measured_with"].setdefault(f"method {PEAK_TABLE}.{d}", how)
+    values["price_usd_per_gpu_hour"], values["price_source"] = (
+        _price(c, raw) if PRICE_TABLE in raw else (base_spec.price_usd_per_gpu_hour, base_spec.price_source) if base_spec is not None else (None, None))
     values["base"] = base_spec.id if base_spec is not None else None
     values["measured_keys"] = frozenset(own_keys) if kind == "measured" else frozenset()
     return HardwareSpec(**values)
@@ -390,6 +396,23 @@ def _efficiency(c: _Checker, raw: Mapping[str, Any]) -> dict[str, dict[str, floa
 #: [measured_with] entries read as numbers (``bound_spec``, the achievable roof, the fp8 speed-up):
 #: "<kind> peak_dense_tflops.<dtype>" and "<kind> memory.bandwidth_gb_per_s"
 MEASURED_NUMBER_KINDS = ("burst", "sustained", "read")
+
+
+def _price(c: _Checker, raw: Mapping[str, Any]) -> tuple[float, str]:
+    """``[price]``: USD per GPU-hour with the source it is cited from (and ``as_of``, a date)."""
+    table = c.table(raw, PRICE_TABLE) or {}
+    for key in table:
+        if key not in PRICE_KEYS:
+            raise c.unknown(key, list(PRICE_KEYS), PRICE_TABLE)
+    for key in ("usd_per_gpu_hour", "source"):
+        if key not in table:
+            raise c.fail(f"{PRICE_TABLE}.{key}", "missing required key: a price is cited (usd_per_gpu_hour and its source)")
+    usd = c.number(table["usd_per_gpu_hour"], f"{PRICE_TABLE}.usd_per_gpu_hour",
+                   Field("price_usd_per_gpu_hour", float, lo=0.0, hi=PRICE_HI_USD_PER_GPU_HOUR, unit="USD per GPU-hour"))
+    source = c.string(table["source"], f"{PRICE_TABLE}.source")
+    if "as_of" in table:
+        source += f" (as of {c.string(table['as_of'], f'{PRICE_TABLE}.as_of')})"
+    return usd, source
 
 
 def _measured_with(c: _Checker, raw: Mapping[str, Any]) -> dict[str, str]:

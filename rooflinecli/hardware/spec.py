@@ -54,6 +54,9 @@ class HardwareSpec:
     measured_keys: frozenset[str] = frozenset()
     #: shared-memory (SRAM) bandwidth of all SMs together, GB/s (optional: the report's shared-memory ceiling)
     smem_bandwidth_gb_per_s: float | None = None
+    #: optional ``[price]``: USD per GPU-hour, and where that price is cited from (the cost lines' default)
+    price_usd_per_gpu_hour: float | None = None
+    price_source: str | None = None
 
     # ---- derived figures -------------------------------------------------------------------
     def peak_flops_per_s(self, dtype: str) -> float:
@@ -145,4 +148,6 @@ class HardwareSpec:
             "sources": [{"title": s.title, "url": s.url, "note": s.note} for s in self.sources],
             "efficiency": {k: dict(v) for k, v in self.efficiency.items()},
             "measured_with": dict(self.measured_with),
+            **({"price": {"usd_per_gpu_hour": self.price_usd_per_gpu_hour, "source": self.price_source}}
+               if self.price_usd_per_gpu_hour is not None else {}),
         }

@@ -104,14 +104,14 @@ def _summary(d: dict[str, Any]) -> str:
         ("model", f"{m['display_name']} ({m['name']}; {m['attention']}, {m['num_layers']} layers, {m['total_params'] / 1e9:.3g} B params, {m['active_params'] / 1e9:.3g} B active)"),
         ("GPU", f"{gpu['name']} ({gpu['id']}, {gpu['kind']}); {wl['num_gpus']} GPU(s) per replica (TP {wl['tp']}, EP {wl['ep']})"),
         ("workload", f"batch {wl['batch']}, prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}; {wl['compute_dtype']} compute, {wl['weight_dtype']} weights, KV {wl['kv_dtype'] if wl['kv_bits'] is None else str(wl['kv_bits']) + '-bit'}"),
-        ("times", (f"achievable: the calibrated vendor-kernel model ({a.get('engine')} engine), the roof beside; the per-op numbers "
-                   "and the roofline chart's op markers are the roof's" if ach else "the roofline (no calibration)")),
+        ("times", (f"achievable: the calibrated vendor-kernel model ({a.get('engine')} engine), the measured roof beside; the per-op "
+                   "numbers and the roofline chart's op markers are the roof's" if ach else f"{a.get('mode', 'datasheet')}: the roofline (no calibration)")),
         ("TTFT (prefill)", f"{fmt_time(a['ttft_s'])} ({a['prefill']['bound']}-bound)" + (f"; roof {fmt_time(a['roof_ttft_s'])}" if ach else "")),
         ("TPOT first / mean / last", f"{fmt_time(a['tpot_first_s'])} / {fmt_time(a['tpot_s'])} / {fmt_time(a['tpot_last_s'])} ({a['decode']['bound']}-bound)"
          + (f"; roof {fmt_time(a['roof_tpot_s'])} (mean)" if ach else "")),
         ("end-to-end latency", fmt_time(a["e2e_latency_s"])),
         ("decode throughput", f"{a['tokens_per_s_per_sequence']:,.1f} tokens/s per sequence, {a['tokens_per_s_per_gpu']:,.0f} per GPU"),
-        ("ridge point", f"{a['ridge_point_flop_per_byte']:,.0f} FLOP/byte ({wl['compute_dtype']} peak / HBM bandwidth)"),
+        ("ridge point", f"{a['ridge_point_flop_per_byte']:,.0f} FLOP/byte ({wl['compute_dtype']} peak / HBM bandwidth of the roof's ceilings)"),
         ("decode turns compute-bound at", (f"batch {cbg:,} for the matmuls; " if cbg else "matmuls: beyond batch 65,536; ")
          + (f"batch {cb:,} for the whole step" if cb else "whole step: never up to batch 65,536")
          + f" (context {a['decode_compute_bound_context']:,})"),
