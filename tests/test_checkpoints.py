@@ -580,3 +580,18 @@ def test_bad_architecture_fields_are_one_line(tmp_path, raw, message):
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {p}: ") and message in lines[0], r.output
+
+
+def test_analyze_reads_the_quantization_and_weight_dtype_replaces_it(tmp_path):
+    raw = preset_raw("llama-3-8b")
+    raw["quantization_config"] = FORMATS["gptq-int4-g128"][0]
+    p = write(tmp_path, raw)
+
+    def decode_weights(*extra):
+        r = runner.invoke(app, ["analyze", "--model", str(p), "--hw", "h200", "--json", *extra])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output[r.output.index("{"):])["decode"]["weights_bytes"]
+
+    assert decode_weights() == pytest.approx(4_677_189_632, rel=1e-12)  # as stored: GPTQ int4
+    assert decode_weights("--weight-dtype", "bf16") == pytest.approx(15_009_857_536, rel=1e-12)  # replaced by 16-bit
+    assert decode_weights("--weight-dtype", "int4") == pytest.approx(N_CONV * (0.5 + 2 / 128) + 2 * (EMB + L8 * 2 * 4096 + 4096) + 2 * 4096, rel=1e-12)

@@ -140,9 +140,10 @@ def weight_bytes(n_params, wl: Workload, quantized: bool = True):
 def linear_weight_bytes(cfg: ModelConfig, wl: Workload, lin: P.Linear, tp: int, quantized: bool = True):
     """Bytes of ``lin``'s weights (all copies) one GPU holds under tensor parallelism ``tp``: as the
     checkpoint stores them when it has a ``quantization_config`` (``params.stored_bytes_per_weight``;
-    biases 16-bit), else ``weight_bytes`` (``quantized``: follows ``weight_dtype``)."""
+    biases 16-bit), else, or when ``wl.weight_dtype_overrides``, ``weight_bytes`` (``quantized``:
+    follows ``weight_dtype``)."""
     n = linear_params_per_gpu(cfg, lin, tp)
-    if cfg.quantization is None:
+    if cfg.quantization is None or wl.weight_dtype_overrides:
         return weight_bytes(n, wl, quantized)
     f_in, f_out = linear_split(cfg, lin, tp)
     bias = lin.count * lin.d_out * f_out if lin.bias else 0.0
@@ -151,7 +152,7 @@ def linear_weight_bytes(cfg: ModelConfig, wl: Workload, lin: P.Linear, tp: int, 
 
 def part_weight_bytes(cfg: ModelConfig, wl: Workload, lin: P.Linear, n_params):
     """Bytes of ``n_params`` weights taken from ``lin`` (MLA's absorbed halves of kv_b)."""
-    if cfg.quantization is None:
+    if cfg.quantization is None or wl.weight_dtype_overrides:
         return weight_bytes(n_params, wl)
     return n_params * P.stored_bytes_per_weight(cfg, lin)
 

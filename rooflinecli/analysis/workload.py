@@ -43,6 +43,9 @@ class Workload:
     gen_len: int
     compute_dtype: str = "bf16"
     weight_dtype: str = "bf16"
+    #: a checkpoint with a ``quantization_config`` is read as it stores its weights unless this is
+    #: True (the user gave --weight-dtype): then ``weight_dtype`` replaces the checkpoint's format
+    weight_dtype_overrides: bool = False
     kv_dtype: str = "bf16"
     kv_bits: float | None = None  # overrides kv_dtype: any width in bits (e.g. 3 or 4.5)
     weight_group_size: int = 128  # int4 weights: one 2-byte scale per group

@@ -225,7 +225,10 @@ def attention_io_cmd(
 # ------------------------------------------------------------------------------------------------
 
 def _wl_kwargs(dtype: str, weight_dtype: str, kv_dtype: str, kv_bits: float | None, kv_block_size: int | None, tp: int = 1, ep: int = 1, **more) -> dict:
-    return dict(compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, kv_block_size=kv_block_size, tp=tp, ep=ep, **more)
+    from rooflinecli.cli.workload_options import option_given
+
+    return dict(compute_dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, kv_block_size=kv_block_size, tp=tp, ep=ep,
+                weight_dtype_overrides=option_given("weight_dtype"), **more)  # --weight-dtype replaces a quantized checkpoint's format
 
 
 def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:

@@ -197,6 +197,17 @@ def shared_default(name: str):
     return WORKLOAD_OPTIONS[name][1]
 
 
+def option_given(name: str) -> bool:
+    """Whether the running command's option ``name`` came from the command line or the
+    environment, not from its default (False outside a command)."""
+    import importlib
+
+    click = typer.BadParameter.__mro__[1].__module__.rsplit(".", 1)[0]  # "typer._click" (vendored) or "click"
+    ctx = importlib.import_module(f"{click}.globals").get_current_context(silent=True)
+    source = ctx.get_parameter_source(name) if ctx is not None else None
+    return source is not None and source.name != "DEFAULT"
+
+
 def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gpu_hour: float | None = None, **options):
     """The validated ``analysis.Workload`` of the shared options a command was given (by their
     parameter names; any not given take their shared default)."""
@@ -214,5 +225,6 @@ def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gp
         launch_overhead_s=o["launch_overhead_us"] * 1e-6, expert_skew=o["expert_skew"], kv_block_size=o["kv_block_size"],
         prefill_chunk_tokens=o["prefill_chunk"] or None, price_per_gpu_hour=price_usd_per_gpu_hour,
         use_fitted_efficiency=o["fitted_efficiency"], mla_decode=o["mla_decode"], engine=o["engine"],
+        weight_dtype_overrides=option_given("weight_dtype"),  # replaces a quantized checkpoint's own format
     )
     return validate_workload(wl)
