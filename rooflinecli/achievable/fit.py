@@ -305,8 +305,8 @@ def fit_target_s(r: Row) -> float:
     (``EAGER_CHECKED_OPS``) whose eager time is lower. CUDA events around an eager launch can only
     add host gaps to the kernel's time, never remove any, and a memory-bound kernel barely moves
     with the SM clock (the burst/sustained gap that makes eager GEMMs faster), so an eager time
-    under the graph time says the graph figure is off. On H200 that is a
-    1 GiB copy (graph 774.6 us, eager 506.2, 2 s back to back 505.1: a graph memcpy node of 1 GiB
+    under the graph time says the graph figure is off. On H200 that is a 1 GiB copy (graph
+    774.6 us, eager 506.2, 2 s back to back 505.1: a graph memcpy node of 1 GiB
     runs at half bandwidth, pytorch/pytorch#191284), the RMSNorm rows whose copy_ is 512 MiB or
     more (1.2x), and 16 GQA decode-attention rows of 1.07 and 2.15 GB, 1.11-1.14x their eager
     times while the MHA rows of the same bytes agree within 1% (and the whole-model decode graphs
@@ -326,7 +326,7 @@ def _batch_ratio(nbytes, batch, log_b: np.ndarray, curves: list, by_bytes: tuple
     the bandwidth of B8-B32 rows of the same bytes). ``weight``: 1 within the measured batches (5%
     slack), fading to 0 over a factor of 2 (``BATCH_FADE_OUT_LOG_B``) beyond them, where the caller
     takes the by-bytes ratio (a grid cut short by its budget measures few batches); a hard switch
-    made batch 135 faster than 134 on the H200 fit. Broadcasts over arrays of both."""
+    would make batch 135 faster than 134 on the H200 fit. Broadcasts over arrays of both."""
     b = np.maximum(np.asarray(batch, dtype=float), 1.0)
     nb, b = np.broadcast_arrays(np.asarray(nbytes, dtype=float), b)
     lx, lb = np.log(np.maximum(nb, 1.0) / b).ravel(), np.log(b).ravel()

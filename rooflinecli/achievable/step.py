@@ -66,8 +66,9 @@ def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
     fp16: 1), for the bf16-fitted vendor-kernel models: the spec's peak for the dtype over its bf16
     peak measured the same way. A measured spec keeps the burst figures (20 single launches) in
     ``measured_with``; where it has both, the ratio compares burst with burst (``h200-measured``:
-    1,449 / 781.9 = 1.85; on H200 fp8 ``_scaled_mm`` at 8192^3 runs 1.91x bf16 cuBLAS); an older file with a burst fp8 peak beside a sustained bf16 one compares the fp8
-    peak with the bf16 burst. A peak the spec does not measure takes its peer's ratio (the measured
+    1,449 / 781.9 = 1.85; on H200 fp8 ``_scaled_mm`` at 8192^3 runs 1.91x bf16 cuBLAS); an older
+    file with a burst fp8 peak beside a sustained bf16 one compares the fp8 peak with the bf16
+    burst. A peak the spec does not measure takes its peer's ratio (the measured
     dtype of the same datasheet peak: int8 -> fp8 on Hopper), else the datasheet's own. Never below 1
     (fp32 and tf32 GEMMs are not modelled slower here)."""
     if compute_dtype in ("bf16", "fp16"):
