@@ -112,6 +112,8 @@ def list_models(json_out: JsonOption = False) -> None:
                 "total_params": params.total_params(cfg),
                 "active_params": params.active_params(cfg),
                 "kv_bytes_per_token": kv.kv_bytes_per_token(cfg, 2.0),
+                "weight_bytes": sum(params.stored_weight_bytes(cfg).values()),
+                "quantization": cfg.quantization.label if cfg.quantization is not None else None,
             }
         )
     if json_out:
@@ -121,12 +123,14 @@ def list_models(json_out: JsonOption = False) -> None:
 
     from rooflinecli.cli.console import fit_table
 
-    cols = ["id", "name", "layers", "attention", "total params", "active params", "KV bytes/token"]
+    from rooflinecli.fmt import fmt_bytes
+
+    cols = ["id", "name", "layers", "attention", "total params", "active params", "weights", "KV bytes/token"]
     cells = [[r["id"], r["name"], str(r["num_layers"]), r["attention"] + (" + MoE" if r["moe"] else ""), _human(r["total_params"]),
-              _human(r["active_params"]), f"{r['kv_bytes_per_token']:,.0f}"] for r in rows]
+              _human(r["active_params"]), fmt_bytes(r["weight_bytes"]), f"{r['kv_bytes_per_token']:,.0f}"] for r in rows]
     c = _console()
-    c.print(fit_table(c, "Model presets (KV cache at bf16)", cols, cells, justify=["left", "left", "right", "left", "right", "right", "right"],
-                      optional=("name",), box=box.SIMPLE_HEAD))
+    c.print(fit_table(c, "Model presets (weights as stored, KV cache at bf16)", cols, cells,
+                      justify=["left", "left", "right", "left", "right", "right", "right", "right"], optional=("name", "weights"), box=box.SIMPLE_HEAD))
 
 
 def show_model(
