@@ -595,3 +595,13 @@ def test_analyze_reads_the_quantization_and_weight_dtype_replaces_it(tmp_path):
     assert decode_weights() == pytest.approx(4_677_189_632, rel=1e-12)  # as stored: GPTQ int4
     assert decode_weights("--weight-dtype", "bf16") == pytest.approx(15_009_857_536, rel=1e-12)  # replaced by 16-bit
     assert decode_weights("--weight-dtype", "int4") == pytest.approx(N_CONV * (0.5 + 2 / 128) + 2 * (EMB + L8 * 2 * 4096 + 4096) + 2 * 4096, rel=1e-12)
+
+
+def test_rope_on_linear_scaling_without_an_original_context():
+    from rooflinecli.model_registry import get_preset
+    from rooflinecli.whatif.rope import rope_for_model
+
+    cfg = get_preset("gemma-3-27b")  # linear x8, max_position_embeddings 131,072: the scaled context
+    ext = rope_for_model(cfg, target_context=262144)
+    assert ext.trained_context_tokens == 131072 and ext.original_context_tokens is None
+    assert ext.rope_scaling_factor_for_target == 16  # twice the stretch: 262,144 over 131,072 / 8

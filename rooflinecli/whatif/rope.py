@@ -129,8 +129,9 @@ def rope_for_model(
         return ext
     from dataclasses import replace
 
+    original = rs.original_context or ext.trained_context_tokens / rs.factor  # linear: the context before the stretch
     return replace(ext, rope_scaling_type=rs.kind, rope_scaling_factor=rs.factor, original_context_tokens=rs.original_context,
-                   rope_scaling_factor_for_target=max(rs.factor, ext.target_context_tokens / rs.original_context))
+                   rope_scaling_factor_for_target=max(rs.factor, ext.target_context_tokens / original))
 
 
 def context_warning(cfg: ModelConfig, context_tokens: int) -> str | None:
