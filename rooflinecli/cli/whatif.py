@@ -240,7 +240,9 @@ def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:
 
 def _mode_phrase(kw: dict) -> str:
     """What the times of ``_mode_kwargs``' workload are: the calibrated model's or which roof's."""
-    return f"achievable, {kw['engine']} engine" if kw["mode"] == "achievable" else f"{kw['mode']} roof"
+    if kw["mode"] == "achievable":
+        return f"achievable, {kw['engine']} engine"
+    return "measured roof" if kw["mode"] == "measured-roof" else f"{kw['mode']} roof"
 
 
 def _workload(batch: int, prompt: int, gen: int, **kwargs):
