@@ -66,7 +66,7 @@ class Combo:
     dtype: str  # compute dtype
     weight_dtype: str
     kv_dtype: str
-    mode: str = "roof"  # "roof" or "achievable" (``time_s``; ``roof_time_s`` is always the roof)
+    mode: str = "roof"  # a mode of ``rooflinecli.predict`` (``time_s``; ``roof_time_s`` is always the roof's)
     engine: str = "torch"
     kv_bits: float | None = None  # overrides kv_dtype (``--kv-bits``)
 
@@ -140,7 +140,8 @@ def make_combos(
 ) -> list[Combo]:
     """Every (model, GPU, dtype, weight dtype, KV dtype). Without ``weight_dtypes`` the weights
     are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs). ``mode``
-    None: achievable on calibrated specs, roof on the others (``achievable.resolve_mode``)."""
+    None: achievable on calibrated specs, the roof of the spec's own kind on the others
+    (``predict.resolve_mode``)."""
     from rooflinecli.achievable import resolve_mode
 
     combos = []
