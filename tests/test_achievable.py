@@ -134,7 +134,10 @@ def test_shipped_measured_spec_names_its_calibration(h200m):
     assert 600 < h200m.peak_dense_tflops["bf16"] < burst < 990
     assert calibration_for(h200m).sustained["gemm_bf16_tflops"] == pytest.approx(h200m.peak_dense_tflops["bf16"], rel=1e-3)
     assert calibration_for(h200m).gpu == "NVIDIA H200"
-    assert calibration_for(get_spec("h200")) is None and models_for(get_spec("h200")) is None
+    # the datasheet spec has no calibration of its own (torch engine); its GPU's imported ones answer by engine
+    assert calibration_for(get_spec("h200"), "torch") is None and models_for(get_spec("h200"), "torch") is None
+    assert calibration_for(get_spec("h200"), "vllm").engine == "vllm"
+    assert calibration_for(h200m, "vllm").path == calibration_for(get_spec("h200"), "vllm").path  # the GPU, not the spec's kind
 
 
 def test_modes_order_and_breakdown_sums(h200m):
@@ -224,12 +227,14 @@ def test_eager_prefill_waits_for_the_host_only_when_kernels_are_short(h200m):
 def test_bad_mode_and_engine(h200m):
     cfg = get_model("llama-3-8b")
     wl = Workload(batch=1, prompt_len=16, gen_len=1)
-    with pytest.raises(RooflineError, match="unknown engine 'vllm'"):
-        predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="achievable", engine="vllm")
+    with pytest.raises(RooflineError, match="unknown engine 'tensorrt'"):
+        predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="achievable", engine="tensorrt")
     with pytest.raises(RooflineError, match="--mode: unknown mode 'fast'"):
         predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="fast")
-    with pytest.raises(RooflineError, match="needs a calibrated spec"):
-        predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="achievable")
+    with pytest.raises(RooflineError, match="no calibration for engine torch"):
+        predict_step_s(cfg, get_spec("mi300x"), wl, "decode", 1, 16, mode="achievable")
+    with pytest.raises(RooflineError, match="h200: no calibration for engine torch .*this GPU has sglang, trtllm, vllm"):
+        predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="achievable", engine="torch")
     with pytest.raises(RooflineError, match="measured-roof needs a measured spec"):
         predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="measured-roof")
 

@@ -29,27 +29,96 @@ __all__ = [
     "CALIBRATION_KEY",
     "ENGINES",
     "EngineProfile",
+    "calibrated_engines",
     "calibration_for",
+    "calibration_source",
     "calibration_path",
     "default_engine",
     "get_engine",
     "has_calibration",
+    "imported_calibrations",
+    "imported_engine",
+    "measured_dir",
     "models_for",
     "phase_achievable",
     "require_models",
+    "transfer_donor",
 ]
+
+
+#: engines whose calibrations are imported vendor tables, looked up by (GPU, engine), in the
+#: order a GPU without its own calibration picks its default engine from
+IMPORTED_ENGINES: tuple[str, ...] = ("vllm", "trtllm", "sglang")
+#: file name of an imported calibration of (GPU id, engine) in ``measured_dir()``
+IMPORTED_NAME = "{gpu}.{engine}.calibration.json.gz"
+
+
+def measured_dir() -> Path:
+    """The folder of measured specs and calibrations (``hardware_specs/measured``)."""
+    from rooflinecli.hardware.loader import specs_dir
+
+    return specs_dir() / "measured"
+
+
+def gpu_id(spec) -> str:
+    """The GPU a spec describes: a measured spec's datasheet base, else its own id."""
+    return spec.base if spec.kind == "measured" and spec.base else spec.id
+
+
+def imported_calibrations() -> list[tuple[str, str, Path]]:
+    """(GPU id, engine, path) of every imported calibration shipped in ``measured_dir()``."""
+    d = measured_dir()
+    out = []
+    suffix = IMPORTED_NAME.format(gpu="", engine="")[1:]  # ".calibration.json.gz"
+    for p in sorted(d.glob("*" + suffix)) if d.is_dir() else ():
+        gpu, _, engine = p.name[: -len(suffix)].rpartition(".")
+        if gpu and engine in IMPORTED_ENGINES:
+            out.append((gpu, engine, p))
+    return out
+
+
+def calibrated_engines(spec) -> list[tuple[str, str]]:
+    """(engine, where its calibration comes from) for every engine calibrated on ``spec``'s GPU,
+    without loading the files: the spec's own calibration (torch and fused engines) and the
+    imported ones of its GPU."""
+    out = []
+    own = _own_calibration(spec)
+    if own:
+        out += [("torch", f"own measurements ({Path(own).name})"), ("fused", f"own measurements ({Path(own).name})")]
+    out += [(e, f"imported vendor tables ({p.name})") for g, e, p in imported_calibrations() if g == gpu_id(spec)]
+    return out
+
+
+def _own_calibration(spec) -> str | None:
+    return getattr(spec, CALIBRATION_KEY, None) or (spec.measured_with or {}).get(CALIBRATION_KEY)
 
 
 def default_engine(spec) -> str:
     """The engine a prediction on ``spec`` runs when none is named: "torch" (the engine of the
-    project's own calibration)."""
+    project's own calibration). A datasheet spec thus stays on its roof unless an engine is named
+    (``--hw h100-sxm --engine vllm``); ``imported_engine(spec)`` is the engine it would take."""
     return "torch"
+
+
+def imported_engine(spec) -> str | None:
+    """The first of ``IMPORTED_ENGINES`` with an imported calibration of ``spec``'s GPU, or None."""
+    have = {e for g, e, _ in imported_calibrations() if g == gpu_id(spec)}
+    return next((e for e in IMPORTED_ENGINES if e in have), None)
 
 
 def calibration_path(spec, engine: str | None = None) -> Path | None:
     """The calibration file of ``spec`` for ``engine`` (relative paths resolve beside the spec
-    file), or None. The torch and fused engines share the spec's own calibration."""
-    get_engine(engine or default_engine(spec))
+    file), or None. The torch and fused engines share the spec's own calibration; the serving
+    engines (``IMPORTED_ENGINES``) read the imported calibration of the spec's GPU, whatever
+    the spec's kind."""
+    engine = engine or default_engine(spec)
+    get_engine(engine)
+    if engine in IMPORTED_ENGINES:
+        p = measured_dir() / IMPORTED_NAME.format(gpu=gpu_id(spec), engine=engine)
+        if p.is_file():
+            return p
+        donor = transfer_donor(spec, engine)
+        return None if donor is None else measured_dir() / IMPORTED_NAME.format(gpu=donor, engine=engine)
     # a top-level ``calibration`` key (if the spec schema has one), else ``[measured_with] calibration``
     name = getattr(spec, CALIBRATION_KEY, None) or (spec.measured_with or {}).get(CALIBRATION_KEY)
     if not name:
@@ -65,8 +134,26 @@ def has_calibration(spec, engine: str | None = None) -> bool:
     return calibration_path(spec, engine) is not None
 
 
+def transfer_donor(spec, engine: str) -> str | None:
+    """The measured GPU whose imported ``engine`` calibration stands in for ``spec``'s GPU when it
+    has none of its own: the nearest in (log bf16 peak, log HBM bandwidth); None when the GPU has
+    its own, the engine is not imported, or no GPU has it."""
+    if engine not in IMPORTED_ENGINES:
+        return None
+    have = [g for g, e, _ in imported_calibrations() if e == engine]
+    if gpu_id(spec) in have:
+        return None
+    from .tables import nearest_gpu
+
+    return nearest_gpu(spec, have)
+
+
 def calibration_for(spec, engine: str | None = None):
-    """The spec's ``Calibration`` for ``engine`` or None; a named file that is missing or bad: RooflineError."""
+    """The spec's ``Calibration`` for ``engine`` or None; a named file that is missing or bad:
+    RooflineError. A calibration transferred from another GPU (``transfer_donor``) says so in its
+    ``gpu``."""
+    from dataclasses import replace
+
     from .calibration import load_calibration
 
     p = calibration_path(spec, engine)
@@ -74,7 +161,11 @@ def calibration_for(spec, engine: str | None = None):
         return None
     if not p.is_file():
         raise RooflineError(f"{spec.path or spec.id}: measured_with.calibration: no such calibration file {p}")
-    return load_calibration(str(p))
+    cal = load_calibration(str(p))
+    donor = transfer_donor(spec, engine or default_engine(spec))
+    if donor is not None:
+        cal = replace(cal, gpu=f"{cal.gpu}, transferred to {spec.id} by the datasheet ceilings (no data of its own)")
+    return cal
 
 
 @lru_cache(maxsize=8)
@@ -85,18 +176,59 @@ def _fit(path: str):
     return fit_models(load_calibration(path))
 
 
-def models_for(spec, engine: str | None = None):
-    """The fitted models of the spec's calibration for ``engine`` (cached per file), or None without one."""
+def calibration_source(spec, engine: str | None = None) -> str:
+    """Which calibration answers for (spec, engine), in words (for summary lines)."""
+    engine = engine or default_engine(spec)
     cal = calibration_for(spec, engine)
-    return None if cal is None else _fit(cal.path)
+    if cal is None:
+        return "none"
+    if cal.tables:
+        src = cal.source
+        versions = sorted({f"{t['provenance'].get('framework')} {t['provenance'].get('framework_version')}" for t in cal.tables.values()})
+        return f"{Path(cal.path).name}: {src.get('package', '')} {src.get('package_version', '')} tables of {cal.gpu} ({', '.join(versions)})"
+    return f"{Path(cal.path).name}: our own measurements of {cal.gpu}"
+
+
+def models_for(spec, engine: str | None = None):
+    """The fitted models of the spec's calibration for ``engine`` (cached per file), or None
+    without one; transferred from another GPU's (``transfer_donor``): its tables' rates scaled by
+    the two GPUs' datasheet ceilings (``tables.transferred``)."""
+    cal = calibration_for(spec, engine)
+    if cal is None:
+        return None
+    donor = transfer_donor(spec, engine or default_engine(spec))
+    if donor is None:
+        return _fit(cal.path)
+    from .tables import ceilings_of
+
+    return _fit_transferred(cal.path, donor, ceilings_of(spec))
+
+
+@lru_cache(maxsize=8)
+def _fit_transferred(path: str, donor: str, target: tuple[float, float]):
+    from dataclasses import replace
+
+    import numpy as np
+
+    from .tables import ceilings_of, transferred
+
+    m = _fit(path)
+    (pd, bd), (pg, bg) = ceilings_of(donor), target
+    copy = m.linear["copy"]
+    return replace(m, tables=transferred(m.tables, donor, target),
+                   gemm=replace(m.gemm, flops_per_s=m.gemm.flops_per_s * pg / pd, bytes_per_s=m.gemm.bytes_per_s * bg / bd),
+                   linear={**m.linear, "copy": replace(copy, coef=np.array([copy.coef[0], copy.coef[1] * bd / bg]))})
 
 
 def require_models(spec, engine: str | None = None):
     m = models_for(spec, engine)
     if m is None:
+        engine = engine or default_engine(spec)
+        have = sorted({e for g, e, _ in imported_calibrations() if g == gpu_id(spec)})
         raise RooflineError(
-            f"{spec.id}: achievable mode needs a calibrated spec (a measured spec naming its calibration file, "
-            f"e.g. --hw h200-measured); {spec.id} is {spec.kind}: use --mode roof"
+            f"{spec.id}: no calibration for engine {engine} (achievable mode needs one: "
+            + (f"this GPU has {', '.join(have)}" if have else "a measured spec naming its calibration file, e.g. --hw h200-measured")
+            + "); use --mode roof"
         )
     return m
 

@@ -605,9 +605,11 @@ TABLE_FORM_STRIDE = 16
 
 def fit_table_models(cal: Calibration) -> FittedModels:
     """An imported calibration (tables, no rows): the tables' models, plus what the step needs
-    beside them from the same data: the fitted GEMM form on the bf16 GEMM table, single-pass
-    elementwise kernels at that form's fixed cost and bandwidth (the data times no elementwise
-    op), and the graph floor as the smallest GEMM time measured."""
+    beside them from the same data: the fitted GEMM form on the bf16 GEMM table; the graph floor
+    as the smallest GEMM time measured (a call that does next to nothing); single-pass
+    elementwise kernels (the data times no elementwise op) at that floor plus their bytes at the
+    form's bandwidth. The form's own fixed cost (a GEMM's setup and tail, 3-4 us) is not an
+    elementwise kernel's."""
     from .tables import fit_tables
 
     tm = fit_tables(cal)
@@ -618,7 +620,7 @@ def fit_table_models(cal: Calibration) -> FittedModels:
     t = np.asarray(c["latency_us"], dtype=float)[sel] * 1e-6
     t0, bw, peak = _gemm_base_fit(2.0 * M * N * K, 2.0 * (M * K + N * K + M * N), t)
     floor = float(np.min(np.asarray(c["latency_us"], dtype=float))) * 1e-6
-    return FittedModels(gemm=GemmModel(t0, bw, peak), linear={"copy": LinearModel("copy", np.array([max(t0, floor), 1.0 / bw]))},
+    return FittedModels(gemm=GemmModel(t0, bw, peak), linear={"copy": LinearModel("copy", np.array([floor, 1.0 / bw]))},
                         graph_floor_s=floor, eager_launch_s=0.0, sustained_gemm_flops_per_s=None, tables=tm)
 
 

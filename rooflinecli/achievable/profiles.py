@@ -40,6 +40,19 @@ class EngineProfile:
     #: GEMM fit's form on the experts' FLOPs and bytes, within 15% of the project's Triton kernel
     #: at decode sizes on H200)
     moe_experts: str = "fused"
+    #: what the engine's measured attention call includes besides attention itself ("kv_write":
+    #: the new K and V written into the cache; "rope": RoPE on q and k, as TensorRT-LLM's QKV
+    #: preprocessing): those kernels get no row of their own
+    attention_includes: tuple[str, ...] = ()
+
+
+def _serving(name: str, description: str, includes: tuple[str, ...]) -> EngineProfile:
+    """A serving engine whose kernels were measured as such (its imported calibration's tables):
+    fused add + RMSNorm, fused SiLU * mul, its attention call as measured (``includes``), decode
+    in a CUDA graph, prefill eager (a few large kernels per layer: the host keeps up)."""
+    return EngineProfile(name=name, description=description, decode_graph=True, prefill_graph=False, fuse_qkv=True, fuse_gate_up=True,
+                         norm="fused", norm_kernels=1, residual_add_kernels=0, act="fused", act_kernels=1,
+                         rope_kernels=0 if "rope" in includes else 1, kv_write_kernels=0, attention="table", attention_includes=includes)
 
 
 ENGINES: dict[str, EngineProfile] = {
@@ -87,6 +100,12 @@ ENGINES: dict[str, EngineProfile] = {
         kv_write_kernels=0,
         attention="sdpa",
     ),
+    "vllm": _serving("vllm", "vLLM's kernels as measured: torch linear / CUTLASS fp8 GEMMs, FlashAttention calls that include the "
+                     "KV-cache write, custom all-reduce; fused norm and SiLU*mul", ("kv_write",)),
+    "sglang": _serving("sglang", "SGLang's kernels as measured: GEMMs, FlashInfer / FA3 attention calls that include the KV-cache "
+                       "write, custom all-reduce; fused norm and SiLU*mul", ("kv_write",)),
+    "trtllm": _serving("trtllm", "TensorRT-LLM's kernels as measured: GEMMs, attention calls that include the QKV preprocessing "
+                       "(RoPE and the KV-cache write), custom all-reduce; fused norm and SiLU*mul", ("rope", "kv_write")),
 }
 
 

@@ -134,6 +134,13 @@ class _Builder:
         return t + (kernels - 1) * t0, kernels * t0
 
     def gemm(self, M, N, K, nbytes):
+        tm = self.m.tables
+        if tm is not None:  # the engine's measured GEMM table of the compute dtype (fp8: quantization included)
+            g = tm.gemm.get(self.wl.compute_dtype) or tm.gemm["bf16"]
+            t = g.time_s(M, N, K)
+            if g.dtype != self.wl.compute_dtype and self.gemm_speedup != 1.0:
+                t = t / self.gemm_speedup
+            return t, np.minimum(t, self.m.graph_floor_s)
         # the vendor-kernel fits are of bf16 GEMMs: another compute dtype runs their compute term
         # ``gemm_speedup`` times faster (bf16-equivalent FLOPs), the bytes as they are
         flops = 2.0 * M * N * K / self.gemm_speedup
@@ -188,6 +195,11 @@ class _Builder:
         M = self.last if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
+        if self.m.tables is not None:
+            g = self.m.tables.gemm.get(self.wl.compute_dtype) or self.m.tables.gemm["bf16"]
+            note += f"; {g.dtype} GEMM table ({g.kernel})"
+            self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count), clamp=False, timed_as_a_whole=True)
+            return
         if self.graph and self.m.gemm_stream[0].size:  # weights streamed once per step, as gemm_stream times them
             r = self.m.gemm_stream_ratio(M)
             t, t0 = t * r, np.minimum(t0, t * r)
@@ -223,7 +235,53 @@ class _Builder:
         self.add(name, "elementwise", layers, count * self.p.norm_kernels, t, f, roof_names, timed_as_a_whole=self.p.norm == "torch",
                  host=("rmsnorm" if self.p.norm == "torch" else None, count), switches=switches, clamp=clamp)
 
+    def attention_table(self, name: str) -> bool:
+        """The engine's measured attention call (context: B sequences of S tokens; generation: B
+        sequences at N cached tokens) from its tables; False when the calibration has no table for it."""
+        tm = self.m.tables
+        at = None if tm is None else (tm.context if self.phase == "prefill" else tm.generation)
+        if at is None:
+            return False
+        op, cfg, wl = self.ops[name], self.cfg, self.wl
+        h = cfg.num_heads / wl.tp
+        if cfg.mla is not None:  # the latent cache read by every head: one KV head of the latent width
+            hkv, D = 1, cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim
+        else:
+            hkv, D = kv_heads_per_gpu(cfg, wl.tp), cfg.head_dim
+        kv = "fp8" if wl.kv_bytes_per_element <= 1 else "bf16"
+        t, key = at.time_s(self.seqs, self.context, max(h, 1.0), max(hkv, 1.0), D, kv)
+        shape = f"H{key[0]}/KVH{key[1]} D{key[2]} {key[3]}"
+        exact = (key[0], key[1], key[2]) == (int(h), int(hkv), int(D))
+        includes = " (includes " + " and ".join(self.p.attention_includes) + ")" if self.p.attention_includes else ""
+        note = (f"{at.phase} attention table, {at.kernel}{includes}; " + ("measured heads" if exact else f"nearest measured heads {shape}, scaled")
+                + ("; MLA as one latent KV head" if cfg.mla is not None else ""))
+        self.add(name, "attention", op.layers, 1, t, np.minimum(t, self.m.graph_floor_s), (name,), (op.note + "; " if op.note else "") + note,
+                 timed_as_a_whole=True, clamp=False)
+        return True
+
+    def comm_table(self, name: str) -> bool:
+        """A collective from the measured tables: latency + bandwidth per GPU count and message size."""
+        tm = self.m.tables
+        if tm is None or tm.comm is None:
+            return False
+        op = self.ops[name]
+        if name.startswith("comm.tp_allreduce"):
+            p, what, calls = self.wl.tp, "all_reduce", 1
+        elif name == "comm.ep_all_to_all":
+            p, what, calls = self.wl.ep, "alltoall", 2
+        else:
+            return False
+        msg = np.asarray(op.comm_bytes, dtype=float) / (2.0 * (p - 1) / p) / calls
+        t, src = tm.comm.time_s(what, int(p), msg)
+        if t is None:
+            return False
+        self.add(name, "comm", op.layers, op.kernels, calls * t, 0.0 * t, (name,), (op.note + "; " if op.note else "") + f"measured {what.replace('_', '-')} table ({src})",
+                 timed_as_a_whole=True, clamp=False)
+        return True
+
     def attention_core(self, name: str):
+        if self.attention_table(name):
+            return
         op = self.ops[name]
         cfg, wl = self.cfg, self.wl
         h = cfg.num_heads / wl.tp
@@ -319,6 +377,8 @@ class _Builder:
                 self.attention_core(name)
             elif name.endswith(".act") and name.startswith("mlp") and cfg.gated_mlp:
                 self._act(op)
+            elif op.kind == "comm" and self.comm_table(name):
+                pass
             elif op.kind == "comm":  # nothing calibrated: the link's roofline (one GPU cannot time a collective)
                 self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,),
                          (op.note + "; " if op.note else "") + COMM_NOTE)
@@ -409,6 +469,10 @@ class _Builder:
                 t, f = self.copy_like(2.0 * (k + kv), self.p.kv_write_kernels)
                 self.add("attn.kv_write", "elementwise", L, self.p.kv_write_kernels, t, f, (), "K and V copied into the cache",
                          host=("copy", self.p.kv_write_kernels))
+        elif "kv_write" in self.p.attention_includes:  # the measured attention call writes the cache
+            if rope and "rope" not in self.p.attention_includes:  # RoPE alone: read and write q and k
+                t, f = self.copy_like(2.0 * q + 2.0 * k, self.p.rope_kernels)
+                self.add("attn.rope", "elementwise", L, self.p.rope_kernels, t, f, (), "RoPE on q and k (the KV-cache write is in the attention call)")
         elif rope:  # fused RoPE + KV write: read q, k, v; write q, k and the cache entries
             t, f = self.copy_like(2.0 * q + 2.0 * k + k + 2.0 * kv, self.p.rope_kernels)
             self.add("attn.rope_kv_write", "elementwise", L, self.p.rope_kernels, t, f, (), "fused RoPE + KV-cache write")

@@ -282,6 +282,7 @@ class TableModels:
     comm: CommTable | None = None
     provenance: dict = field(default_factory=dict)  # table -> provenance
     engine: str = ""
+    transferred_from: str | None = None  # the measured GPU these tables were carried from, if any
 
     def describe(self) -> dict:
         return {"engine": self.engine, "gemm_dtypes": sorted(self.gemm), "tables": {k: v.get("table_path") for k, v in self.provenance.items()}}
@@ -466,28 +467,32 @@ def validation_report(target: str | None = None) -> dict:
 # ------------------------------------------------------------------------------------------------
 
 
-def _ceilings(gpu: str) -> tuple[float, float]:
-    """(bf16 dense FLOP/s, HBM bytes/s) of a datasheet spec."""
+def ceilings_of(gpu) -> tuple[float, float]:
+    """(bf16 dense FLOP/s, HBM bytes/s) of the datasheet behind ``gpu`` (an id or a spec; a
+    measured spec's base)."""
     from rooflinecli.hardware import get_spec
 
-    s = get_spec(gpu)
+    s = get_spec(gpu) if isinstance(gpu, str) else gpu
+    if s.kind == "measured" and s.base:
+        s = get_spec(s.base)
     return s.peak_flops_per_s("bf16"), s.memory_bandwidth_gb_per_s * 1e9
 
 
-def nearest_gpu(gpu: str, candidates: list[str]) -> str | None:
-    """The candidate nearest ``gpu`` in (log bf16 peak, log HBM bandwidth)."""
+def nearest_gpu(gpu, candidates: list[str]) -> str | None:
+    """The candidate nearest ``gpu`` (an id or a spec) in (log bf16 peak, log HBM bandwidth)."""
     if not candidates:
         return None
-    p, b = _ceilings(gpu)
-    return min(candidates, key=lambda c: (abs(np.log(_ceilings(c)[0] / p)) + abs(np.log(_ceilings(c)[1] / b)), c))
+    p, b = ceilings_of(gpu)
+    return min(candidates, key=lambda c: (abs(np.log(ceilings_of(c)[0] / p)) + abs(np.log(ceilings_of(c)[1] / b)), c))
 
 
-def transferred(tm: TableModels, donor: str, gpu: str) -> TableModels:
-    """``tm`` (measured on ``donor``) carried to ``gpu``: each table's compute and memory rates
-    scaled by the two GPUs' datasheet ceilings, the measured ratio curves kept."""
+def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
+    """``tm`` (measured on ``donor``) carried to ``gpu`` (an id, a spec, or its ``ceilings_of``):
+    each table's compute and memory rates scaled by the two GPUs' datasheet ceilings, the
+    measured ratio curves kept. Collectives are kept as measured (the link is not scaled)."""
     from dataclasses import replace
 
-    (pd, bd), (pg, bg) = _ceilings(donor), _ceilings(gpu)
+    (pd, bd), (pg, bg) = ceilings_of(donor), (gpu if isinstance(gpu, tuple) else ceilings_of(gpu))
 
     def scale(r: Rates) -> Rates:
         return Rates(r.flops_per_s * pg / pd, r.bytes_per_s * bg / bd)
@@ -498,6 +503,7 @@ def transferred(tm: TableModels, donor: str, gpu: str) -> TableModels:
         context=replace(tm.context, rates=scale(tm.context.rates)) if tm.context else None,
         generation=replace(tm.generation, rates=scale(tm.generation.rates)) if tm.generation else None,
         engine=f"{tm.engine}, transferred from {donor}",
+        transferred_from=donor,
     )
 
 

@@ -1,0 +1,117 @@
+"""The achievable model on imported calibrations (hardware_specs/measured/<gpu>.<engine>.calibration.json.gz):
+looked up by (GPU, engine), GEMMs / attention / all-reduce read off the engine's measured tables,
+fp8 at its own measured cost, GPUs without data transferred from the nearest measured one, and
+the tables' leave-shape-out error within the targets where the data is regular."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rooflinecli.achievable import calibration_for, default_engine, imported_calibrations, models_for, transfer_donor
+from rooflinecli.achievable.tables import _stats, leave_shape_out
+from rooflinecli.analysis.workload import Workload
+from rooflinecli.errors import RooflineError
+from rooflinecli.hardware import get_spec
+from rooflinecli.model_registry import get_model
+from rooflinecli.predict import predict_step_breakdown, resolve_mode
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return get_spec("h100-sxm")
+
+
+def _rows(cfg, spec, wl, phase, B, ctx, engine):
+    return {r["name"]: r for r in predict_step_breakdown(cfg, spec, wl, phase, B, ctx, mode="achievable", engine=engine)}
+
+
+def test_shipped_calibrations_cover_five_gpus_and_three_engines():
+    have = {(g, e) for g, e, _ in imported_calibrations()}
+    for gpu in ("h100-sxm", "h200", "b200", "a100-sxm", "l40s"):
+        for engine in ("vllm", "sglang", "trtllm"):
+            assert (gpu, engine) in have
+
+
+def test_the_gpu_is_hw_and_the_engine_picks_the_calibration(h100):
+    cal = calibration_for(h100, "vllm")
+    assert cal.engine == "vllm" and "H100" in cal.gpu and cal.tables["gemm"]["provenance"]["package"] == "aiconfigurator-core"
+    assert calibration_for(h100, "trtllm").path != cal.path
+    assert calibration_for(h100, "torch") is None and default_engine(h100) == "torch"
+    assert resolve_mode(h100, None, "vllm") == "achievable"  # a calibration exists: achievable by default
+    assert resolve_mode(h100, None) == "datasheet"
+    # a measured spec of the same GPU reads the same imported calibration for a serving engine
+    assert calibration_for(get_spec("h200-measured"), "sglang").path == calibration_for(get_spec("h200"), "sglang").path
+
+
+def test_decode_reads_the_engine_tables_at_their_grid_points(h100):
+    cfg, B, ctx = get_model("llama-3-8b"), 8, 1023
+    rows = _rows(cfg, h100, Workload(batch=B, prompt_len=ctx, gen_len=1), "decode", B, ctx, "vllm")
+    tm = models_for(h100, "vllm").tables
+    L = cfg.num_layers
+    # o_proj 4096 -> 4096 at M = 8: a grid point of the bf16 table, read as measured
+    c = calibration_for(h100, "vllm").tables["gemm"]["columns"]
+    i = next(j for j in range(len(c["M"])) if (c["dtype"][j], c["M"][j], c["N"][j], c["K"][j]) == ("bf16", 8, 4096, 4096))
+    assert rows["attn.o"]["time_s"] == pytest.approx(L * c["latency_us"][i] * 1e-6, rel=1e-6)
+    assert "bf16 GEMM table" in rows["attn.o"]["note"]
+    # generation attention: B sequences at the step's context, 32 / 8 heads of 128
+    g = calibration_for(h100, "vllm").tables["generation_attention"]["columns"]
+    j = next(j for j in range(len(g["B"])) if (g["kv_dtype"][j], g["B"][j], g["N"][j], g["H"][j], g["KVH"][j], g["D"][j]) == ("bf16", 8, 1023, 32, 8, 128))
+    assert rows["attn.core"]["time_s"] == pytest.approx(L * g["latency_us"][j] * 1e-6, rel=1e-6)
+    assert "includes kv_write" in rows["attn.core"]["note"] and "attn.kv_write" not in rows
+    assert tm.generation.kernel.startswith("vllm_flash_attn")
+
+
+def test_fp8_gemms_at_their_own_measured_cost(h100):
+    cfg, B = get_model("llama-3-8b"), 8
+    bf = _rows(cfg, h100, Workload(batch=B, prompt_len=1024, gen_len=1), "decode", B, 1024, "vllm")
+    f8 = _rows(cfg, h100, Workload(batch=B, prompt_len=1024, gen_len=1, compute_dtype="fp8", weight_dtype="fp8"), "decode", B, 1024, "vllm")
+    tm = models_for(h100, "vllm").tables
+    assert "fp8 GEMM table" in f8["mlp.down"]["note"]
+    assert f8["mlp.down"]["time_s"] == pytest.approx(cfg.num_layers * float(tm.gemm["fp8"].time_s(B, cfg.hidden_size, cfg.intermediate_size)), rel=1e-9)
+    # not the peak ratio: the measured fp8 call (quantization included) is not twice as fast
+    assert bf["mlp.down"]["time_s"] / f8["mlp.down"]["time_s"] < 1.9
+
+
+def test_tensor_parallel_all_reduce_from_the_measured_tables():
+    spec, cfg, B = get_spec("h200"), get_model("llama-3-70b"), 64
+    wl = Workload(batch=B, prompt_len=2048, gen_len=1, tp=8)
+    rows = _rows(cfg, spec, wl, "decode", B, 2048, "trtllm")
+    ar = rows["comm.tp_allreduce.attn"]
+    assert "measured all-reduce table (custom)" in ar["note"]
+    tm = models_for(spec, "trtllm").tables
+    t, src = tm.comm.time_s("all_reduce", 8, B * cfg.hidden_size * 2.0)
+    assert ar["time_s"] == pytest.approx(cfg.num_layers * float(t), rel=1e-9) and src == "custom"
+    # latency-bound: a tiny message still costs microseconds, far over the link roofline
+    tiny, _ = tm.comm.time_s("all_reduce", 8, 4096.0)
+    assert float(tiny) > 2e-6
+    # beyond the largest measured message: its bandwidth, so twice the bytes take twice the time
+    big = max(float(np.exp(tm.comm.curves[(src, "all_reduce", 8)][0][-1])) for src in ("nccl", "custom"))
+    a, _ = tm.comm.time_s("all_reduce", 8, 2 * big)
+    b, _ = tm.comm.time_s("all_reduce", 8, 4 * big)
+    assert float(b) == pytest.approx(2 * float(a), rel=1e-9)
+
+
+def test_a_gpu_without_data_is_transferred_and_says_so():
+    mi = get_spec("mi300x")
+    donor = transfer_donor(mi, "vllm")
+    assert donor in {"h100-sxm", "h200", "b200", "a100-sxm", "l40s"}
+    assert f"transferred to {mi.id}" in calibration_for(mi, "vllm").gpu
+    m, d = models_for(mi, "vllm"), models_for(get_spec(donor), "vllm")
+    assert m.tables.transferred_from == donor
+    ratio = (mi.memory_bandwidth_gb_per_s / get_spec(donor).memory_bandwidth_gb_per_s)
+    assert m.tables.generation.rates.bytes_per_s == pytest.approx(d.tables.generation.rates.bytes_per_s * ratio)
+    assert transfer_donor(get_spec("h200"), "vllm") is None and transfer_donor(mi, "torch") is None
+    with pytest.raises(RooflineError, match="no calibration for engine torch"):
+        resolve_mode(mi, "achievable", "torch")
+
+
+@pytest.mark.parametrize("gpu, engine", [("h100-sxm", "vllm"), ("h200", "trtllm")])
+def test_leave_shape_out_error_within_the_targets(gpu, engine):
+    """Every measured grid point predicted with its slice of the grid (one N, K, B or length
+    value) left out: the targets hold on these regular tables."""
+    errs = leave_shape_out(models_for(get_spec(gpu), engine).tables)
+    for fam, (median, p90) in {"gemm bf16": (0.05, 0.15), "gemm fp8": (0.07, 0.20), "context attention": (0.08, 0.20),
+                               "generation attention": (0.08, 0.20), "all-reduce": (0.10, 0.25)}.items():
+        s = _stats(errs[fam])
+        assert s["n"] > 100 and s["median_abs_error"] <= median and s["p90_abs_error"] <= p90, (fam, s)
