@@ -113,7 +113,7 @@ def _wrap_all(t: typer.Typer) -> None:
 
 
 #: command modules, in help order; each exposes ``register(app)``
-MODULES: tuple[str, ...] = ("hw", "model", "analyze", "whatif", "sweep", "measure", "tune", "report", "regress")
+MODULES: tuple[str, ...] = ("hw", "model", "analyze", "whatif", "sweep", "serve", "measure", "tune", "report", "regress")
 
 #: which module registers each top-level command (a test checks this against the full app), so that
 #: ``roofline model show ...`` builds only the ``model`` commands: Typer inspects every registered
@@ -124,6 +124,7 @@ COMMAND_MODULE: dict[str, str] = {
     "analyze": "analyze",
     **{c: "whatif" for c in ("kv", "moe", "attention-io", "compare", "rope", "speculative", "disagg")},
     "sweep": "sweep",
+    "serve": "serve",
     **{c: "measure" for c in ("bench", "calibrate", "validate", "e2e")},
     "tune": "tune",
     "report": "report",
