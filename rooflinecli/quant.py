@@ -400,3 +400,12 @@ def weight_dtype_note(cfg, weight_dtype: str) -> str | None:
     if cfg.quantization is None:
         return None
     return f"note: --weight-dtype {weight_dtype} replaces {cfg.name}'s own {cfg.quantization.label} (its quantization_config)"
+
+
+def weights_label(cfg, wl) -> str:
+    """What a prediction reads the weights as: the checkpoint's own format ("gptq int4"), or the
+    workload's ``weight_dtype`` when the model has none or --weight-dtype replaced it."""
+    q = cfg.quantization
+    if q is None or wl.weight_dtype_overrides:
+        return wl.weight_dtype
+    return f"{q.method} {q.weight_dtype}"

@@ -126,11 +126,13 @@ def render(a, show_ops: bool = True) -> None:
     from rooflinecli.errors import markup_safe
 
     c = make_console(markup=True)  # long lines wrap at words within the console's width
+    from rooflinecli.quant import weights_label
+
     wl, cfg, spec = a.workload, a.model, a.spec
     par = f", TP {wl.tp}" + (f", EP {wl.ep}" if wl.ep > 1 else "") + f" over {wl.num_gpus} GPUs" if wl.num_gpus > 1 else ""
     c.print(
         f"[bold]{markup_safe(cfg.name)}[/] on [bold]{markup_safe(spec.id)}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
-        f"{wl.compute_dtype} compute, {wl.weight_dtype} weights, KV {wl.kv_label}"
+        f"{wl.compute_dtype} compute, {weights_label(cfg, wl)} weights, KV {wl.kv_label}"
     )
     ach = a.mode == "achievable"
     eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
