@@ -132,12 +132,12 @@ def ceilings(spec: HardwareSpec, only_measured: bool = False) -> dict[str, Any]:
 
 def op_points(analysis) -> list[dict[str, Any]]:
     """One row per op and phase of an ``Analysis``: its FLOPs, bytes, AI, predicted time, share of
-    the phase, achieved FLOP/s at the prediction and % of its roof at its AI (the spec's; achievable
-    mode: the fastest measured ceilings, drawn as their own line; below 100%
+    the phase, achieved FLOP/s at the prediction and % of its roof at its AI (on the mode's roof,
+    ``Analysis.roof_spec``: the datasheet's or the measured roof, drawn as its own line; below 100%
     where launch overhead, communication or an efficiency < 1 apply). ``placed``: whether it can
     sit on a log-log roofline (it has FLOPs and HBM bytes)."""
     wl = analysis.workload
-    spec = analysis.roof_spec or analysis.spec  # the ceilings the ops' times were computed on (achievable: the fastest measured)
+    spec = analysis.roof_spec or analysis.spec  # the ceilings the ops' times were computed on (the mode's roof)
     peak = spec.peak_flops_per_s(wl.compute_dtype)
     bw = spec.memory_bandwidth_bytes_per_s
     rows = []
