@@ -20,6 +20,7 @@ from rooflinecli.fmt import json_default as _json_default
 from rooflinecli.cli.options import HW_HELP, HwOption, JsonOption, forgive_gpu_names, forgive_model_names, tokens_option
 from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, REQUIRED, SHARED, Prices, workload_options
 from rooflinecli.errors import RooflineError
+from rooflinecli.quant import weights_label
 
 # ------------------------------------------------------------------------------------------------
 # Rendering helpers
@@ -309,7 +310,7 @@ def kv_cmd(
     c = _console()
     kv = f"{kv_bits:g}-bit" if kv_bits is not None else kv_dtype
     c.print(f"{cfg.name}: batch {batch}, context {context:,}, KV {kv}" + (f", paged {kv_block_size}-token blocks" if kv_block_size else "")
-            + f"; weights {weight_dtype}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}){_parallel_phrase(tp, ep)}; decode step: {_mode_phrase(mk)}")
+            + f"; weights {weights_label(cfg, _workload(batch, context, 1, **wl))}; {spec.id} ({fmt_bytes(spec.memory_capacity_bytes)}){_parallel_phrase(tp, ep)}; decode step: {_mode_phrase(mk)}")
     table_rows = [
         [r.variant, r.attention, fmt_bytes(r.kv_bytes_per_token), fmt_bytes(r.kv_cache_bytes),
          fmt_bytes(r.kv_read_bytes_per_step), fmt_bytes(r.weights_bytes_per_step),
@@ -402,7 +403,7 @@ def moe_cmd(
     c = _console()
     c.print(
         f"{cfg.name}: {m.num_routed_experts} routed experts (top-{m.top_k}) + {m.num_shared_experts} shared, "
-        f"{cfg.num_moe_layers}/{cfg.num_layers} MoE layers; one routed expert = {fmt_bytes(expert_b)} ({weight_dtype})"
+        f"{cfg.num_moe_layers}/{cfg.num_layers} MoE layers; one routed expert = {fmt_bytes(expert_b)} ({weights_label(cfg, wl)})"
     )
     c.print(
         f"params: total {fmt_count(ps['total_params'])}, active per token {fmt_count(ps['active_params'])} "

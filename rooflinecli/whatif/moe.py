@@ -49,11 +49,12 @@ def decode_by_batch(cfg: ModelConfig, spec: HardwareSpec, wl, batch: np.ndarray,
 
 
 def expert_bytes(cfg: ModelConfig, wl) -> float:
-    """Bytes of ONE routed expert (all its matrices) at the workload's stored weight width
-    (int4: with its group scales), as the analytical model counts them."""
-    from rooflinecli.analysis.ops import weight_bytes
+    """Bytes of ONE routed expert (all its matrices) as the analytical model counts them: as the
+    checkpoint stores them (its quantization_config), else at the workload's weight width (int4:
+    with its group scales)."""
+    from rooflinecli.analysis.ops import linear_weight_bytes
 
-    return float(weight_bytes(sum(lin.params for lin in params.routed_expert_linears(cfg)), wl))
+    return float(sum(linear_weight_bytes(cfg, wl, lin, 1) for lin in params.routed_expert_linears(cfg)))
 
 
 def check_skew(skew: float, cfg: ModelConfig | None = None) -> None:
