@@ -605,3 +605,17 @@ def test_rope_on_linear_scaling_without_an_original_context():
     ext = rope_for_model(cfg, target_context=262144)
     assert ext.trained_context_tokens == 131072 and ext.original_context_tokens is None
     assert ext.rope_scaling_factor_for_target == 16  # twice the stretch: 262,144 over 131,072 / 8
+
+
+def test_moe_expert_bytes_as_stored():
+    from rooflinecli.analysis import Workload
+    from rooflinecli.model_registry import get_preset
+    from rooflinecli.whatif.moe import expert_bytes
+
+    cfg = get_preset("gpt-oss-20b")
+    d = 2880  # gate, up, down: mxfp4 data + one e8m0 scale per 32, biases bf16
+    assert expert_bytes(cfg, Workload(batch=1, prompt_len=1, gen_len=1)) == 3 * (d * d * 0.5 + d // 32 * d + 2 * d) == 13_236_480
+    replaced = Workload(batch=1, prompt_len=1, gen_len=1, weight_dtype="bf16", weight_dtype_overrides=True)
+    assert expert_bytes(cfg, replaced) == 3 * 2 * (d * d + d)
+    r = runner.invoke(app, ["moe", "--model", "gpt-oss-20b"])
+    assert r.exit_code == 0 and "one routed expert = 13.2 MB (mxfp4 fp4)" in r.output
