@@ -7,7 +7,6 @@ Called by the ``calibrate`` and ``validate`` commands (``cli.measure``) when tho
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -66,7 +65,7 @@ def run_import(system: str | None, framework: str | None, data: Path | None, out
         typer.echo(f"audit vs {compare.name}: {c['agree']} of {c['compared']} verdicts agree, {len(c['differ'])} differ, {len(c['not_found'])} not found")
         for d in c["differ"][:20]:
             typer.echo(f"  differs: {d['path']}: ours '{d['ours']}', reference '{d['reference']}'")
-    typer.echo(f"wrote {one_line(out)} ({out.stat().st_size / 1e6:.2f} MB, {root.package} {root.package_version})".replace("  ", " "))
+    typer.echo(f"wrote {one_line(out)} ({out.stat().st_size / 1e6:.2f} MB, from {' '.join(x for x in (root.package, root.package_version) if x)})")
 
 
 def run_validate_calibration(target: str | None, as_json: bool) -> None:
@@ -93,6 +92,3 @@ def run_validate_calibration(target: str | None, as_json: bool) -> None:
     _echo_table("leave-one-GPU-out transfer error (each GPU predicted from the nearest other measured GPU, scaled by the datasheet ceilings)",
                 ["gpu", "engine", "from", "op family", "points", "median |err|", "p90 |err|", "signed median"], rows, right={4, 5, 6, 7})
 
-
-def dumps(doc) -> str:
-    return json.dumps(doc)
