@@ -619,3 +619,9 @@ def test_moe_expert_bytes_as_stored():
     assert expert_bytes(cfg, replaced) == 3 * 2 * (d * d + d)
     r = runner.invoke(app, ["moe", "--model", "gpt-oss-20b"])
     assert r.exit_code == 0 and "one routed expert = 13.2 MB (mxfp4 fp4)" in r.output
+
+
+def test_analyze_a_multimodal_config_says_the_vision_tower_is_left_out():
+    r = runner.invoke(app, ["analyze", "--model", "gemma-3-27b", "--no-ops"])
+    assert r.exit_code == 0, r.output
+    assert "note: gemma-3-27b: vision tower (siglip ViT, 27 layers of width 1152) reported, not timed" in r.output

@@ -54,6 +54,8 @@ def analyze_cmd(
     a = analyze(cfg, spec, wl)
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
+    if cfg.vision is not None:  # multimodal: the language model is what is timed
+        typer.echo(f"note: {cfg.name}: {cfg.vision.note}", err=True)
     if as_json:
         from rooflinecli.fmt import json_dumps
 
