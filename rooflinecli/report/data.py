@@ -134,8 +134,10 @@ def op_points(analysis) -> list[dict[str, Any]]:
     """One row per op and phase of an ``Analysis``: its FLOPs, bytes, AI, predicted time, share of
     the phase, achieved FLOP/s at the prediction and % of its roof at its AI (on the mode's roof,
     ``Analysis.roof_spec``: the datasheet's or the measured roof, drawn as its own line; below 100%
-    where launch overhead, communication or an efficiency < 1 apply). ``placed``: whether it can
-    sit on a log-log roofline (it has FLOPs and HBM bytes)."""
+    where launch overhead, communication or an efficiency < 1 apply), and the share of the compute
+    peak and of the HBM bandwidth it uses (``pct_of_peak_flops``, ``pct_of_bandwidth``: the
+    per-op table's columns; % of roof is 100% wherever the roof alone sets an op's time).
+    ``placed``: whether it can sit on a log-log roofline (it has FLOPs and HBM bytes)."""
     wl = analysis.workload
     spec = analysis.roof_spec or analysis.spec  # the ceilings the ops' times were computed on (the mode's roof)
     peak = spec.peak_flops_per_s(wl.compute_dtype)
@@ -168,6 +170,9 @@ def op_points(analysis) -> list[dict[str, Any]]:
                     "achieved_flops_per_s": achieved,
                     "roof_flops_per_s": roof,
                     "pct_of_roof": (achieved / roof * 100.0) if (achieved and roof) else None,
+                    # what the op uses of the GPU: 100% on one of the two where the roof binds it
+                    "pct_of_peak_flops": (achieved / peak * 100.0) if achieved else None,
+                    "pct_of_bandwidth": (r.bytes / r.time_s / bw * 100.0) if r.time_s > 0 and r.bytes > 0 else None,
                     "bound": r.bound,
                     "placed": placed,
                     "note": r.note,

@@ -20,6 +20,17 @@ PHASE_STYLE = {"prefill": ("circle", "#636EFA"), "decode": ("square", "#EF553B")
 MEMORY_STYLE = {"HBM": "#222222", "L2": "#7F7F7F", "shared memory": "#BCBD22"}
 TFLOP = 1e12
 GB = 1e9
+#: the tensor dtypes LLM inference runs in (fp64, fp32 and tf32 are for training and HPC): the
+#: roofline draws the workload's compute dtype, the narrower ones and the measured kernels' dtypes
+LLM_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp4", "int4")
+#: the dtypes narrower than 16 bits: drawn beside any compute dtype (what quantizing would buy)
+NARROW_DTYPES = ("fp8", "int8", "fp4", "int4")
+#: how each mode's times are made, as the charts name it
+MODE_LABELS = {"datasheet": "datasheet roof", "measured-roof": "measured roof", "achievable": "achievable", "roof": "roof"}
+#: the roofline chart's plot area (px): its height less the margins, for spacing labels apart
+ROOFLINE_PLOT_PX = 640 - 60 - 60
+#: the vertical room one ceiling label needs (px, font 10 plus padding)
+LABEL_PX = 14
 
 
 def t(s: Any) -> str:
@@ -56,22 +67,64 @@ def _axis_range(values: list[float], pad: float = 3.0) -> tuple[float, float]:
     return (min(vals) / pad, max(vals) * pad)
 
 
+def mode_label(mode: str | None) -> str:
+    """A GPU's mode as the charts mark it ("datasheet roof", "measured roof", "achievable")."""
+    return MODE_LABELS.get(mode or "", mode or "roof")
+
+
+def drawn_compute(ceilings: list[dict[str, Any]], keep: set[str]) -> list[dict[str, Any]]:
+    """The compute ceilings of a dtype in ``keep``, each labelled with its LLM dtypes only: a line
+    bf16 shares with fp16 stays one line labelled bf16/fp16; an fp16 line of its own (a measured
+    spec's) goes when only bf16 is kept, and so do fp64, fp32 and tf32 lines."""
+    out = []
+    for c in ceilings:
+        if not any(dt in keep for dt in c.get("dtypes", [])):
+            continue
+        dtypes = [dt for dt in c["dtypes"] if dt in keep or dt in LLM_DTYPES]
+        label = "/".join(dtypes) + (" burst" if c["label"].endswith(" burst") else "") + (" (TOP/s)" if all(dt.startswith("int") for dt in dtypes) else "")
+        out.append({**c, "label": label})
+    return out
+
+
+def spread(ys: list[float], gap: float, top: float | None = None) -> list[float]:
+    """Label positions (log10 units) at least ``gap`` apart, each as near its own ``ys`` as the
+    others let it: pushed up from the lowest, then down from ``top`` if the stack ran past it.
+    Keeps the order of ``ys``."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    out = list(ys)
+    for a, b in zip(order, order[1:]):
+        out[b] = max(out[b], out[a] + gap)
+    if top is not None and order and out[order[-1]] > top:
+        out[order[-1]] = top
+        for a, b in zip(order[::-1], order[-2::-1]):
+            out[b] = min(out[b], out[a] - gap)
+    return out
+
+
 def roofline(d: dict[str, Any]):
     """Log-log roofline of the first GPU: compute ceilings per precision, HBM / L2 / shared-memory
     ceilings, ridge points, datasheet vs measured ceilings, every op of prefill and decode (marker
     area by share of the phase's time), measured kernels linked to their predictions."""
     import plotly.graph_objects as go
 
-    ds, ms = d["ceilings"]["datasheet"], d["ceilings"]["measured"]
+    wl = d["analysis"]["workload"]
     ops = [p for p in d["ops"] if p["placed"]]
     meas = [p for p in d["measured_points"] if p["placed"]]
+    keep = {wl["compute_dtype"], *NARROW_DTYPES, *(p["dtype"] for p in meas)}
+    ds, ms = d["ceilings"]["datasheet"], d["ceilings"]["measured"]
+    ds = {**ds, "compute": drawn_compute(ds["compute"], keep)}
+    ms = {**ms, "compute": drawn_compute(ms["compute"], keep)} if ms else ms
     hbm = next(m["bandwidth_bytes_per_s"] for m in ds["memory"] if m["level"] == "HBM")
     xs = [p["arithmetic_intensity_flop_per_byte"] for p in ops + meas] + [c["ridge_point_flop_per_byte"] for c in ds["compute"]]
     x_lo, x_hi = _axis_range(xs + [0.5, 2000.0])
     peaks = [c["peak_flops_per_s"] for c in ds["compute"]] + ([c["peak_flops_per_s"] for c in ms["compute"]] if ms else [])
     top = max(peaks)
     traces = []
-    labels = []  # ceiling labels: annotations, drawn above every trace (a trace's text hides under later markers)
+    # ceiling labels: annotations, drawn above every trace (a trace's text hides under later
+    # markers); compute labels at the right edge, memory labels near the left, spread apart below
+    compute_labels: list[dict[str, Any]] = []
+    memory_labels: list[dict[str, Any]] = []
+    x_memory_label = x_lo * 1.3
 
     def ceiling_traces(c: dict[str, Any], measured: bool) -> None:
         dash = "dash" if measured else "solid"
@@ -89,20 +142,23 @@ def roofline(d: dict[str, Any]):
                 )
             )
             # annotation coordinates on a log axis are log10 of the value
-            labels.append({"x": _log10(x_hi), "y": _log10(p / TFLOP), "text": t(name), "showarrow": False, "xanchor": "right", "yanchor": "bottom",
-                           "font": {"size": 10, "color": "#2CA02C" if measured else "#222"}, "bgcolor": "rgba(255,255,255,0.8)", "borderpad": 1})
+            compute_labels.append({"x": _log10(x_hi), "y": _log10(p / TFLOP), "text": t(name), "showarrow": False, "xanchor": "right", "yanchor": "bottom",
+                                   "font": {"size": 10, "color": "#2CA02C" if measured else "#222"}, "bgcolor": "rgba(255,255,255,0.8)", "borderpad": 1})
         for m in c["memory"]:
             bw = m["bandwidth_bytes_per_s"]
             src_m = "measured" if measured else m["source"]
             name = f"{m['level']} {bw / 1e12:,.3g} TB/s ({src_m})"
             x1 = min(x_hi, top / bw)
+            color = "#2CA02C" if measured else MEMORY_STYLE.get(m["level"], "#444")
             traces.append(
                 go.Scatter(
-                    x=[x_lo, x1], y=[x_lo * bw / TFLOP, x1 * bw / TFLOP], mode="lines+text", name=name, legendgroup="ceilings",
-                    line={"color": "#2CA02C" if measured else MEMORY_STYLE.get(m["level"], "#444"), "width": 1.5, "dash": dash if measured else ("dot" if m["level"] != "HBM" else "solid")},
-                    text=[name, ""], textposition="bottom right", textfont={"size": 10}, hovertemplate=f"{t(name)}<br>attainable = AI x bandwidth<extra></extra>",
+                    x=[x_lo, x1], y=[x_lo * bw / TFLOP, x1 * bw / TFLOP], mode="lines", name=name, legendgroup="ceilings",
+                    line={"color": color, "width": 1.5, "dash": dash if measured else ("dot" if m["level"] != "HBM" else "solid")},
+                    hovertemplate=f"{t(name)}<br>attainable = AI x bandwidth<extra></extra>",
                 )
             )
+            memory_labels.append({"x": _log10(x_memory_label), "y": _log10(x_memory_label * bw / TFLOP), "text": t(name), "showarrow": False, "xanchor": "left",
+                                  "yanchor": "bottom", "font": {"size": 10, "color": color}, "bgcolor": "rgba(255,255,255,0.8)", "borderpad": 1})
         if c["compute"]:
             rp = [comp["ridge_point_flop_per_byte"] for comp in c["compute"]]
             traces.append(
@@ -120,6 +176,7 @@ def roofline(d: dict[str, Any]):
         # a measured spec's ridge points are against its own (measured or inherited) HBM figure
         ceiling_traces(ms, True)
 
+    mode = mode_label(wl.get("mode"))
     for phase in ("prefill", "decode"):
         pts = [p for p in ops if p["phase"] == phase]
         if not pts:
@@ -129,7 +186,7 @@ def roofline(d: dict[str, Any]):
             go.Scatter(
                 x=[p["arithmetic_intensity_flop_per_byte"] for p in pts],
                 y=[p["achieved_flops_per_s"] / TFLOP for p in pts],
-                mode="markers", name=f"{phase} ops (predicted; size = share of {phase} time)",
+                mode="markers", name=f"{phase} ops (predicted, {mode}; size = share of {phase} time)",
                 marker={"symbol": symbol, "color": color, "opacity": 0.75, "size": [7 + 38 * (p["share_of_phase"] ** 0.5) for p in pts], "line": {"width": 1, "color": "white"}},
                 text=[_op_hover(p, d["analysis"]["workload"]) for p in pts], hovertemplate="%{text}<extra></extra>",
             )
@@ -167,20 +224,24 @@ def roofline(d: dict[str, Any]):
 
     gpu = d["hardware"][0]
     m = d["model"]
-    wl = d["analysis"]["workload"]
     title = (
-        f"Roofline: {t(m['name'])} on {t(gpu['name'])} ({wl['compute_dtype']} compute), batch {wl['batch']}, "
+        f"Roofline: {t(m['name'])} on {t(gpu['name'])} ({wl['compute_dtype']} compute, {mode}), batch {wl['batch']}, "
         f"prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}"
     )
     y_lo = min([x_lo * hbm / TFLOP / 2] + [p["achieved_flops_per_s"] / TFLOP / 2 for p in ops] + [p["measured_flops_per_s"] / TFLOP / 2 for p in meas])
+    y_range = (_log10(y_lo), _log10(top / TFLOP * 2.5))
+    gap = (y_range[1] - y_range[0]) * LABEL_PX / ROOFLINE_PLOT_PX
+    for group in (compute_labels, memory_labels):
+        for a, y in zip(group, spread([a["y"] for a in group], gap, y_range[1] - gap)):
+            a["y"] = y
     layout = _layout(
         title,
         height=640,
         xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte of HBM traffic)"}, "range": [_log10(x_lo), _log10(x_hi)]},
-        yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}, "range": [_log10(y_lo), _log10(top / TFLOP * 2.5)], "exponentformat": "power"},
+        yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}, "range": list(y_range), "exponentformat": "power"},
         legend={"font": {"size": 10}, "x": 1.01, "y": 1},
         margin={"l": 70, "r": 20, "t": 60, "b": 60},
-        annotations=labels,
+        annotations=compute_labels + memory_labels,
     )
     return _fig(traces, layout)
 
@@ -204,10 +265,16 @@ def _op_hover(p: dict[str, Any], wl: dict[str, Any]) -> str:
         f"<b>{t(p['name'])}</b> ({p['phase']}, {p['kind']}, {p['layers']} layer(s))<br>"
         f"shape {t(op_shape(p, wl))}<br>"
         f"AI {fmt_num(p['arithmetic_intensity_flop_per_byte'])} FLOP/byte<br>"
-        f"{fmt_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted, {p['pct_of_roof']:.0f}% of roof<br>"
+        f"{fmt_si(p['achieved_flops_per_s'], 'FLOP/s')} predicted: {_pct(p.get('pct_of_peak_flops'))} of the compute peak, "
+        f"{_pct(p.get('pct_of_bandwidth'))} of the HBM bandwidth<br>"
         f"time {fmt_time(p['time_s'])} ({p['share_of_phase']:.1%} of {p['phase']})<br>"
         f"FLOPs {fmt_si(p['flops'], 'FLOP')}, bytes {fmt_si(p['bytes'], 'B')}<br>{p['bound']}-bound"
     )
+
+
+def _pct(v: float | None) -> str:
+    """A percentage to two significant figures (0.52%, 46%, 100%)."""
+    return "-" if v is None else f"{fmt_num(v, 2)}%"
 
 
 def _measured_hover(p: dict[str, Any], predicted: bool = False) -> str:
@@ -423,14 +490,14 @@ def gpus(d: dict[str, Any]):
     from plotly.subplots import make_subplots
 
     g = d["gpus"]
-    names = [t(x["hw"] + (" (achievable)" if x.get("mode") == "achievable" else "")) for x in g]
+    names = [f"{t(x['hw'])}<br>({mode_label(x.get('mode'))})" for x in g]
     fig = make_subplots(rows=1, cols=4, subplot_titles=("TTFT (ms)", "TPOT (ms)", "decode tokens/s per GPU", "ridge point (FLOP/byte)"))
     for col, key, scale, unit in ((1, "ttft_s", 1e3, "ms"), (2, "tpot_s", 1e3, "ms"), (3, "tokens_per_s_per_gpu", 1.0, "tokens/s per GPU"),
                                   (4, "ridge_point_flop_per_byte", 1.0, "FLOP/byte")):
         fig.add_trace(go.Bar(x=names, y=[x[key] * scale for x in g], marker={"color": [PALETTE[i % len(PALETTE)] for i in range(len(g))]}, showlegend=False,
                              text=[t(x["name"]) for x in g], customdata=[_bar_label(x[key] * scale) for x in g],
                              hovertemplate="%{text}: %{y:,.4~r} " + unit + "<extra></extra>", texttemplate="%{customdata}", textposition="outside"), row=1, col=col)
-    fig.update_layout(**_layout("GPUs side by side (same model and workload)", height=420))
+    fig.update_layout(**_layout("GPUs side by side (same model and workload; each GPU's mode under its name)", height=440))
     return fig
 
 
@@ -443,11 +510,13 @@ def gpu_ceilings(d: dict[str, Any]):
     traces = []
     for i, x in enumerate(g):
         rp, peak, bw = x["ridge_point_flop_per_byte"], x["peak_flops_per_s"], x["memory_bandwidth_bytes_per_s"]
-        traces.append(go.Scatter(x=[x_lo, rp, x_hi], y=[x_lo * bw / TFLOP, peak / TFLOP, peak / TFLOP], mode="lines+markers", name=t(x["hw"]),
-                                 line={"color": PALETTE[i % len(PALETTE)]}, marker={"size": [0, 9, 0]},
-                                 hovertemplate=f"{t(x['name'])}<br>" + "AI %{x:,.3~r} FLOP/byte: %{y:,.4~r} TFLOP/s<extra></extra>"))
+        how = mode_label(x.get("mode"))
+        source = "datasheet" if x.get("kind", "datasheet") == "datasheet" else "measured"
+        traces.append(go.Scatter(x=[x_lo, rp, x_hi], y=[x_lo * bw / TFLOP, peak / TFLOP, peak / TFLOP], mode="lines+markers", name=f"{t(x['hw'])} ({how}; {source} ceilings)",
+                                 line={"color": PALETTE[i % len(PALETTE)], "dash": "solid" if source == "datasheet" else "dash"}, marker={"size": [0, 9, 0]},
+                                 hovertemplate=f"{t(x['name'])} ({how})<br>" + "AI %{x:,.3~r} FLOP/byte: %{y:,.4~r} TFLOP/s<extra></extra>"))
     wl = d["analysis"]["workload"]
-    layout = _layout(f"Rooflines of the GPUs ({wl['compute_dtype']} compute, HBM)", xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
+    layout = _layout(f"Rooflines of the GPUs ({wl['compute_dtype']} compute, HBM; dashed: measured ceilings)", xaxis={"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
                      yaxis={"type": "log", "title": {"text": "performance (TFLOP/s)"}})
     return _fig(traces, layout)
 
@@ -488,4 +557,10 @@ def all_figures(d: dict[str, Any]) -> dict[str, Any]:
         figs["gpu-ceilings"] = gpu_ceilings(d)
     if d["measured_points"]:
         figs["validation"] = validation(d)
+    if d.get("serving") and "error" not in d["serving"]:
+        from rooflinecli.report.serving import frontier_figure, load_curve_figure
+
+        figs["serving-frontier"] = frontier_figure(d)
+        if d["serving"]["curve"]:
+            figs["serving-load"] = load_curve_figure(d)
     return figs

@@ -125,7 +125,7 @@ def _summary(d: dict[str, Any]) -> str:
 
 
 def _ops_table(d: dict[str, Any]) -> str:
-    cols = ["phase", "op", "category", "kind", "layers", "FLOPs", "bytes", "weights", "KV r+w", "activations", "AI (FLOP/B)", "time", "share of phase", "% of roof", "bound"]
+    cols = ["phase", "op", "category", "kind", "layers", "FLOPs", "bytes", "weights", "KV r+w", "activations", "AI (FLOP/B)", "time", "share of phase", "% of compute peak", "% of HBM bandwidth", "bound"]
     rows = []
     for p in d["ops"]:
         rows.append([
@@ -134,7 +134,7 @@ def _ops_table(d: dict[str, Any]) -> str:
             Cell(fmt_bytes(p["kv_bytes"]), p["kv_bytes"]), Cell(fmt_bytes(p["activation_bytes"]), p["activation_bytes"]),
             Cell(_num(p["arithmetic_intensity_flop_per_byte"]), p["arithmetic_intensity_flop_per_byte"]),
             Cell(fmt_time(p["time_s"]), p["time_s"]), Cell(_pct(p["share_of_phase"]), p["share_of_phase"]),
-            Cell(_num(p["pct_of_roof"], ".0f") + ("%" if p["pct_of_roof"] is not None else ""), p["pct_of_roof"]), p["bound"],
+            *(Cell(_num(v, ".2g") + "%" if v is not None else "-", v) for v in (p.get("pct_of_peak_flops"), p.get("pct_of_bandwidth"))), p["bound"],
         ])
     return table(cols, rows, tid="ops-table")
 
