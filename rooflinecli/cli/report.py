@@ -29,6 +29,7 @@ def report_cmd(
     mode=SHARED,
     engine=SHARED,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file to write; default reports/roofline-<model>-<gpu>.html.")] = None,
+    serving: Annotated[bool, typer.Option("--serving", help="Add the serving section: the frontier on one node and TTFT/TPOT against load (`roofline serve`).")] = False,
 ) -> None:
     """Write one self-contained HTML report (works offline) and print its path.
 
@@ -70,9 +71,10 @@ def report_cmd(
         "--results": str(results) if results else None,
         "--baseline": str(baseline) if baseline else None,
         "--measured-hw": measured_hw,
+        "--serving": True if serving else None,
     }
     data = build_report_data(cfg, specs, wl, inputs={k: v for k, v in inputs.items() if v is not None}, results=res, baseline=base, measured_spec=measured_hw, mode=mode,
-                             price_for=prices.for_gpu)
+                             price_for=prices.for_gpu, serving=serving)
     for w in data["warnings"]:
         typer.echo(f"warning: {w}", err=True)
     path = out if out is not None else default_out_path(model, [s.id for s in specs])

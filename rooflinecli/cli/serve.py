@@ -138,7 +138,7 @@ def _render_point(res: dict) -> None:
     load = f"concurrency {res['concurrency']:,}" if res["concurrency"] is not None else f"rate {res['rate_requests_per_s']:g} requests/s"
     where = (f"tp {lay['tp']}, ep {lay['ep']}, attention DP {lay['attention_dp']}" if res["serving"] == "aggregated" else
              f"{lay['prefill_instances']} prefill x tp {lay['prefill_tp']} + {lay['decode_instances']} decode x tp {lay['decode_tp']}")
-    typer.echo(f"{res['model']} on {lay['gpus']} x {res['hardware']}, {res['serving']} ({where}), isl {res['isl']:,} / osl {res['osl']:,}, {load}")
+    typer.echo(f"{res['model']} on {lay['gpus']} x {res['hardware']}, {res['serving']} ({where}), isl {res['isl_tokens']:,} / osl {res['osl_tokens']:,} tokens, {load}")
     typer.echo(f"mode: {res['mode']}" + (f", engine {res['engine']}" if res["engine"] else "") +
                ("" if res["calibration"] else " (roofline figures: no calibration for this engine on this GPU)"))
     roof = res["roof"]
@@ -192,7 +192,7 @@ def _search(cfg, spec, wl, *, gpus, isl, osl, ttft_ms, tpot_ms, min_tps_user, to
         typer.echo(f"note: no configuration meets the SLO; the nearest misses by {res['nearest_ratio']:.2f}x "
                    f"(TTFT {fmt_time(nearest['ttft_s'])}, TPOT {fmt_time(nearest['tpot_s'])}, {fmt_num(nearest['tokens_per_s_per_user'])} tokens/s per user)", err=True)
     if json_out:
-        typer.echo(json_dumps({"model": cfg.name, "hardware": spec.id, "gpus": gpus, "isl": isl, "osl": osl,
+        typer.echo(json_dumps({"model": cfg.name, "hardware": spec.id, "gpus": gpus, "isl_tokens": isl, "osl_tokens": osl,
                                "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "min_tokens_per_s_per_user": slo.min_tokens_per_s_per_user},
                                "candidates": res["count"], "best": best, "nearest": nearest, "frontier": [row(table, int(i)) for i in front],
                                "skipped_layouts": res["skipped_layouts"], "notes": res["notes"]}))

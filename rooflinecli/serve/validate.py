@@ -87,7 +87,7 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
         return None, "no concurrency recorded"
     wdt, cdt = QUANT[quant]
     kv = kv_dtype if kv_dtype != "auto" else ("fp8" if wdt == "fp8" else "bf16")
-    base = {"model": model, "hw": gpu, "engine": row["backend"], "isl": _int(row["isl"]), "osl": _int(row["osl"]), "concurrency": conc,
+    base = {"model": model, "hw": gpu, "engine": row["backend"], "isl_tokens": _int(row["isl"]), "osl_tokens": _int(row["osl"]), "concurrency": conc,
             "weight_dtype": wdt, "compute_dtype": cdt, "kv_dtype": kv}
 
     def layout(prefix: str) -> tuple[tuple[int, int] | None, str | None]:
@@ -144,11 +144,11 @@ def _predict(p: dict, cache: dict) -> dict:
     if key not in cache:
         cache[key] = (get_model(p["model"]), get_spec(p["hw"]))
     cfg, spec = cache[key]
-    wl = Workload(batch=1, prompt_len=p["isl"], gen_len=p["osl"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
+    wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                   kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
     if p["serving"] == "aggregated":
-        return serve_point(cfg, spec, wl, isl=p["isl"], osl=p["osl"], load=Load(concurrency=p["concurrency"]), replicas=cache)
-    return serve_point(cfg, spec, wl, isl=p["isl"], osl=p["osl"], load=Load(concurrency=p["concurrency"]), disagg=(p["prefill"], p["decode"]),
+        return serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), replicas=cache)
+    return serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), disagg=(p["prefill"], p["decode"]),
                        prefill_tp=p["tp"], decode_tp=p["decode_tp"], decode_ep=p["decode_ep"], replicas=cache)
 
 
@@ -164,15 +164,15 @@ def _simulated(p: dict, cache: dict) -> dict:
     from .sim import simulate
 
     cfg, spec = cache[(p["model"], p["hw"])]
-    key = ("sim", p["model"], p["hw"], p["engine"], p["weight_dtype"], p["kv_dtype"], p["tp"], p["ep"], p["isl"], p["osl"])
+    key = ("sim", p["model"], p["hw"], p["engine"], p["weight_dtype"], p["kv_dtype"], p["tp"], p["ep"], p["isl_tokens"], p["osl_tokens"])
     if key not in cache:
-        wl = Workload(batch=1, prompt_len=p["isl"], gen_len=p["osl"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
+        wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                       kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
-        cache[key] = build_replica(cfg, spec, wl, isl=p["isl"], osl=p["osl"])
+        cache[key] = build_replica(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"])
     rep = cache[key]
     c = int(p["concurrency"])
     n = SIM_REQUESTS_PER_CLIENT * c
-    stream = Stream(None, np.full(n, p["isl"]), np.full(n, p["osl"]))
+    stream = Stream(None, np.full(n, p["isl_tokens"]), np.full(n, p["osl_tokens"]))
     s = simulate(rep.table, stream, token_budget=rep.workload.prefill_chunk_tokens, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit,
                  concurrency=c).summary()
     return {"ttft_s": s["ttft_s"]["mean"], "tpot_s": s["tpot_s"]["mean"]}
