@@ -471,6 +471,7 @@ def build_report_data(
     now: datetime | None = None,
     mode: str | None = "roof",
     price_for=None,
+    serving: bool = False,
 ) -> dict[str, Any]:
     """Everything the report shows, JSON-ready (numpy arrays as lists, NaN as null).
 
@@ -599,5 +600,9 @@ def build_report_data(
         "validation": validation,
         "regress": regress,
     }
+    if serving:  # the serving section (report/serving.py): the frontier on one node, TTFT/TPOT against load
+        from rooflinecli.report.serving import serving_section
+
+        data["serving"] = serving_section(cfg, spec, wl)
     return finite(data)
 

@@ -380,6 +380,10 @@ def render_page(d: dict[str, Any], figure_json: dict[str, str], plotly_js: str) 
         sections.append(("validation", "Validation: predicted vs measured", fig("validation") + _validation(d)))
     if d["regress"]:
         sections.append(("regress", "Comparison of two runs (regress)", _regress(d)))
+    if d.get("serving"):
+        from rooflinecli.report.serving import serving_html
+
+        sections.append(("serving", "Serving under load", serving_html(d, fig)))
     sections.append(("ops", "Per-op numbers", '<p class="note">Click a column header to sort. Totals over each op\'s layers, per GPU; decode rows are one step (mean over the generation).'
                                        + (" Times here are the roof's (the summary's TTFT and TPOT are achievable)." if d["analysis"].get("mode") == "achievable" else "") + '</p>' + _ops_table(d)))
     sections.append(("inputs", "Inputs and assumptions", _inputs(d)))
