@@ -480,7 +480,7 @@ def build_report_data(
     predicted vs measured) is included, with a baseline also the regress comparison (baseline vs
     results). ``measured_spec``: a measured spec id or path for the measured ceilings (default: the
     one the results name). ``mode``: TTFT/TPOT of "roof" or "achievable" (calibrated specs); None:
-    achievable on calibrated specs, roof on the others (``achievable.resolve_mode``)."""
+    achievable on calibrated specs, roof on the others (``predict.resolve_mode``)."""
     from rooflinecli import __version__
     from rooflinecli.analysis import analyze, validate_workload
     from rooflinecli.analysis.ops import check_parallel

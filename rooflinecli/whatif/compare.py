@@ -32,7 +32,7 @@ def _get(obj: dict, dotted: str):
 
 def summary_row(label: str, cfg: ModelConfig, spec: HardwareSpec, wl, mode: str | None = "roof", price_for=None) -> dict:
     """One analyze run reduced to a flat row with units in the keys. ``mode`` None: achievable on
-    a calibrated spec, roof otherwise (``achievable.resolve_mode``). ``price_for``: spec -> USD per
+    a calibrated spec, roof otherwise (``predict.resolve_mode``). ``price_for``: spec -> USD per
     GPU-hour (None: the workload's one price)."""
     from dataclasses import replace
 
