@@ -479,7 +479,8 @@ def build_report_data(
     ``results`` / ``baseline``: loaded ``Results``; with results the validation (measured points,
     predicted vs measured) is included, with a baseline also the regress comparison (baseline vs
     results). ``measured_spec``: a measured spec id or path for the measured ceilings (default: the
-    one the results name). ``mode``: TTFT/TPOT of "roof" or "achievable" (calibrated specs); None:
+    one the results name). ``mode``: the TTFT/TPOT of a mode of ``rooflinecli.predict`` ("datasheet",
+    "measured-roof", "roof" or "achievable"); None:
     achievable on calibrated specs, roof on the others (``predict.resolve_mode``)."""
     from rooflinecli import __version__
     from rooflinecli.analysis import analyze, validate_workload
