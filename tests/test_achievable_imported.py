@@ -115,3 +115,18 @@ def test_leave_shape_out_error_within_the_targets(gpu, engine):
                                "generation attention": (0.08, 0.20), "all-reduce": (0.10, 0.25)}.items():
         s = _stats(errs[fam])
         assert s["n"] > 100 and s["median_abs_error"] <= median and s["p90_abs_error"] <= p90, (fam, s)
+
+
+def test_sliding_window_layers_attend_over_the_window_only(h100):
+    cfg = get_model("mistral-7b")
+    W = cfg.sliding_window
+
+    def core(phase, ctx):
+        rows = _rows(cfg, h100, Workload(batch=4, prompt_len=ctx, gen_len=1), phase, 4, ctx, "vllm")
+        return rows["attn.core.window"]["time_s"]
+
+    assert core("decode", 4 * W) == pytest.approx(core("decode", 2 * W), rel=1e-9)  # past the window: W keys
+    assert core("decode", W // 2) < core("decode", W)
+    at = models_for(h100, "vllm").tables.context
+    full, _ = at.time_s(4, 2 * W, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
+    assert core("prefill", 2 * W) < 0.9 * cfg.num_layers * float(full)  # fewer query-key pairs than a full causal call

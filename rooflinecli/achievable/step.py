@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rooflinecli.analysis.ops import kv_heads_per_gpu, phase_ops
+from rooflinecli.analysis.ops import kv_heads_per_gpu, phase_ops, prefill_pairs
 from rooflinecli.analysis.phase import time_ops
 from rooflinecli.analysis.workload import Workload
 from rooflinecli.ceilings import measured_roof_spec
@@ -74,7 +74,8 @@ def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
     if compute_dtype in ("bf16", "fp16"):
         return 1.0
     if spec.base and f"peak_dense_tflops.{compute_dtype}" not in spec.measured_keys:
-        from rooflinecli.hardware import get_spec, measured_peer
+        from rooflinecli.ceilings import measured_peer
+        from rooflinecli.hardware import get_spec
 
         found = measured_peer(spec, compute_dtype)
         if found is not None:
@@ -249,12 +250,22 @@ class _Builder:
         else:
             hkv, D = kv_heads_per_gpu(cfg, wl.tp), cfg.head_dim
         kv = "fp8" if wl.kv_bytes_per_element <= 1 else "bf16"
-        t, key = at.time_s(self.seqs, self.context, max(h, 1.0), max(hkv, 1.0), D, kv)
+        length, scale, extra = self.context, 1.0, ""
+        if name.endswith(".window") and cfg.sliding_window:  # a sliding-window layer attends over at most W keys
+            W = float(cfg.sliding_window)
+            if self.phase == "decode":
+                length = np.minimum(self.context, W)
+            else:  # the full causal call's time, scaled by the share of query-key pairs within the window
+                full = np.asarray(prefill_pairs(cfg, "full", self.context), dtype=float)
+                scale = np.minimum(1.0, np.asarray(prefill_pairs(cfg, "window", self.context), dtype=float) / np.maximum(full, 1.0))
+            extra = f"; window {cfg.sliding_window}"
+        t, key = at.time_s(self.seqs, length, max(h, 1.0), max(hkv, 1.0), D, kv)
+        t = t * scale
         shape = f"H{key[0]}/KVH{key[1]} D{key[2]} {key[3]}"
         exact = (key[0], key[1], key[2]) == (int(h), int(hkv), int(D))
         includes = " (includes " + " and ".join(self.p.attention_includes) + ")" if self.p.attention_includes else ""
         note = (f"{at.phase} attention table, {at.kernel}{includes}; " + ("measured heads" if exact else f"nearest measured heads {shape}, scaled")
-                + ("; MLA as one latent KV head" if cfg.mla is not None else ""))
+                + ("; MLA as one latent KV head" if cfg.mla is not None else "") + extra)
         self.add(name, "attention", op.layers, 1, t, np.minimum(t, self.m.graph_floor_s), (name,), (op.note + "; " if op.note else "") + note,
                  timed_as_a_whole=True, clamp=False)
         return True
