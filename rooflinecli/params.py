@@ -302,12 +302,38 @@ _MIXTRAL = {"expert_gate": "block_sparse_moe.experts.0.w1", "expert_up": "block_
             "expert_down": "block_sparse_moe.experts.0.w2", "router": "block_sparse_moe.gate"}
 
 
+#: the layouts that name their modules otherwise: (layer prefix, {inventory name: module path});
+#: fused checkpoint matrices (Phi-3's qkv_proj, Falcon's query_key_value) name each of their parts
+_LAYOUTS: dict[str, tuple[str, dict[str, str]]] = {
+    "phi3": ("model.layers", {"q": "self_attn.qkv_proj", "k": "self_attn.qkv_proj", "v": "self_attn.qkv_proj",
+                              "gate": "mlp.gate_up_proj", "up": "mlp.gate_up_proj"}),
+    "falcon": ("transformer.h", {"q": "self_attention.query_key_value", "k": "self_attention.query_key_value",
+                                 "v": "self_attention.query_key_value", "o": "self_attention.dense",
+                                 "up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h"}),
+    "gptj": ("transformer.h", {"q": "attn.q_proj", "k": "attn.k_proj", "v": "attn.v_proj", "o": "attn.out_proj",
+                               "up": "mlp.fc_in", "down": "mlp.fc_out"}),
+    "gpt_neox": ("gpt_neox.layers", {"q": "attention.query_key_value", "k": "attention.query_key_value",
+                                     "v": "attention.query_key_value", "o": "attention.dense",
+                                     "up": "mlp.dense_h_to_4h", "down": "mlp.dense_4h_to_h"}),
+    "gpt2": ("transformer.h", {"q": "attn.c_attn", "k": "attn.c_attn", "v": "attn.c_attn", "o": "attn.c_proj",
+                               "up": "mlp.c_fc", "down": "mlp.c_proj"}),
+    "gpt_oss": ("model.layers", {"expert_gate": "mlp.experts.gate_up_proj", "expert_up": "mlp.experts.gate_up_proj",
+                                 "expert_down": "mlp.experts.down_proj", "router": "mlp.router"}),
+    "jamba": ("model.layers", {"gate": "feed_forward.gate_proj", "up": "feed_forward.up_proj", "down": "feed_forward.down_proj",
+                               "expert_gate": "feed_forward.experts.0.gate_proj", "expert_up": "feed_forward.experts.0.up_proj",
+                               "expert_down": "feed_forward.experts.0.down_proj", "router": "feed_forward.router"}),
+}
+
+
 def module_name(cfg: ModelConfig, lin: Linear, layer: int) -> str:
     """The checkpoint's module name of ``lin`` in ``layer`` ("model.layers.3.self_attn.q_proj");
     the LM head is "lm_head". Quantization configs name the modules they leave out this way."""
     if lin.component == "lm_head":
         return "lm_head"
     name = lin.name
+    prefix, layout = _LAYOUTS.get(cfg.model_type, ("model.layers", {}))
+    if name in layout:
+        return f"{prefix}.{layer}.{layout[name]}"
     if cfg.model_type == "mixtral" and name in _MIXTRAL:
         path = _MIXTRAL[name]
     elif lin.component == "shared_experts" and name != "shared_gate":
@@ -315,7 +341,7 @@ def module_name(cfg: ModelConfig, lin: Linear, layer: int) -> str:
         path = f"mlp.{shared}.{name.removeprefix('shared_')}_proj"
     else:
         path = _MODULES.get(name, name)
-    return f"model.layers.{layer}.{path}"
+    return f"{prefix}.{layer}.{path}"
 
 
 def _layers_of(cfg: ModelConfig, lin: Linear) -> list[int]:

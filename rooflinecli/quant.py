@@ -31,7 +31,10 @@ excluded modules (``modules_to_not_convert``, ``ignore``, ``exclude_modules``, b
 exclude it (compressed-tensors, modelopt; GPTQ with ``lm_head: true``). Embedding tables, norms and
 MoE routers stay 16-bit. A pattern matches a module name exactly, as a dotted suffix
 (``lm_head``, ``self_attn.o_proj``), as a parent (``model.layers.*.self_attn``), as a glob with
-``*``, or as a regular expression after ``re:``.
+``*``, as a longer path ending in the module's (a multimodal checkpoint's
+``language_model.model.layers.0.mlp``), or as a regular expression after ``re:``. Module names
+follow each layout (``params.module_name``: Phi-3's fused ``qkv_proj``, Falcon's
+``query_key_value``, GPT-NeoX's ``gpt_neox.layers.N``, ...).
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class WeightQuant:
     excluded: tuple[str, ...] = ()  # module patterns as the config gives them
     lm_head: bool = False  # the format converts the LM head (unless excluded)
     label: str = ""  # "gptq int4, group 128, fp16 scales, 4-bit zero points"
+    #: the KV-cache dtype the checkpoint is calibrated for (modelopt ``kv_cache_quant_algo``,
+    #: compressed-tensors ``kv_cache_scheme``); shown, not applied: the KV figures follow --kv-dtype
+    kv_cache_dtype: str | None = None
 
     def matrix_bytes(self, d_in: int, d_out: int) -> float:
         """Stored bytes of one converted d_in -> d_out matrix: data, scales and zero points."""
@@ -92,6 +98,8 @@ def _matches(pattern: str, module: str) -> bool:
             tail = ".".join(parts[start:end])
             if tail == pattern or ("*" in pattern and fnmatchcase(tail, pattern)):
                 return True
+        if pattern.endswith("." + name):  # a longer path to the same module ("language_model.model.layers.0.mlp")
+            return True
     return False
 
 
@@ -179,7 +187,32 @@ def parse_quantization(raw: Any, where: str) -> WeightQuant | None:
     if method not in QUANT_METHODS:
         err = unknown_name_error("quantization method", method, QUANT_METHODS)
         raise RooflineError(f"{where}: field 'quantization_config.quant_method': {err}")
-    return _PARSERS[method](q)
+    wq = _PARSERS[method](q)
+    kv = _kv_cache_dtype(q)
+    if kv is not None:
+        from dataclasses import replace
+
+        wq = replace(wq, kv_cache_dtype=kv)
+    return wq
+
+
+def _kv_cache_dtype(q: _Q) -> str | None:
+    algo = q.get("kv_cache_quant_algo")
+    if algo is None and isinstance(q.get("quantization"), dict):
+        algo = q.get("quantization").get("kv_cache_quant_algo")
+    if algo is not None:
+        if not isinstance(algo, str) or algo.lower() not in ("fp8", "nvfp4"):
+            raise q.fail("kv_cache_quant_algo", f"is {json.dumps(algo)[:80]}; supported: FP8, NVFP4")
+        return "fp8" if algo.lower() == "fp8" else "fp4"
+    scheme = q.get("kv_cache_scheme")
+    if scheme is None:
+        return None
+    if not isinstance(scheme, dict):
+        raise q.fail("kv_cache_scheme", "must be an object or null")
+    k = _Q(scheme, q.where, q.prefix + "kv_cache_scheme.")
+    bits = k.int_("num_bits", 8, allowed=(4, 8))
+    kind = k.str_("type", "float", allowed=("int", "float"))
+    return ("fp" if kind == "float" else "int") + str(bits)
 
 
 def _group_label(group_in: int | None, group_out: int | None) -> str:

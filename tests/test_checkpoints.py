@@ -625,3 +625,28 @@ def test_analyze_a_multimodal_config_says_the_vision_tower_is_left_out():
     r = runner.invoke(app, ["analyze", "--model", "gemma-3-27b", "--no-ops"])
     assert r.exit_code == 0, r.output
     assert "note: gemma-3-27b: vision tower (siglip ViT, 27 layers of width 1152) reported, not timed" in r.output
+
+
+def test_exclusions_follow_each_layouts_module_names():
+    ct8 = {"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"},
+                                                                         "input_activations": {"num_bits": 8, "type": "float"}}}}
+    raw = preset_raw("phi-4")  # fused qkv_proj and gate_up_proj in the checkpoint
+    raw["quantization_config"] = dict(ct8, ignore=["lm_head", "re:.*qkv_proj$"])
+    cfg = parse(raw)
+    b = P.stored_weight_bytes(cfg)
+    d, L = 5120, 40
+    assert b["attention"] == L * (2 * (d * d + 2 * d * 1280) + (d * d * 1 + 2))  # q, k, v 16-bit; o fp8 with one bf16 scale
+    raw["quantization_config"] = dict(ct8, ignore=["lm_head", "language_model.model.layers.0.mlp"])  # a longer path to layer 0's MLP
+    b = P.stored_weight_bytes(parse(raw))
+    assert b["dense_mlp"] == pytest.approx(3 * 5120 * 17920 * 2 + 39 * 3 * (5120 * 17920 + 2), rel=1e-12)
+
+
+def test_kv_cache_dtype_of_the_checkpoint_is_shown(tmp_path):
+    raw = preset_raw("llama-3-8b")
+    raw["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+    assert parse(raw).quantization.kv_cache_dtype == "fp8"
+    r = invoke("model", "show", write(tmp_path, raw))
+    assert "fp8 scales calibrated; the KV figures here follow --kv-dtype (--kv-dtype fp8 to match)" in r.output.replace("\n│", "")
+    raw["quantization_config"]["kv_cache_quant_algo"] = "INT2"
+    r = invoke("model", "show", write(tmp_path, raw))
+    assert r.exit_code == 2 and "field 'quantization_config.kv_cache_quant_algo' is \"INT2\"" in r.output

@@ -228,6 +228,9 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
             kept = "embedding, norms, routers" + ("" if head is not None and P.converted_fraction(cfg, head) else ", LM head")
             t.add_row("left 16-bit", kept + (f"; excluded modules: {', '.join(q.excluded)}" if q.excluded else ""))
             t.add_row("compute", f"{q.compute_dtype}: {q.compute_note}")
+            if q.kv_cache_dtype:
+                t.add_row("KV cache (checkpoint)", f"{q.kv_cache_dtype} scales calibrated; the KV figures here follow --kv-dtype "
+                          f"(--kv-dtype {q.kv_cache_dtype} to match)")
     t.add_row("weights stored", _bytes(s["weight_bytes"]))
     rs = cfg.rope_scaling
     t.add_row("max context", f"{cfg.max_position_embeddings:,}" + (f" (RoPE scaling {rs.label})" if rs else ""))
