@@ -100,7 +100,13 @@ def test_a_gpu_without_data_is_transferred_and_says_so():
     m, d = models_for(mi, "vllm"), models_for(get_spec(donor), "vllm")
     assert m.tables.transferred_from == donor
     ratio = (mi.memory_bandwidth_gb_per_s / get_spec(donor).memory_bandwidth_gb_per_s)
-    assert m.tables.generation.rates.bytes_per_s == pytest.approx(d.tables.generation.rates.bytes_per_s * ratio)
+    assert m.tables.generation.target.bytes_per_s == pytest.approx(d.tables.generation.rates.bytes_per_s * ratio)
+    # carried by efficiency: a long, bandwidth-bound decode call moves nearly with the bandwidth,
+    # a tiny latency-bound one hardly at all
+    big = [float(x.tables.generation.time_s(256, 32767, 32, 8, 128)[0]) for x in (m, d)]
+    small = [float(x.tables.generation.time_s(1, 1, 32, 8, 128)[0]) for x in (m, d)]
+    assert 1.0 / ratio < big[0] / big[1] * 1.35 and big[0] / big[1] < 1.0
+    assert small[0] / small[1] > 0.8
     assert transfer_donor(get_spec("h200"), "vllm") is None and transfer_donor(mi, "torch") is None
     with pytest.raises(RooflineError, match="no calibration for engine torch"):
         resolve_mode(mi, "achievable", "torch")

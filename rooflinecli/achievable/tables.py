@@ -157,17 +157,29 @@ def _rates(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> Rates:
     return Rates(float(np.max(flops / t)), float(np.max(nbytes / t)))
 
 
+def carried(t, base, target_base):
+    """A time measured on one GPU (``t``, its roofline base ``base``) carried to another whose base
+    is ``target_base``: the share of the time that is work (base / t, the efficiency) scales with
+    the roofline, the rest (launch, setup, tail) stays: t x (target_base / base) ^ (base / t)."""
+    eff = np.clip(base / t, 0.0, 1.0)
+    return t * (target_base / base) ** eff
+
+
 @dataclass
 class GemmTable:
     dtype: str
     rates: Rates
     grid: Grid
     kernel: str = ""
+    #: transferred tables: the target GPU's rates (``carried``), else None
+    target: Rates | None = None
 
     def time_s(self, M, N, K):
         fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
         r = self.grid.at(*(np.log(np.maximum(np.asarray(x, dtype=float), 1.0)) for x in (M, N, K)))
-        return self.rates.base_s(fl, nb) * np.exp(r)
+        base = self.rates.base_s(fl, nb)
+        t = base * np.exp(r)
+        return t if self.target is None else carried(t, base, self.target.base_s(fl, nb))
 
 
 class LazyGrids(dict):
@@ -209,6 +221,7 @@ class AttentionTable:
     grids: LazyGrids  # (H, KVH, D, kv) -> Grid
     rates: Rates
     kernel: str = ""
+    target: Rates | None = None  # transferred tables: the target GPU's rates (``carried``)
 
     def _fb(self, B, L, H, KVH, D, kv):
         f = context_flops_bytes if self.phase == "context" else generation_flops_bytes
@@ -224,7 +237,9 @@ class AttentionTable:
         g = self.grids[key]
         B, L = np.maximum(np.asarray(B, dtype=float), 1.0), np.maximum(np.asarray(L, dtype=float), 1.0)
         fl, nb = self._fb(B, L, H, KVH, D, kv)
-        return self.rates.base_s(fl, nb) * np.exp(g.at(np.log(B), np.log(L))), key
+        base = self.rates.base_s(fl, nb)
+        t = base * np.exp(g.at(np.log(B), np.log(L)))
+        return (t if self.target is None else carried(t, base, self.target.base_s(fl, nb))), key
 
 
 @dataclass
@@ -488,8 +503,9 @@ def nearest_gpu(gpu, candidates: list[str]) -> str | None:
 
 def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
     """``tm`` (measured on ``donor``) carried to ``gpu`` (an id, a spec, or its ``ceilings_of``):
-    each table's compute and memory rates scaled by the two GPUs' datasheet ceilings, the
-    measured ratio curves kept. Collectives are kept as measured (the link is not scaled)."""
+    each table's roofline base rescaled by the two GPUs' datasheet ceilings, each time carried by
+    its efficiency (``carried``: a latency-bound call moves little, an efficient one with the
+    roofline). Collectives are kept as measured (the link is not scaled)."""
     from dataclasses import replace
 
     (pd, bd), (pg, bg) = ceilings_of(donor), (gpu if isinstance(gpu, tuple) else ceilings_of(gpu))
@@ -499,9 +515,9 @@ def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
 
     return replace(
         tm,
-        gemm={dt: replace(g, rates=scale(g.rates)) for dt, g in tm.gemm.items()},
-        context=replace(tm.context, rates=scale(tm.context.rates)) if tm.context else None,
-        generation=replace(tm.generation, rates=scale(tm.generation.rates)) if tm.generation else None,
+        gemm={dt: replace(g, target=scale(g.rates)) for dt, g in tm.gemm.items()},
+        context=replace(tm.context, target=scale(tm.context.rates)) if tm.context else None,
+        generation=replace(tm.generation, target=scale(tm.generation.rates)) if tm.generation else None,
         engine=f"{tm.engine}, transferred from {donor}",
         transferred_from=donor,
     )
