@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -650,3 +651,19 @@ def test_kv_cache_dtype_of_the_checkpoint_is_shown(tmp_path):
     raw["quantization_config"]["kv_cache_quant_algo"] = "INT2"
     r = invoke("model", "show", write(tmp_path, raw))
     assert r.exit_code == 2 and "field 'quantization_config.kv_cache_quant_algo' is \"INT2\"" in r.output
+
+
+def test_sweep_sweeps_a_quantized_checkpoint_as_stored_unless_weight_dtype_is_given():
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.whatif.sweep import block_columns, make_combos
+
+    raw = preset_raw("llama-3-8b")
+    raw["quantization_config"] = FORMATS["gptq-int4-g128"][0]
+    cfg = parse(raw)
+    from rooflinecli.quant import weights_label
+
+    for weight_dtypes, label, weights in ((None, "gptq int4", 4_677_189_632), (["bf16"], "bf16", 15_009_857_536)):
+        (combo,) = make_combos([cfg], [get_spec("h200")], ["bf16"], ["bf16"], weight_dtypes)
+        cols = block_columns(combo, "decode", np.asarray([1.0]), np.asarray([1024.0]))
+        assert cols["weights_bytes"][0] == pytest.approx(weights, rel=1e-12)
+        assert weights_label(combo.cfg, combo) == label  # the sweep's weight_dtype column

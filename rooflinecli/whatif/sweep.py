@@ -33,6 +33,7 @@ from rooflinecli.dtypes import WEIGHT_DTYPES, check_dtype
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
+from rooflinecli.quant import weights_label
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
 
@@ -69,6 +70,7 @@ class Combo:
     mode: str = "roof"  # a mode of ``rooflinecli.predict`` (``time_s``; ``roof_time_s`` is always the roof's)
     engine: str = "torch"
     kv_bits: float | None = None  # overrides kv_dtype (``--kv-bits``)
+    weight_dtype_overrides: bool = False  # --weight-dtype given: it replaces a quantized checkpoint's own format
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ def make_combos(
                     wds = [check_dtype(dtype, WEIGHT_DTYPES, "weight dtype (from --dtype; pass --weight-dtype)")]
                 for wd in wds:
                     for kd in kv_dtypes:
-                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine, kv_bits))
+                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine, kv_bits, weight_dtypes is not None))
     return combos
 
 
@@ -175,6 +177,7 @@ def block_columns(
             gen_len=1,
             compute_dtype=combo.dtype,
             weight_dtype=combo.weight_dtype,
+            weight_dtype_overrides=combo.weight_dtype_overrides,
             kv_dtype=combo.kv_dtype,
             kv_bits=combo.kv_bits,
             tp=tp,
@@ -261,7 +264,7 @@ def _arrow_table(block: Block):
         "hw": c.spec.id,
         "phase": block.phase,
         "dtype": c.dtype,
-        "weight_dtype": c.weight_dtype,
+        "weight_dtype": weights_label(c.cfg, c),  # a quantized checkpoint swept as stored: its own format
         "kv_dtype": c.kv_dtype if c.kv_bits is None else f"{c.kv_bits:g}-bit",
         "mode": c.mode,
     }
