@@ -60,10 +60,10 @@ def test_per_op_table_explains_the_decode_step():
 @pytest.mark.parametrize(
     "args, expect",
     [
-        (["analyze", "--hw", "h200-measured", "--engine", "tensorrt"], "error: unknown engine 'tensorrt'"),
-        (["analyze", "--hw", "h200-measured", "--mode", "fast"], "error: --mode: unknown mode 'fast'; known: roof, datasheet, measured-roof, achievable"),
+        (["analyze", "--hw", "h200-measured", "--engine", "tensorrt"], "'--engine': unknown engine 'tensorrt'"),
+        (["analyze", "--hw", "h200-measured", "--mode", "fast"], "'--mode': unknown mode 'fast'; known: roof, datasheet, measured-roof, achievable"),
         (["analyze", "--hw", "h200", "--mode", "achievable"], "error: h200: no calibration for engine torch (achievable mode needs one: this GPU has sglang, trtllm, vllm)"),
-        (["compare", "--model", "llama-3-8b", "--hw", "h200-measured", "--engine", "x"], "error: unknown engine 'x'"),
+        (["compare", "--model", "llama-3-8b", "--hw", "h200-measured", "--engine", "x"], "'--engine': unknown engine 'x'"),
         (["kv", "--model", "llama-3-8b", "--hw", "mi300x", "--mode", "achievable"], "mi300x: no calibration for engine torch (achievable mode needs one: a measured spec"),
     ],
     ids=["engine", "mode", "datasheet-achievable", "compare-engine", "kv-datasheet"],

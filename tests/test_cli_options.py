@@ -233,3 +233,27 @@ def test_a_bad_price_in_a_spec_file_is_one_line(tmp_path, table, fragment):
     path = _priced_spec(tmp_path, table)
     line = one_line_error(run("analyze", "--hw", str(path)))
     assert fragment in line, line
+
+
+@pytest.mark.parametrize("args, option", [
+    (["analyze", "--model", "llama-9"], "--model"),
+    (["analyze", "--model", " "], "--model"),
+    (["kv", "--hw", "h10"], "--hw"),
+    (["compare", "--hw", "h100-sxm,nope"], "--hw"),
+    (["analyze", "--dtype", "bf17"], "--dtype"),
+    (["kv", "--kv-dtype", "fp9"], "--kv-dtype"),
+    (["moe", "--model", "mixtral-8x7b", "--weight-dtype", "int3"], "--weight-dtype"),
+    (["analyze", "--engine", "vllm2"], "--engine"),
+    (["analyze", "--mode", "fastest"], "--mode"),
+    (["analyze", "--mla-decode", "folded"], "--mla-decode"),
+    (["speculative", "-k", "0", "-a", "0.7", "--model", "llama-3-8b"], "--draft-tokens"),
+    (["attention-io", "--seq", "1k", "--head-dim", "64", "--dtype", "int4"], "--dtype"),
+    (["rope", "--model", "nope", "--target-context", "32k"], "--model"),
+    (["sweep", "--model", "llama-3-8b,nope", "--hw", "h100-sxm", "-o", "x.csv"], "--model"),
+    (["sweep", "--model", "llama-3-8b", "--hw", "h100-sxm", "-o", "x.csv", "--kv-dtype", "bf16,fp9"], "--kv-dtype"),
+    (["report", "--results", "no-such-results.json"], "--results"),
+    (["report", "--measured-hw", "h300"], "--measured-hw"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v[:1] + v[-2:]))
+def test_unknown_names_are_refused_under_the_option_given(args, option):
+    line = one_line_error(run(*args))
+    assert option in line, line

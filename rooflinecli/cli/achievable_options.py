@@ -11,11 +11,15 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.cli.options import engine_name, mode_name
+
 ModeOption = Annotated[
     str | None,
-    typer.Option("--mode", help="datasheet (the roofline on the datasheet's figures), measured-roof (on a measured spec's measured roof), roof (the roof of the spec's own kind) or achievable (the calibrated kernel model; default on a calibrated spec such as h200-measured)."),
+    typer.Option("--mode", help="datasheet (the roofline on the datasheet's figures), measured-roof (on a measured spec's measured roof), roof (the roof of the spec's own kind) or achievable (the calibrated kernel model; default on a calibrated spec such as h200-measured).",
+                 parser=mode_name, metavar="MODE"),
 ]
 EngineOption = Annotated[
     str,
-    typer.Option("--engine", help="Achievable mode: engine profile, torch (one kernel per torch op, decode in a CUDA graph) or fused (vLLM/SGLang-style fused kernels)."),
+    typer.Option("--engine", help="Achievable mode: engine profile, torch (one kernel per torch op, decode in a CUDA graph) or fused (vLLM/SGLang-style fused kernels).",
+                 parser=engine_name, metavar="ENGINE"),
 ]

@@ -21,8 +21,7 @@ HW_HELP = "GPU: a built-in id (see `roofline hw list`), a measured spec id, or a
 
 def _forgiven(value: str, known) -> str:
     """A name as the user typed it, forgiven surrounding spaces and case when that makes it a known
-    id (``" Llama-3-8B"`` -> ``llama-3-8b``); an existing path or an unknown name is left to the
-    loader, which names it in its error."""
+    id (``" Llama-3-8B"`` -> ``llama-3-8b``); an existing path is left as it is."""
     import os
 
     if os.path.exists(value):
@@ -33,25 +32,91 @@ def _forgiven(value: str, known) -> str:
     return name.lower() if name.lower() in known else name
 
 
+def _bad(e: Exception) -> typer.BadParameter:
+    """A loader's one-line error as a BadParameter, which Click reports under the option's name."""
+    return typer.BadParameter(str(e).removeprefix("error: "))
+
+
 def forgive_gpu_names(value: str) -> str:
-    """``--hw``: each comma-separated GPU id forgiven case and surrounding spaces."""
-    from rooflinecli.hardware import all_specs
+    """``--hw``: each comma-separated GPU id forgiven case and surrounding spaces; an unknown id
+    is refused here, so the error names the option (a spec file path is left to its loader)."""
+    from rooflinecli.errors import RooflineError
+    from rooflinecli.hardware import all_specs, get_spec, is_spec_path
 
     known = all_specs()
-    return ",".join(_forgiven(v, known) for v in str(value).split(","))
+    names = [_forgiven(v, known) for v in str(value).split(",")]
+    if not any(n.strip() for n in names):
+        raise typer.BadParameter("give a GPU: an id (see `roofline hw list`) or a spec file path")
+    for n in names:
+        if n.strip() and n not in known and not is_spec_path(n):
+            try:
+                get_spec(n)
+            except RooflineError as e:
+                raise _bad(e) from None
+    return ",".join(names)
 
 
 def forgive_model_names(value: str) -> str:
-    """``--model``: each comma-separated preset id forgiven case and surrounding spaces."""
+    """``--model``: each comma-separated preset id forgiven case and surrounding spaces; an
+    unknown id is refused here, so the error names the option (a config path is left to its loader)."""
+    import os
+
+    from rooflinecli.errors import unknown_name_error
     from rooflinecli.model_registry import preset_ids
 
     known = set(preset_ids())
-    return ",".join(_forgiven(v, known) for v in str(value).split(","))
+    names = [_forgiven(v, known) for v in str(value).split(",")]
+    for n in names:
+        if not n.strip():
+            raise typer.BadParameter("give a model: a preset id (see `roofline model list`) or a config.json path")
+        path_like = n.endswith(".json") or "/" in n or "\\" in n or n.startswith(".") or os.path.exists(n)
+        if n not in known and not path_like:
+            raise _bad(unknown_name_error("model", n, sorted(known)))
+    return ",".join(names)
 
 
 def forgive_dtype_names(value: str) -> str:
-    """A dtype (or a comma list of them): ``" BF16"`` -> ``bf16``."""
+    """A name (or a comma list of them) forgiven case and surrounding spaces: ``" BF16"`` -> ``bf16``."""
     return ",".join(v.strip().lower() for v in str(value).split(","))
+
+
+def dtype_parser(allowed: tuple[str, ...], what: str):
+    """A parser for a dtype option (or a comma list of dtypes): forgiven case and spaces, and one
+    of ``allowed`` or refused under the option's own name."""
+    from rooflinecli.errors import unknown_name_error
+
+    def parse(value) -> str:
+        names = forgive_dtype_names(value)
+        for n in names.split(","):
+            if n not in allowed:
+                raise _bad(unknown_name_error(what, n, allowed))
+        return names
+
+    return parse
+
+
+def engine_name(value) -> str:
+    """``--engine``: an engine profile (``achievable.ENGINES``), forgiven case and spaces."""
+    from rooflinecli.achievable.profiles import get_engine
+    from rooflinecli.errors import RooflineError
+
+    name = forgive_dtype_names(value)
+    try:
+        get_engine(name)
+    except RooflineError as e:
+        raise _bad(e) from None
+    return name
+
+
+def mode_name(value) -> str:
+    """``--mode``: roof or one of ``predict.MODES``, forgiven case and spaces (whether the GPU
+    has what the mode needs is checked once the GPU is known)."""
+    from rooflinecli.predict import MODES, ROOF
+
+    name = forgive_dtype_names(value).replace("_", "-")
+    if name not in (ROOF, *MODES):
+        raise typer.BadParameter(f"unknown mode '{name}'; known: {', '.join((ROOF, *MODES))}")
+    return name
 
 
 #: one GPU, by id or path; env ROOFLINE_HW sets the default.

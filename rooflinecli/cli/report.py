@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from rooflinecli.errors import one_line
-from rooflinecli.cli.options import HwListOption
+from rooflinecli.cli.options import HwListOption, forgive_gpu_names
 from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, SHARED, Prices, workload_from_options, workload_options
 
 
@@ -25,7 +25,8 @@ def report_cmd(
     price=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, expert_skew=SHARED, mla_decode=SHARED, weight_group_size=SHARED,
     results: Annotated[Optional[Path], typer.Option("--results", help="Measured results JSON (`roofline bench`): adds measured points and the validation table.")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline results JSON: adds the comparison of the two runs (needs --results).")] = None,
-    measured_hw: Annotated[Optional[str], typer.Option("--measured-hw", help="Measured spec (id or .toml) whose ceilings are drawn beside the datasheet ones; default: the one the results name.")] = None,
+    measured_hw: Annotated[Optional[str], typer.Option("--measured-hw", help="Measured spec (id or .toml) whose ceilings are drawn beside the datasheet ones; default: the one the results name.",
+                                                           parser=forgive_gpu_names, metavar="GPU")] = None,
     mode=SHARED,
     engine=SHARED,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file to write; default reports/roofline-<model>-<gpu>.html.")] = None,
@@ -57,6 +58,9 @@ def report_cmd(
     from rooflinecli.output import model_and_spec_files, refuse_overwriting_inputs
     from rooflinecli.hardware import get_spec
 
+    for option, path in (("--results", results), ("--baseline", baseline)):
+        if path is not None and not path.is_file():
+            raise RooflineError(f"{option} {one_line(path)}: no such results file")
     refuse_overwriting_inputs({"--results": results, "--baseline": baseline}, {"--out": out})
     cfg, specs = get_model(model), get_specs(hw)
     prices = price or Prices()

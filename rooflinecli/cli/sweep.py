@@ -9,7 +9,9 @@ from typing import Annotated
 import typer
 
 from rooflinecli.errors import one_line
+from rooflinecli.cli.options import dtype_parser, forgive_gpu_names, forgive_model_names
 from rooflinecli.cli.workload_options import SHARED, workload_options
+from rooflinecli.dtypes import COMPUTE_DTYPES, KV_DTYPES, WEIGHT_DTYPES
 from rooflinecli.errors import RooflineError
 
 #: the most rows one sweep may write (about a minute of work and a few GB of output)
@@ -18,15 +20,19 @@ MAX_SWEEP_ROWS = 100_000_000
 PROGRESS_MIN_ROWS = 200_000
 
 
+@workload_options
 def sweep_cmd(
-    model: Annotated[str, typer.Option("--model", help="Comma list of model presets or config paths.")],
-    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="Comma list of GPUs (ids or spec paths).", envvar="ROOFLINE_HW")],
+    model: Annotated[str, typer.Option("--model", help="Comma list of model presets or config paths.", parser=forgive_model_names, metavar="MODELS")],
+    hw: Annotated[str, typer.Option("--hw", "--hw-file", help="Comma list of GPUs (ids or spec paths).", envvar="ROOFLINE_HW",
+                                    parser=forgive_gpu_names, metavar="GPUS")],
     out: Annotated[str, typer.Option("--out", "-o", help="Output file: .parquet or .csv (by extension), written atomically.")],
     batch: Annotated[str, typer.Option("--batch", help="Batch grid: lists and A..B[:STEP|:xF] ranges, k = 1024.")] = "1..256:x2",
     context: Annotated[str, typer.Option("--context", help="Context grid (prefill: prompt tokens; decode: cached tokens).")] = "1k..32k:x2",
-    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of compute dtypes (weights stored in the same dtype unless --weight-dtype).")] = "bf16",
-    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Comma list of stored weight dtypes (default: the compute dtype).")] = None,
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma list of KV cache dtypes.")] = "bf16",
+    dtype: Annotated[str, typer.Option("--dtype", help="Comma list of compute dtypes (weights stored in the same dtype unless --weight-dtype).",
+                                       parser=dtype_parser(COMPUTE_DTYPES, "compute dtype"), metavar="DTYPES")] = "bf16",
+    weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Comma list of stored weight dtypes (default: the compute dtype).",
+                                                     parser=dtype_parser(WEIGHT_DTYPES, "weight dtype"), metavar="DTYPES")] = None,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="Comma list of KV cache dtypes.", parser=dtype_parser(KV_DTYPES, "KV dtype"), metavar="DTYPES")] = "bf16",
     phase: Annotated[str, typer.Option("--phase", help="Phases: prefill,decode.")] = "prefill,decode",
     tp=SHARED, ep=SHARED, kv_bits=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, mode=SHARED, engine=SHARED,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary line.")] = False,

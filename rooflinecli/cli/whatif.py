@@ -17,7 +17,7 @@ import typer
 
 from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_num, fmt_time
 from rooflinecli.fmt import json_default as _json_default
-from rooflinecli.cli.options import HW_HELP, HwOption, JsonOption, forgive_gpu_names, forgive_model_names, tokens_option
+from rooflinecli.cli.options import HW_HELP, HwOption, JsonOption, dtype_parser, forgive_gpu_names, forgive_model_names, tokens_option
 from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, REQUIRED, SHARED, Prices, workload_options
 from rooflinecli.errors import RooflineError
 from rooflinecli.quant import weights_label
@@ -60,7 +60,8 @@ def _warn(msg: str | None) -> None:
 
 
 def rope_cmd(
-    model: Annotated[str | None, typer.Option("--model", help="Model preset id or config.json path (gives base, rotary dim, trained context).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model preset id or config.json path (gives base, rotary dim, trained context).",
+                                              parser=forgive_model_names, metavar="MODEL")] = None,
     target_context: Annotated[int | None, tokens_option("--target-context", help="Context to reach, tokens.")] = None,
     scale: Annotated[float | None, typer.Option("--scale", help="Stretch factor s instead of --target-context.")] = None,
     base: Annotated[float | None, typer.Option("--base", help="RoPE base (theta); default: the model's.")] = None,
@@ -114,7 +115,9 @@ def speculative_cmd(
 ) -> None:
     """Speculative decoding / MTP: expected tokens per step (1 - a^(k+1)) / (1 - a) and the
     speed-up net of the draft's cost, optionally as a time per token for a model on a GPU."""
-    from rooflinecli.whatif.speculative import speculative, speedup_by_draft_tokens
+    from rooflinecli.whatif.speculative import check_inputs, speculative, speedup_by_draft_tokens
+
+    check_inputs(draft_tokens, acceptance, draft_cost_ratio or 0.0)  # before any model work
 
     source = "given"
     step_time = None
@@ -195,7 +198,8 @@ def attention_io_cmd(
     hw: HwOption = "h100-sxm",
     heads: Annotated[int, typer.Option("--heads", help="Attention heads.")] = 1,
     batch: Annotated[int, typer.Option("--batch", help="Sequences.")] = 1,
-    dtype: Annotated[str, typer.Option("--dtype", help="Element dtype of Q, K, V, O (and of the SRAM tiles).")] = "bf16",
+    dtype: Annotated[str, typer.Option("--dtype", help="Element dtype of Q, K, V, O (and of the SRAM tiles).",
+                                       parser=dtype_parser(("fp32", "bf16", "fp16", "fp8"), "attention dtype"), metavar="DTYPE")] = "bf16",
     as_json: JsonOption = False,
 ) -> None:
     """FlashAttention vs standard attention HBM traffic (Dao et al. 2022, Theorem 2), with SRAM M =

@@ -21,7 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from rooflinecli.cli.achievable_options import EngineOption, ModeOption
-from rooflinecli.cli.options import forgive_dtype_names, forgive_model_names, tokens_option
+from rooflinecli.cli.options import dtype_parser, forgive_dtype_names, forgive_model_names, tokens_option
+from rooflinecli.dtypes import COMPUTE_DTYPES, KV_DTYPES, WEIGHT_DTYPES
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,19 @@ def parse_prices(value) -> Prices:
 _D = DEFAULT_WORKLOAD
 
 
-def _dtype(name: str, help: str):  # noqa: A002 - typer's own word
-    return Annotated[str, typer.Option(name, help=help, parser=forgive_dtype_names, metavar="DTYPE")]
+def _dtype(name: str, help: str, allowed: tuple[str, ...], what: str):  # noqa: A002 - typer's own word
+    return Annotated[str, typer.Option(name, help=help, parser=dtype_parser(allowed, what), metavar="DTYPE")]
+
+
+def mla_form(value) -> str:
+    """``--mla-decode``: absorbed or naive, forgiven case and spaces."""
+    from rooflinecli.analysis.workload import MLA_DECODE_FORMS
+    from rooflinecli.errors import unknown_name_error
+
+    name = forgive_dtype_names(value)
+    if name not in MLA_DECODE_FORMS:
+        raise typer.BadParameter(str(unknown_name_error("MLA decode form", name, MLA_DECODE_FORMS)))
+    return name
 
 
 #: parameter name -> (annotated type, default); a default of REQUIRED is never used here
@@ -146,9 +158,10 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
                                          help="Generated tokens per sequence (decode steps at contexts prompt .. prompt+gen-1).")], _D.gen_tokens),
     "context": (Annotated[int, tokens_option("--context", minimum=1, help="Context tokens per sequence at the decode step (cached tokens).")],
                 _D.context_tokens),
-    "dtype": (_dtype("--dtype", "Compute dtype; the GPU's peak for it is used (fp8 -> fp8 peak)."), "bf16"),
-    "weight_dtype": (_dtype("--weight-dtype", "Stored weights: bf16, fp16, fp32, fp8, int8, int4 (with group scales)."), "bf16"),
-    "kv_dtype": (_dtype("--kv-dtype", "KV cache dtype: bf16, fp16, fp32, fp8, int8, int4."), "bf16"),
+    "dtype": (_dtype("--dtype", "Compute dtype; the GPU's peak for it is used (fp8 -> fp8 peak).", COMPUTE_DTYPES, "compute dtype"), "bf16"),
+    "weight_dtype": (_dtype("--weight-dtype", "Stored weights: bf16, fp16, fp32, fp8, int8, int4 (with group scales).", WEIGHT_DTYPES,
+                            "weight dtype"), "bf16"),
+    "kv_dtype": (_dtype("--kv-dtype", "KV cache dtype: bf16, fp16, fp32, fp8, int8, int4.", KV_DTYPES, "KV dtype"), "bf16"),
     "kv_bits": (Annotated[float | None, typer.Option("--kv-bits", help="KV cache bits per element, any width (overrides --kv-dtype).")], None),
     "kv_block_size": (Annotated[int | None, typer.Option("--kv-block-size", min=1, help="Paged KV cache: tokens per block.")], None),
     "tp": (Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs per model replica (must divide the heads).")], 1),
@@ -167,7 +180,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "expert_skew": (Annotated[float, typer.Option(
         "--expert-skew", help="MoE routing skew >= 1: the hottest expert's load over the mean (1 = uniform).")], 1.0),
     "mla_decode": (Annotated[str, typer.Option(
-        "--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.", parser=forgive_dtype_names, metavar="FORM")],
+        "--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.", parser=mla_form, metavar="FORM")],
         "absorbed"),
     "mode": (ModeOption, None),
     "engine": (EngineOption, "torch"),
