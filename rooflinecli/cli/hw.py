@@ -50,15 +50,14 @@ def list_cmd(json_out: JsonOption = False) -> None:
     if json_out:
         typer.echo(json_dumps([{**s.to_dict(), "calibrated_engines": dict(calibrated_engines(s))} for s in specs]))
         return
-    from rich.table import Table
+    from rooflinecli.cli.console import fit_table
 
-    t = Table(title="GPUs (dense peaks; * = estimate, (m) = measured, (m)* = estimated from a measurement)", title_justify="left")
-    for col in ("id", "name", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "mem GB", "mem GB/s",
-                "L2 MB", "smem/SM KB", "SMs", "bf16 ridge FLOP/B", "L2/HBM BW", "calibrated engines"):
-        t.add_column(col, justify="left" if col in ("id", "name", "kind") else "right", no_wrap=True)
+    cols = ["id", "name", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "mem GB", "mem GB/s",
+            "L2 MB", "smem/SM KB", "SMs", "bf16 ridge FLOP/B", "L2/HBM BW", "calibrated engines"]
+    rows = []
     for s in specs:
         fp8 = s.peak_dense_tflops.get("fp8")
-        t.add_row(
+        rows.append([
             s.id,
             s.name,
             s.kind if s.base is None else f"{s.kind} ({s.base})",
@@ -72,9 +71,11 @@ def list_cmd(json_out: JsonOption = False) -> None:
             f"{s.ridge_point('bf16'):.0f}",
             f"{s.onchip_to_hbm_bandwidth_ratio:.1f}x" + _est(s, "cache.l2_bandwidth_gb_per_s"),
             ", ".join(f"{e} ({'m' if src.startswith('own') else 'i'})" for e, src in calibrated_engines(s)) or "-",
-        )
+        ])
     c = _console()
-    c.print(t)
+    c.print(fit_table(c, "GPUs (dense peaks; * = estimate, (m) = measured, (m)* = estimated from a measurement)", cols, rows,
+                      justify=["left" if col in ("id", "name", "kind", "calibrated engines") else "right" for col in cols],
+                      wrap=("name", "calibrated engines"), optional=("name", "calibrated engines", "smem/SM KB", "L2/HBM BW", "L2 MB", "SMs", "kind")))
     c.print(L2_VS_SMEM)
     c.print("calibrated engines (the GPU is --hw, the engine --engine): (m) our own measurements, (i) imported vendor tables, "
             "hardware_specs/measured/<gpu>.<engine>.calibration.json.gz")
