@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import launch
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
@@ -138,6 +138,7 @@ OP = KernelOp(
     name="copy",
     make_inputs=_make_inputs,
     run=copy,
+    output=output_like("src"),
     reference=reference,
     baseline=baseline,
     baselines={"copy_": _copy_factory, "copy_:chunked": _chunked_copy_factory},

@@ -38,7 +38,7 @@ from kernels.flash_attention import (
     upcast_dots,
 )
 from kernels.launch import Bound, descriptor_tile_hook, launch, remember
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
 from kernels.tuning import Choice
@@ -332,21 +332,23 @@ def _keep_fitting_tiles(configs, named_args, **kwargs):
     ]
 
 
-# GPU configs. Untuned. Pointer loads (cp.async pipelined): the three the first H200 run timed
-# (32 x 4 warps x 4 stages won at B1 128k, 138 us in the autotuner, 0.97x SDPA graph-timed). TMA
-# loads: 64-128-token tiles, 2-4 per SM in flight; the autotuner picks between the two on the GPU.
-# All compile for sm_90 without register spills (test_decode_attention's compile check). Every
-# BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
+# GPU configs. Pointer loads (cp.async pipelined): 32 x 4 warps x 4 stages won at B1 128k on the
+# H200 (138 us in the autotuner, 0.97x SDPA graph-timed), and 64-token tiles; TMA loads: 64-128-token
+# tiles, 2-4 per SM in flight; the autotuner picks between them on the GPU. Every config compiles
+# for sm_90 without register spills under the pinned Triton and the newest (test_decode_attention's
+# compile check, run by .ci/run on both). Every BLOCK_N divides CHUNK_ALIGN so any of them tiles a chunk.
 CHUNK_ALIGN = 128
-_GPU_CONFIGS = [
+_SHARED_CONFIGS = [
     _config(32, 4, 4, False),
-    _config(64, 8, 3, False),
-    _config(64, 8, 4, False),
     _config(64, 4, 4, True),
     _config(128, 4, 3, True),
-    _config(128, 8, 3, True),
     _config(16, 4, 8, True),  # paged caches of 16-token pages (a TMA tile stays inside a page)
 ]
+# 64-token pointer tiles: 4 warps in the split-KV kernel (on 8 warps it spills under Triton 3.8:
+# 64 registers and an 8-byte stack; on 4 warps 84-120 registers, none), 8 warps in the balanced one
+# (on 4 warps it spills under 3.8 or 3.9). 128-token TMA tiles on 8 warps are left out: they spill
+# in the split-KV kernel under 3.8 and in the balanced one under 3.6.
+_GPU_CONFIGS = _SHARED_CONFIGS[:1] + [_config(64, 4, 3, False), _config(64, 4, 4, False)] + _SHARED_CONFIGS[1:]
 # Key: everything that changes the grid (B, H_kv, SPLITS) or the code (GROUP, D, PAGED, VARLEN,
 # PAGE_SIZE). Not the chunk length: it changes every CHUNK_ALIGN tokens of a growing context.
 _decode_attention_autotuned = triton.autotune(
@@ -356,10 +358,8 @@ _decode_attention_autotuned = triton.autotune(
 )(_decode_attention_kernel)
 # Balanced schedule: the grid is always (P,) = one program per SM, so P replaces SPLITS in the key;
 # B and H_kv still change how many groups each program walks (B64: ~4 per program, B1: 1).
-# Its configs: all but 128-token TMA tiles on 8 warps, which under Triton 3.6 (the H200 machine's)
-# keep one value in an 8-byte stack frame across the KV loop here (2 STL + 2 LDL per group, at 80
-# registers; none under 3.9); 128-token TMA tiles on 4 warps stay.
-_BALANCED_CONFIGS = [c for c in _GPU_CONFIGS if not (c.kwargs["TMA"] and c.kwargs["BLOCK_N"] == 128 and c.num_warps == 8)]
+# Its configs: the shared ones and the 64-token pointer tiles on 8 warps.
+_BALANCED_CONFIGS = _SHARED_CONFIGS[:1] + [_config(64, 8, 3, False), _config(64, 8, 4, False)] + _SHARED_CONFIGS[1:]
 _decode_attention_balanced_autotuned = triton.autotune(
     configs=_BALANCED_CONFIGS,
     key=["B", "H_kv", "P", "GROUP", "D", "PAGED", "PAGE_SIZE", "VARLEN"],
@@ -856,6 +856,7 @@ OP = KernelOp(
     name="decode_attention",
     make_inputs=make_inputs,
     run=decode_attention,
+    output=output_like("q"),
     reference=decode_reference,
     cost=cost,
     cases={"test": _TEST, "quick": _QUICK, "full": _FULL},

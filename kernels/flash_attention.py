@@ -33,7 +33,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from kernels.launch import Bound, descriptor_tile_hook, remember
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.sdpa_baselines import sdpa_factories
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -444,6 +444,7 @@ OP = KernelOp(
     name="flash_attention",
     make_inputs=make_inputs,
     run=flash_attention,
+    output=output_like("q"),
     reference=attention_reference,
     cost=cost,
     cases={"test": _TEST, "quick": _QUICK, "full": _FULL},

@@ -643,6 +643,11 @@ def _cost(case: Case) -> tuple[float, float]:
     return float(formulas.gemm_flops(M, N, K)), float(formulas.gemm_min_bytes(M, N, K, b, out_b))
 
 
+def _output(case: Case, inputs) -> tuple[tuple[int, int], torch.dtype]:
+    """C [M, N]: fp16 for fp16 inputs, bf16 otherwise (fp8 inputs give bf16)."""
+    return (case.params["M"], case.params["N"]), torch.float16 if case.dtype == "fp16" else torch.bfloat16
+
+
 def _supported(case: Case, spec=None) -> bool:
     """fp8 needs fp8 tensor cores: compute capability >= 8.9 (Ada, Hopper and later)."""
     if case.dtype != "fp8":
@@ -663,6 +668,7 @@ OP = KernelOp(
     name="gemm",
     make_inputs=_make_inputs,
     run=gemm,
+    output=_output,
     reference=reference,
     baseline=baseline,
     baselines=BASELINES,

@@ -49,7 +49,7 @@ from kernels.flash_attention import (
     upcast_dots,
 )
 from kernels.launch import Bound, descriptor_tile_hook, remember
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.sdpa_baselines import plain, sdpa_factories
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
@@ -520,6 +520,7 @@ OP = KernelOp(
     name="mla_decode",
     make_inputs=make_inputs,
     run=mla_decode,
+    output=output_like("q_latent"),
     reference=mla_reference,
     cost=cost,
     cases={"test": _TEST, "quick": _QUICK, "full": _FULL},

@@ -56,7 +56,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from kernels.launch import Bound, launch, remember
 from kernels.moe_torch import experts as baseline
 from kernels.moe_torch import route  # noqa: F401 - re-exported: kernels.moe.route(logits, k)
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
@@ -669,6 +669,7 @@ OP = KernelOp(
     name="moe",
     make_inputs=_make_inputs,
     run=moe,
+    output=output_like("hidden"),
     reference=reference,
     baseline=baseline,
     cost=_cost,

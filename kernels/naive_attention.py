@@ -27,7 +27,7 @@ from kernels.flash_attention import (
     make_inputs,
     upcast_dots,
 )
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.sdpa_baselines import plain, sdpa_factories
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
@@ -208,6 +208,7 @@ OP = KernelOp(
     name="naive_attention",
     make_inputs=make_inputs,
     run=naive_attention,
+    output=output_like("q"),
     reference=attention_reference,
     cost=cost,
     cases={"test": _TEST, "quick": _QUICK, "full": _FULL},

@@ -56,6 +56,9 @@ class KernelOp:
     cases: Mapping[str, tuple[Case, ...]]
     #: relative-error tolerance ||out - ref|| / ||ref|| per dtype
     tolerance: Mapping[str, float]
+    #: (case, inputs) -> (shape, torch dtype) of the output that run(**inputs, out=...) fills: the
+    #: tests hand the launcher a NaN-poisoned buffer of it, so an element left unwritten fails
+    output: Callable[[Case, Mapping[str, Any]], tuple[tuple[int, ...], Any]] | None = None
     #: the PyTorch/cuBLAS equivalent timed beside ours in the same run, run(**inputs); None if none
     baseline: Callable[..., Any] | None = None
     #: candidate torch paths for the fair baseline, by backend name ("sdpa:cudnn", "sdpa:flash",
@@ -86,3 +89,8 @@ def load_op(name: str) -> KernelOp:
 
 def all_ops() -> list[KernelOp]:
     return [load_op(n) for n in KERNEL_NAMES]
+
+
+def output_like(key: str) -> Callable[[Case, Mapping[str, Any]], tuple[tuple[int, ...], Any]]:
+    """``KernelOp.output`` for a kernel whose output has the shape and dtype of input ``key``."""
+    return lambda case, inputs: (tuple(inputs[key].shape), inputs[key].dtype)

