@@ -153,7 +153,8 @@ def _render_point(res: dict) -> None:
     typer.echo(f"{'':26}{res['mode']:>14}{'roof':>14}")
     for name, a, b in rows:
         typer.echo(f"{name:26}{a:>14}{b:>14}")
-    typer.echo(f"running sequences: {fmt_num(res['running_sequences'])} of a KV limit of {res['kv_limit_sequences']:,}")
+    per = "" if res["serving"] == "aggregated" else " per decode instance"
+    typer.echo(f"running sequences{per}: {fmt_num(res['running_sequences'])} of a KV limit of {res['kv_limit_sequences']:,}")
     mem = res["memory_bytes_per_gpu"]
     for label, m in ((("",), mem),) if "weights_bytes_per_gpu" in mem else ((("prefill ",), mem["prefill"]), (("decode ",), mem["decode"])):
         typer.echo(f"{label[0]}memory per GPU: weights {fmt_bytes(m['weights_bytes_per_gpu'])}, KV cache {fmt_bytes(m['kv_cache_bytes_per_gpu'])}, "
