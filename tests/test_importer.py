@@ -199,3 +199,17 @@ def test_version_folders_sort_numerically() -> None:
     assert sorted(["0.5.10", "0.5.9", "0.5.6.post2"], key=version_key) == ["0.5.6.post2", "0.5.9", "0.5.10"]
     assert sorted(["1.3.0rc20", "1.3.0rc5", "1.2.0rc5"], key=version_key) == ["1.2.0rc5", "1.3.0rc5", "1.3.0rc20"]
     assert np.isfinite(len(version_key("2.29.2")))
+
+
+def test_validate_calibration_prints_the_errors_of_a_shipped_calibration() -> None:
+    r = runner.invoke(app, ["validate", "--calibration", "a100-sxm.trtllm", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    fams = {x["family"]: x for x in doc["leave_shape_out"]}
+    assert {"gemm bf16", "context attention", "generation attention", "all-reduce"} <= set(fams)
+    assert all(x["gpu"] == "a100-sxm" and x["engine"] == "trtllm" for x in doc["leave_shape_out"])
+    assert 0 < fams["gemm bf16"]["median_abs_error"] < fams["gemm bf16"]["p90_abs_error"] < 1
+    assert {x["check"] for x in doc["cross_framework"]} == {"vllm", "sglang"}
+    assert doc["transfer"] and all(x["from"] != "a100-sxm" for x in doc["transfer"])
+    r = runner.invoke(app, ["validate", "--calibration", "a100-sxm.tensorflow"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no imported calibration 'a100-sxm.tensorflow'" in r.output

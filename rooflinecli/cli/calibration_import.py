@@ -80,7 +80,7 @@ def run_validate_calibration(target: str | None, as_json: bool) -> None:
     from rooflinecli.cli.measure import _echo_table
 
     rows = [[r["gpu"], r["engine"], r["family"], f"{r['n']:,}", f"{r['median_abs_error']:.1%}", f"{r['p90_abs_error']:.1%}", f"{r['signed_median_error']:+.1%}",
-             r["target"], "yes" if r["meets_target"] else "NO"] for r in report["leave_shape_out"]]
+             r["target"], {True: "yes", False: "NO", None: "-"}[r["meets_target"]]] for r in report["leave_shape_out"]]
     _echo_table("leave-shape-out error of the imported tables (each grid point predicted with its slice of the grid left out)",
                 ["gpu", "engine", "op family", "points", "median |err|", "p90 |err|", "signed median", "target (median / p90)", "met"], rows, right={3, 4, 5, 6})
     rows = [[r["gpu"], r["fit"], r["check"], r["family"], f"{r['n']:,}", f"{r['median_abs_error']:.1%}", f"{r['p90_abs_error']:.1%}", f"{r['signed_median_error']:+.1%}"]
