@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from rooflinecli.errors import RooflineError
-from rooflinecli.hardware import BOUND_ENTRIES, HardwareSpec, get_spec
+from rooflinecli.hardware import HardwareSpec, get_spec
+from rooflinecli.hardware.schema import BOUND_ENTRIES
 
 #: (bytes/s, which row) pairs of a calibration's memory-bound rows, fastest first
 Streams = Sequence[tuple[float, str]]
@@ -52,7 +53,7 @@ def _datasheet_bandwidth_gb_per_s(spec: HardwareSpec) -> float | None:
 
 def measured_peer(spec: HardwareSpec, dtype: str) -> tuple[str, HardwareSpec] | None:
     """(peer, base spec) for a dense peak a measured spec does not measure but derives from a
-    measured dtype of the same datasheet figure (``hardware_validate.peak_peer``: int8 from fp8 on
+    measured dtype of the same datasheet figure (``hardware.schema.peak_peer``: int8 from fp8 on
     Hopper); None for a measured peak, a datasheet spec, or no such peer."""
     if not spec.base or f"peak_dense_tflops.{dtype}" in spec.measured_keys:
         return None

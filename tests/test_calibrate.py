@@ -108,7 +108,7 @@ def test_calibrate_cli_measures_on_cpu_and_writes_a_loadable_spec(tmp_path):
     # the read-only ceiling: a bound beside the copy figure, not what predictions use
     assert float(spec.measured_with["read memory.bandwidth_gb_per_s"]) > 0
     assert "torch.sum" in spec.measured_with["method read memory.bandwidth_gb_per_s"]
-    from rooflinecli.hardware import bound_spec
+    from rooflinecli.ceilings import bound_spec
 
     b = bound_spec(spec)
     assert b.memory_bandwidth_gb_per_s == pytest.approx(max(spec.memory_bandwidth_gb_per_s, float(spec.measured_with["read memory.bandwidth_gb_per_s"]),

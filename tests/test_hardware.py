@@ -184,7 +184,7 @@ def test_a_measured_peak_scaled_to_sustained_is_a_measured_estimate():
     ratio = m.peak_dense_tflops["bf16"] / float(m.measured_with["burst peak_dense_tflops.bf16"])
     assert m.peak_dense_tflops["fp8"] == pytest.approx(burst * ratio, rel=1e-3)
     assert m.peak_dense_tflops["fp16"] < m.peak_dense_tflops["bf16"] * 1.0001
-    from rooflinecli.hardware import bound_spec
+    from rooflinecli.ceilings import bound_spec
 
     bound = bound_spec(m).peak_dense_tflops  # what a measured kernel must not beat: the bursts, int8 through fp8
     assert bound["fp8"] == pytest.approx(burst) and bound["int8"] == pytest.approx(burst)

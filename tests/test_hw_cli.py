@@ -95,7 +95,8 @@ def test_hw_show_by_path_with_measured_spec(tmp_path):
 def test_hw_show_names_the_achievable_roofs_bandwidth(tmp_path):
     r = run("hw", "show", "h200-measured")
     assert r.exit_code == 0, r.output
-    assert "achievable mode's roof: HBM 4,576 GB/s (fastest calibration stream, sdpa_decode B128" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("measured roof (the achievable mode's roof): "))
+    assert "HBM 4,576 GB/s, ridge 147 FLOP/B bf16 (fastest calibration stream, sdpa_decode B128" in line, line
     # a spec naming a calibration that does not load: shown, with one line saying so
     p = tmp_path / "lab.toml"
     p.write_text('id = "h200-lab"\nkind = "measured"\nbase = "h200"\n[memory]\nbandwidth_gb_per_s = 4300\n'

@@ -363,7 +363,8 @@ def test_the_measured_roof_flag_uses_the_fastest_measured_ceilings(tmp_path):
     the calibration flags it until it carries a read-only ceiling at least that fast. Predictions
     keep the spec's own ceilings either way."""
     from rooflinecli.bench.validate import validate
-    from rooflinecli.hardware import bound_spec, get_spec
+    from rooflinecli.ceilings import bound_spec
+    from rooflinecli.hardware import get_spec
 
     ROOT = Path(__file__).resolve().parents[1]
     run2 = ROOT / "tests" / "fixtures" / "h200-2026-11-30-run2" / "results.json"

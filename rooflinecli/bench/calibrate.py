@@ -440,7 +440,7 @@ def measured_doc(base: HardwareSpec, ceilings: Ceilings, environment: Mapping[st
         mw[f"burst peak_dense_tflops.{dt}"] = f"{_round(value)}"
     if ceilings.burst_peaks:  # scaled from a burst: estimates, and the spec says so
         doc["estimates"] = [f"peak_dense_tflops.{dt}" for dt in ceilings.burst_peaks if dt in ceilings.matmul_tflops]
-    if ceilings.read_gb_per_s:  # hardware.bound_spec reads it
+    if ceilings.read_gb_per_s:  # ceilings.bound_spec reads it
         mw["read memory.bandwidth_gb_per_s"] = f"{_round(ceilings.read_gb_per_s)}"
     for key, why in ceilings.skipped.items():
         mw[f"skipped {key}"] = why

@@ -46,10 +46,8 @@ File layout (every number carries its unit in its key)::
 
 from rooflinecli.hardware.spec import GB, TB, HardwareSpec, Source
 from rooflinecli.hardware.loader import (
-    BOUND_ENTRIES,
     MAX_SPEC_FILE_BYTES,
     all_specs,
-    bound_spec,
     builtin_specs,
     get_spec,
     get_specs,
@@ -57,7 +55,6 @@ from rooflinecli.hardware.loader import (
     load_spec_file,
     load_spec_files,
     load_user_spec,
-    measured_peer,
     measured_specs,
     parse_spec,
     read_spec_toml,
@@ -66,14 +63,12 @@ from rooflinecli.hardware.loader import (
 )
 
 __all__ = [
-    "BOUND_ENTRIES",
     "GB",
     "MAX_SPEC_FILE_BYTES",
     "TB",
     "HardwareSpec",
     "Source",
     "all_specs",
-    "bound_spec",
     "builtin_specs",
     "get_spec",
     "get_specs",
@@ -81,7 +76,6 @@ __all__ = [
     "load_spec_file",
     "load_spec_files",
     "load_user_spec",
-    "measured_peer",
     "measured_specs",
     "parse_spec",
     "read_spec_toml",

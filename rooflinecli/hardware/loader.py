@@ -1,6 +1,6 @@
 """Finding and loading spec files: the built-in ones under ``hardware_specs/`` (datasheet) and
-``hardware_specs/measured/``, a file given by path, a GPU named by id; and the ceilings a measured
-spec derives from its base (``measured_peer``, ``bound_spec``).
+``hardware_specs/measured/``, a file given by path, a GPU named by id. The ceilings a measured
+spec derives from them (``bound_spec``, ``measured_peer``) are ``rooflinecli.ceilings``'.
 
 Imports run one way: ``spec`` (dataclasses) <- ``schema`` (parsing, bases resolved by a function
 passed in) and ``plausible`` (ranges and cross-field rules) <- this module, which passes
@@ -9,16 +9,12 @@ passed in) and ``plausible`` (ranges and cross-field rules) <- this module, whic
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from rooflinecli.dtypes import COMPUTE_DTYPES
 from rooflinecli.errors import RooflineError, closest, parse_toml_text, read_user_file, unknown_name_error
 from rooflinecli.hardware.plausible import check as check_plausible
 from rooflinecli.hardware.schema import parse_spec as parse_schema
-from rooflinecli.hardware.schema import peak_peer
 from rooflinecli.hardware.spec import HardwareSpec
 
 #: a spec file is a page of TOML; anything over 1 MB is not one
@@ -187,65 +183,6 @@ def get_spec(name_or_path: str) -> HardwareSpec:
         hint = " or ".join(f"'{k}'" for k in prefixed)
         raise RooflineError(f"unknown GPU '{name_or_path}' (did you mean {hint}?); known: {', '.join(known)}")
     raise unknown_name_error("GPU", name_or_path, known)
-
-
-#: ``[measured_with]`` entries of a measured spec that hold faster ceilings than the ones its
-#: predictions use: (entry, the ceiling it raises)
-BOUND_ENTRIES = (
-    *((f"burst peak_dense_tflops.{dt}", dt) for dt in COMPUTE_DTYPES),  # bf16's, and the bursts calibrate scaled
-    ("burst memory.bandwidth_gb_per_s", "memory"),
-    ("read memory.bandwidth_gb_per_s", "memory"),
-)
-
-
-def measured_peer(spec: HardwareSpec, dtype: str) -> tuple[str, HardwareSpec] | None:
-    """(peer, base spec) for a dense peak a measured spec does not measure but derives from a
-    measured dtype of the same datasheet figure (``schema.peak_peer``: int8 from fp8 on
-    Hopper); None for a measured peak, a datasheet spec, or no such peer."""
-    if not spec.base or f"peak_dense_tflops.{dtype}" in spec.measured_keys:
-        return None
-    try:
-        base = get_spec(spec.base)
-    except RooflineError:
-        return None
-    measured = [k.split(".", 1)[1] for k in spec.measured_keys if k.startswith("peak_dense_tflops.")]
-    peer = peak_peer(base.peak_dense_tflops, measured, dtype)
-    return (peer, base) if peer is not None else None
-
-
-def bound_spec(spec: HardwareSpec) -> HardwareSpec:
-    """``spec`` with the fastest ceilings it measured: the burst peaks (20 single launches,
-    before the clocks settle) and the higher of the copy bandwidth and the read-only bandwidth
-    (a stream of reads beats a copy's read + write mix), where ``[measured_with]`` has them. What a
-    measured kernel must not beat; predictions keep the spec's own (sustained, copy) ceilings.
-    A spec without such entries, or with entries that are not positive numbers, comes back as is."""
-    peaks = dict(spec.peak_dense_tflops)
-    bw = spec.memory_bandwidth_gb_per_s
-    for entry, what in BOUND_ENTRIES:
-        try:
-            v = float(spec.measured_with.get(entry, "nan"))
-        except (TypeError, ValueError):
-            continue
-        if not (v > 0 and v < float("inf")):
-            continue
-        if what == "memory":
-            bw = max(bw, v)
-        elif what in peaks:
-            peaks[what] = max(peaks[what], v)
-    for dt in list(peaks):  # a peak the spec derives from a measured peer (int8 from fp8) takes the peer's burst too
-        found = measured_peer(spec, dt)
-        if found is None:
-            continue
-        peer, base = found
-        try:
-            burst = float(spec.measured_with.get(f"burst peak_dense_tflops.{peer}", "nan"))
-        except (TypeError, ValueError):
-            continue
-        if burst > 0 and math.isfinite(burst):
-            peaks[dt] = max(peaks[dt], burst * base.peak_dense_tflops[dt] / base.peak_dense_tflops[peer])
-    if bw == spec.memory_bandwidth_gb_per_s and peaks == dict(spec.peak_dense_tflops):
-        return spec
-    return replace(spec, peak_dense_tflops=peaks, memory_bandwidth_gb_per_s=bw)
 
 
 def get_specs(names: str) -> list[HardwareSpec]:

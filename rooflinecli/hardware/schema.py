@@ -396,6 +396,13 @@ def _efficiency(c: _Checker, raw: Mapping[str, Any]) -> dict[str, dict[str, floa
 #: [measured_with] entries read as numbers (``bound_spec``, the achievable roof, the fp8 speed-up):
 #: "<kind> peak_dense_tflops.<dtype>" and "<kind> memory.bandwidth_gb_per_s"
 MEASURED_NUMBER_KINDS = ("burst", "sustained", "read")
+#: ``[measured_with]`` entries of a measured spec that hold faster ceilings than the ones its
+#: predictions use: (entry, the ceiling it raises); ``rooflinecli.ceilings.bound_spec`` reads them
+BOUND_ENTRIES = (
+    *((f"burst {PEAK_TABLE}.{dt}", dt) for dt in COMPUTE_DTYPES),  # bf16's, and the bursts calibrate scaled
+    ("burst memory.bandwidth_gb_per_s", "memory"),
+    ("read memory.bandwidth_gb_per_s", "memory"),
+)
 
 
 def _price(c: _Checker, raw: Mapping[str, Any]) -> tuple[float, str]:
