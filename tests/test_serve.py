@@ -192,3 +192,29 @@ def test_engine_without_calibration_says_roof():
 def test_one_load_only():
     r = serve("--model", "llama-3-8b", "--mode", "datasheet", "--concurrency", "4", "--rate", "2")
     _one_error_line(r, "one load")
+
+
+def test_trace_sets_lengths_and_rate(tmp_path):
+    p = tmp_path / "trace.csv"
+    p.write_text("arrival_s,input_tokens,output_tokens\n0.0,900,200\n0.1,1100,300\n0.25,1000,250\n0.4,1000,250\n")
+    r = serve("--model", "llama-3-8b", "--mode", "datasheet", "--simulate", "--trace", str(p), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["isl_tokens"], d["osl_tokens"]) == (1000, 250)
+    assert d["rate_requests_per_s"] == pytest.approx(3 / 0.4)
+    assert d["simulation"]["requests"] == 4
+    r = serve("--model", "llama-3-8b", "--mode", "datasheet", "--trace", str(p))
+    _one_error_line(r, "--simulate")
+
+
+def test_bursty_arrivals_fatten_the_tail(replica):
+    """Gamma gaps of shape 0.2 (same mean rate) queue more than Poisson: a higher p99 TTFT."""
+    rate = 0.7 * 64 / float(aggregated_closed(replica.table, Lengths(1024, 256), 64.0, replica.kv_limit, 8192)["e2e_s"])
+
+    def p99(burstiness):
+        rng = np.random.default_rng(5)
+        n = 3000
+        stream = Stream(arrivals(rng, n, rate, burstiness), np.full(n, 1024), np.full(n, 256))
+        return simulate(replica.table, stream, token_budget=8192, kv_tokens=replica.kv_tokens, max_seqs=replica.kv_limit).summary()["ttft_s"]["p99"]
+
+    assert p99(0.2) > 1.2 * p99(1.0)

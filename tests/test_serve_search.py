@@ -85,3 +85,16 @@ def test_cli_search_needs_gpus_and_a_target():
     assert r.exit_code == 2 and "--gpus" in r.stderr
     r = runner.invoke(app, ["serve", "--search", "--model", "llama-3-8b", "--gpus", "2"])
     assert r.exit_code == 2 and "target" in r.stderr
+
+
+def test_cli_search_parquet_and_bad_suffix(tmp_path):
+    import pyarrow.parquet as pq
+
+    args = ["serve", "--search", "--model", "llama-3-8b", "--hw", "h100-sxm", "--mode", "datasheet", "--gpus", "2", "--tpot-ms", "20"]
+    out = tmp_path / "cands.parquet"
+    r = runner.invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out)
+    assert t.num_rows > 0 and "tokens_per_s_per_user" in t.schema.names
+    r = runner.invoke(app, [*args, "--out", str(tmp_path / "cands.txt")])
+    assert r.exit_code == 2 and ".csv or .parquet" in r.stderr and not (tmp_path / "cands.txt").exists()

@@ -53,7 +53,7 @@ def serve_cmd(
     burstiness: Annotated[float, typer.Option("--burstiness", help="--simulate --rate: gamma shape of the gaps (1 = Poisson, < 1 burstier).")] = 1.0,
     isl_spread: Annotated[float, typer.Option("--isl-spread", help="--simulate: prompt lengths uniform within this fraction of --isl.")] = 0.0,
     osl_spread: Annotated[float, typer.Option("--osl-spread", help="--simulate: output lengths uniform within this fraction of --osl.")] = 0.0,
-    trace: Annotated[Path | None, typer.Option("--trace", help="--simulate: a CSV of arrival_s,input_tokens,output_tokens rows.")] = None,
+    trace: Annotated[Path | None, typer.Option("--trace", help="--simulate: a CSV of arrival_s,input_tokens,output_tokens rows (the steady state takes its mean lengths and rate).")] = None,
     search: Annotated[bool, typer.Option("--search", help="Search layouts and loads for --gpus against the SLO: the frontier and the best.")] = False,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="--search: GPU budget.")] = None,
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="--search: TTFT target, ms.")] = None,
@@ -85,6 +85,24 @@ def serve_cmd(
         return
     from rooflinecli.serve.run import Load, parse_disagg, serve_point
 
+    stream = None
+    if trace is not None:  # the trace's requests: its mean lengths and (open loop) its mean rate for the steady state
+        import numpy as np
+
+        from rooflinecli.serve.arrivals import read_trace
+
+        if not simulate:
+            raise RooflineError("--trace is a request stream for --simulate; add --simulate")
+        stream = read_trace(trace)
+        isl = max(1, round(float(np.mean(stream.input_tokens))))
+        osl = max(1, round(float(np.mean(stream.output_tokens))))
+        if concurrency is None:
+            if rate is not None:
+                raise RooflineError("--trace sets the arrivals: drop --rate (or give --concurrency for a closed loop over its lengths)")
+            span = float(stream.arrival_s[-1])
+            if len(stream) < 2 or span <= 0:
+                raise RooflineError(f"--trace {trace}: its arrivals span no time; give --concurrency for a closed loop over its lengths")
+            rate = (len(stream) - 1) / span
     load = Load(concurrency, rate).check()
     d = parse_disagg(disagg)
     if d is None and (prefill_tp or decode_tp):
@@ -95,7 +113,7 @@ def serve_cmd(
         if d is not None:
             raise RooflineError("--simulate runs aggregated serving; drop --disagg")
         res["simulation"] = _simulate(cfg, spec, wl, isl=isl, osl=osl, load=load, requests=requests, seed=seed, burstiness=burstiness,
-                                      isl_spread=isl_spread, osl_spread=osl_spread, trace=trace, token_budget=token_budget,
+                                      isl_spread=isl_spread, osl_spread=osl_spread, trace=trace, stream=stream, token_budget=token_budget,
                                       memory_fraction=memory_fraction, max_seqs=max_seqs)
     _echo_notes(res["notes"])
     if json_out:
@@ -106,7 +124,7 @@ def serve_cmd(
     _render_point(res)
 
 
-def _simulate(cfg, spec, wl, *, isl, osl, load, requests, seed, burstiness, isl_spread, osl_spread, trace, token_budget, memory_fraction, max_seqs) -> dict:
+def _simulate(cfg, spec, wl, *, isl, osl, load, requests, seed, burstiness, isl_spread, osl_spread, trace, stream, token_budget, memory_fraction, max_seqs) -> dict:
     import numpy as np
 
     from rooflinecli.serve import arrivals as A
@@ -114,8 +132,7 @@ def _simulate(cfg, spec, wl, *, isl, osl, load, requests, seed, burstiness, isl_
     from rooflinecli.serve.sim import simulate
 
     rng = np.random.default_rng(seed)
-    if trace is not None:
-        stream = A.read_trace(trace)
+    if stream is not None:
         if load.concurrency is not None:
             stream = A.Stream(None, stream.input_tokens, stream.output_tokens)
     else:
@@ -175,6 +192,8 @@ def _search(cfg, spec, wl, *, gpus, isl, osl, ttft_ms, tpot_ms, min_tps_user, to
 
     if gpus is None:
         raise RooflineError("--search needs --gpus N (the GPU budget)")
+    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
+        raise RooflineError(f"--out {out}: name a .csv or .parquet file")
     if ttft_ms is None and tpot_ms is None and min_tps_user is None:
         raise RooflineError("--search needs a target: --ttft-ms, --tpot-ms and/or --min-tokens-per-s-per-user")
     slo = Slo(ttft_ms / 1e3 if ttft_ms is not None else None, tpot_ms / 1e3 if tpot_ms is not None else None, min_tps_user)
