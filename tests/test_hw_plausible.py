@@ -63,8 +63,10 @@ def test_a_figure_typed_in_a_unit_1000x_off_is_refused_naming_the_unit(path, tab
     assert f"looks like {r.small_looks_like} (write {value:g})" in line
     large = copy.deepcopy(raw)
     large[table][key] = value * 1000  # typed in the unit 1,000x smaller
-    with pytest.raises(RooflineError, match=rf"^slip\.toml: {table}\.{key}: .*(looks like {r.large_looks_like}|absurd value)"):
+    with pytest.raises(RooflineError) as e:
         parse_spec(large, "slip.toml")
+    line = str(e.value)
+    assert line.startswith(f"slip.toml: {table}.{key}: ") and f"looks like {r.large_looks_like} (write {value:g})" in line, line
 
 
 def _h200(tmp_path: Path, *subs: tuple[str, str], name: str = "x200.toml") -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rooflinecli.errors import RooflineError, closest, parse_toml_text, read_user_file, unknown_name_error
 from rooflinecli.hardware.plausible import check as check_plausible
+from rooflinecli.hardware.plausible import slip
 from rooflinecli.hardware.schema import parse_spec as parse_schema
 from rooflinecli.hardware.spec import HardwareSpec
 
@@ -90,7 +91,7 @@ def parse_spec(raw: dict, path: str) -> HardwareSpec:
         bases.append(resolve_base(base, at))
         return bases[-1]
 
-    spec = parse_schema(raw, path, resolve)
+    spec = parse_schema(raw, path, resolve, slip)
     check_plausible(spec, bases[-1] if bases else None)
     return spec
 

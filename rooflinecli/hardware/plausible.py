@@ -86,19 +86,28 @@ def range_for(key: str) -> Range | None:
     return RANGES.get(key)
 
 
+def slip(key: str, value: float) -> str | None:
+    """"<leaf> = <value> looks like <unit> (write <value x or / 1,000>)" when ``value`` is outside
+    ``key``'s range and 1,000x off from inside it; None otherwise."""
+    r = range_for(key)
+    if r is None or r.lo <= value <= r.hi:
+        return None
+    low = value < r.lo
+    scaled = value * 1000 if low else value / 1000
+    if not r.lo <= scaled <= r.hi:
+        return None
+    return f"{key.rsplit('.', 1)[1]} = {value:g} looks like {r.small_looks_like if low else r.large_looks_like} (write {scaled:g})"
+
+
 def out_of_range(key: str, value: float) -> str | None:
     """What is wrong with ``value`` for ``key`` (None: plausible), naming the unit it looks like
     when it is about 1,000x outside the range."""
     r = range_for(key)
     if r is None or r.lo <= value <= r.hi:
         return None
-    leaf = key.rsplit(".", 1)[1]
     low = value < r.lo
     limit = f"{'below' if low else 'above'} the plausible {r.lo if low else r.hi:,g} {r.unit} for a GPU"
-    scaled = value * 1000 if low else value / 1000
-    if r.lo <= scaled <= r.hi:
-        return f"{value:g} {r.unit} is {limit}; {leaf} = {value:g} looks like {r.small_looks_like if low else r.large_looks_like} (write {scaled:g})"
-    return f"{value:g} {r.unit} is {limit}; check the unit in the key name"
+    return f"{value:g} {r.unit} is {limit}; {slip(key, value) or 'check the unit in the key name'}"
 
 
 def _figures(spec: HardwareSpec) -> dict[str, float]:

@@ -26,6 +26,9 @@ from rooflinecli.hardware.spec import HardwareSpec, Source
 #: (base as the file names it, the path of the measured file) -> the datasheet spec it names; a
 #: RooflineError's message says what is wrong with the base (``parse_spec`` names file and key)
 BaseResolver = Callable[[str, str], HardwareSpec]
+#: (dotted key, value) -> which unit an absurd value looks like, or None (the loader passes
+#: ``plausible.slip``): "bf16 = 989500 looks like GFLOP/s (write 989.5)"
+UnitHint = Callable[[str, float], "str | None"]
 
 KINDS = ("datasheet", "measured")
 #: the longest string value (a name, a source note)
@@ -109,8 +112,14 @@ def all_dotted_keys() -> list[str]:
 class _Checker:
     """Collects nothing: the first problem raises, as one line naming ``path`` and the key."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, unit_hint: UnitHint | None = None) -> None:
         self.path = path
+        self.unit_hint = unit_hint
+
+    def check_unit(self, key: str, value: float) -> str:
+        """The end of an absurd value's message: the unit it looks like, else a pointer to the key."""
+        hint = self.unit_hint(key, float(value)) if self.unit_hint is not None else None
+        return hint or "check the unit in the key name"
 
     def fail(self, key: str, what: str) -> RooflineError:
         msg = f"{self.path}: {key}: {what}" if key else f"{self.path}: {what}"
@@ -162,10 +171,10 @@ class _Checker:
             raise self.fail(key, f"must be > 0, got {shown}")
         if value < f.lo:
             unit = f" {f.unit}" if f.unit else ""
-            raise self.fail(key, f"absurd value {shown}: below {f.lo:g}{unit}; check the unit in the key name")
+            raise self.fail(key, f"absurd value {shown}: below {f.lo:g}{unit}; {self.check_unit(key, value)}")
         if value > f.hi:
             unit = f" {f.unit}" if f.unit else ""
-            raise self.fail(key, f"absurd value {shown}: above {f.hi:g}{unit}; check the unit in the key name")
+            raise self.fail(key, f"absurd value {shown}: above {f.hi:g}{unit}; {self.check_unit(key, value)}")
         return value if f.kind is int else float(value)
 
 
@@ -178,10 +187,11 @@ def _type_name(value: Any) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def parse_spec(raw: dict, path: str, resolve_base: BaseResolver) -> HardwareSpec:
+def parse_spec(raw: dict, path: str, resolve_base: BaseResolver, unit_hint: UnitHint | None = None) -> HardwareSpec:
     """Validate a parsed spec file and build its ``HardwareSpec``; one-line RooflineError otherwise.
-    ``resolve_base`` finds a measured spec's datasheet base."""
-    c = _Checker(path)
+    ``resolve_base`` finds a measured spec's datasheet base; ``unit_hint`` names the unit an absurd
+    value looks like."""
+    c = _Checker(path, unit_hint)
     if not isinstance(raw, dict):
         raise c.fail("", "a spec file must be a TOML table")
     for key in raw:
