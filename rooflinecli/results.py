@@ -21,13 +21,14 @@ correctness check failed has ``correct = false``, no samples and null quantiles:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.output import write_json_atomic
+from rooflinecli.output import json_text, write_text_atomic
 from rooflinecli.errors import RooflineError, one_line
 
 SCHEMA = "rooflinecli.results/1"
@@ -117,19 +118,21 @@ class Results:
     def save(self, path: str | Path, *, make_parents: bool = False) -> Path:
         """Write atomically; an existing file at ``path`` must be a results file (a config, a spec
         or a log named by mistake is refused, not replaced)."""
-        return write_json_atomic(path, self.to_json(), make_parents=make_parents, kind=RESULTS_KIND)
+        return write_text_atomic(path, json_text(self.to_json()) + "\n", make_parents=make_parents, kind=RESULTS_KIND)
 
 
 def _row_json(r: ResultRow) -> dict[str, Any]:
-    d = asdict(r)
+    d = {f: getattr(r, f) for f in _ROW_FIELD_ORDER}  # not asdict: it deep-copies every sample
     d["samples_s"] = list(r.samples_s)
+    d["params"], d["config"] = copy.deepcopy(r.params), copy.deepcopy(r.config)
     for k in ("p20_s", "p50_s", "p80_s"):  # NaN (an untimed, failed row) is written as null
         if d[k] != d[k]:
             d[k] = None
     return d
 
 
-_ROW_FIELDS = {f.name for f in fields(ResultRow)}
+_ROW_FIELD_ORDER = tuple(f.name for f in fields(ResultRow))
+_ROW_FIELDS = set(_ROW_FIELD_ORDER)
 _REQUIRED_ROW = {"op", "impl", "shape", "dtype", "samples_s", "p20_s", "p50_s", "p80_s", "flops", "bytes"}
 
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_RESULTS = ROOT / "tests" / "fixtures" / "h200-2026-11-30" / "results.json"
 #: seconds one hostile input may take in process (the issue: under 5 s each)
 MAX_S = 5.0
-MIN_TRIED = 200
+MIN_TRIED = 350
 TRIED: list[str] = []
 
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -73,6 +73,11 @@ TOML_HOSTILE = st.sampled_from([
 DATA_DIRS = ("hardware_specs", "reports", "tests/fixtures", "tests/golden", "rooflinecli/model_presets", "kernels/tuned")
 
 
+#: top-level folders the test tools themselves create while the suite runs (in parallel runs,
+#: another worker may create them in the middle of this module)
+TOOL_CACHES = frozenset({".hypothesis", ".pytest_cache"})
+
+
 def _snapshot() -> dict[str, tuple[float, int]]:
     """mtime and size of every file in the data folders, and the names of the repository's
     top-level entries and of the temporary folder's (nothing may appear or change there)."""
@@ -83,7 +88,8 @@ def _snapshot() -> dict[str, tuple[float, int]]:
                 st_ = p.stat()
                 out[str(p)] = (st_.st_mtime, st_.st_size)
     for p in ROOT.iterdir():
-        out[str(p)] = (0.0, 0)
+        if p.name not in TOOL_CACHES:
+            out[str(p)] = (0.0, 0)
     return out
 
 
@@ -255,6 +261,169 @@ def test_hostile_results_files(work, data):
     check(command[0], ok_codes=command[1])
 
 
+# ---- summaries that their samples contradict -----------------------------------------------------
+
+#: how a row's summary or samples are tampered with: (field, factor); p50 x 10 with the samples
+#: unchanged is the classic (a candidate 10x slower whose p50_s was left as it was)
+TAMPER = st.tuples(st.sampled_from(["p20_s", "p50_s", "p80_s", "samples_s"]),
+                   st.sampled_from([10.0, 0.1, 100.0, 1e-3, 3.0, 0.5, 1.0 + 1e-9]))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(data=st.data())
+def test_hostile_summaries_are_refused(work, data):
+    """A timed row whose stored p20/p50/p80 its samples contradict is refused by every reader (one
+    line naming the row); a rounding-size difference is accepted."""
+    raw = json.loads(json.dumps(RESULTS))
+    i = data.draw(st.integers(0, len(raw["rows"]) - 1))
+    field_, factor = data.draw(TAMPER)
+    row = raw["rows"][i]
+    if field_ == "samples_s":
+        row["samples_s"] = [x * factor for x in row["samples_s"]]
+    else:
+        row[field_] *= factor
+    path = work / "tampered.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    good = work / "good.json"
+    good.write_text(json.dumps(RESULTS), encoding="utf-8")
+    command = data.draw(st.sampled_from([["validate", str(path), "--json"], ["regress", str(good), str(path), "-q"],
+                                         ["regress", str(path), str(good), "-q"], ["baseline", "update", str(path), "--dir", str(work / "bl")]]))
+    TRIED.append(" ".join(command))
+    r = runner.invoke(app, command)
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    if factor == 1.0 + 1e-9:
+        assert r.exit_code in (0, 1), r.output
+    else:
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+        assert r.exit_code == 2 and len(errors) == 1 and f"rows[{i}]" in errors[0] and "disagrees" in errors[0], r.output
+
+
+# ---- user strings: escapes, bidi, zero-width, look-alikes ------------------------------------------
+
+#: characters that must never reach a terminal, Markdown or XML raw
+INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2069", "\u200b", "\u200d", "\u2060", "\ufeff", "\u061c", "\u00ad"]
+NAME_PARTS = st.sampled_from(["gemm", "g\u0435mm", "gem\u200bm", "caf\u00e9", "cafe\u0301", "[/]", "[bold]x[/]", "<b>x</b>", "a|b", "`x`",
+                              "*x*", "&amp;", "\u202egemm", "x\u2066y\u2069", "\ufeffop", "\u05d0\u05d1"])
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(data=st.data())
+def test_hostile_names_are_data_in_every_renderer(work, data):
+    """Op names with markup, bidi, zero-width and look-alike characters, and an environment field
+    with a terminal escape: the terminal table, Markdown and JUnit show none of those characters
+    raw, and two names that differ only in such characters are shown differently."""
+    raw = json.loads(json.dumps(RESULTS))
+    cand = json.loads(json.dumps(RESULTS))
+    a, b = data.draw(NAME_PARTS), data.draw(NAME_PARTS)
+    raw["rows"][0]["op"], cand["rows"][0]["op"] = a, b  # a only in the baseline, b only in the candidate (when a != b)
+    raw["environment"]["driver"] = "550\x1b]0;owned\x07\u202e"
+    cand["environment"]["driver"] = "560\x1b[2J"
+    bp, cp = work / "nb.json", work / "nc.json"
+    bp.write_text(json.dumps(raw), encoding="utf-8")
+    cp.write_text(json.dumps(cand), encoding="utf-8")
+    md, xml = work / "n.md", work / "n.xml"
+    for p in (md, xml):
+        p.unlink(missing_ok=True)
+    args = ["regress", str(bp), str(cp), "--impl", "all", "--markdown", str(md), "--junit", str(xml), "--allow-missing"]
+    TRIED.append(" ".join(args))
+    r = runner.invoke(app, args, env={"COLUMNS": "250", "GITHUB_STEP_SUMMARY": ""})
+    assert r.exit_code in (0, 1), r.output
+    for text in (r.output, md.read_text(encoding="utf-8"), xml.read_text(encoding="utf-8")):
+        assert "\x1b" not in text and "\x07" not in text and not any(c in text for c in INVISIBLE), ascii(text[:400])
+    if a != b:
+        missing = next(ln for ln in r.output.splitlines() if ln.startswith("missing from candidate: "))
+        new = next(ln for ln in r.output.splitlines() if ln.startswith("only in candidate: "))
+        assert missing.split(": ", 1)[1].split(" (")[0] != new.split(": ", 1)[1].split(" (")[0], (missing, new)
+
+
+# ---- output targets ------------------------------------------------------------------------------
+
+@settings(max_examples=30, **SETTINGS)
+@given(data=st.data())
+def test_hostile_output_targets(work, data):
+    """Outputs named at a FIFO, a device, a folder, the command's own input, or a file of another
+    kind: one line and exit 2, nothing written, the inputs unchanged, in bounded time."""
+    fifo = work / "fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    good = work / "good.json"
+    good.write_text(json.dumps(RESULTS), encoding="utf-8")
+    spec = work / "not-results.toml"
+    spec.write_text('id = "mine"\n', encoding="utf-8")
+    target = data.draw(st.sampled_from([str(fifo), "/dev/zero", "/dev/full", "/dev/null", str(work), str(good), str(spec)]))
+    how = data.draw(st.sampled_from(["--json", "--markdown", "--junit", "GITHUB_STEP_SUMMARY", "baseline"]))
+    before = {p: p.read_bytes() for p in (good, spec)}
+    env = {"GITHUB_STEP_SUMMARY": ""}
+    if how == "GITHUB_STEP_SUMMARY":
+        args, env = ["regress", str(good), str(good), "-q"], {"GITHUB_STEP_SUMMARY": target}
+    elif how == "baseline":  # the baseline file is a FIFO, a device, a folder or another kind of file
+        bl = work / "bl-target"
+        bl.mkdir(exist_ok=True)
+        dest = bl / "nvidia-h200.json"
+        if dest.is_symlink() or dest.exists():
+            dest.unlink() if not dest.is_dir() or dest.is_symlink() else None
+        os.symlink(target, dest)
+        args = ["baseline", "update", str(good), "--dir", str(bl)]
+    else:
+        args = ["regress", str(good), str(good), "-q", how, target]
+    TRIED.append(f"{how}={target}")
+    t0 = time.perf_counter()
+    r = runner.invoke(app, args, env=env)
+    assert time.perf_counter() - t0 < MAX_S
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    if how == "GITHUB_STEP_SUMMARY" and target == str(spec):  # a regular file that is no input: appended to
+        assert r.exit_code == 0 and spec.read_bytes().startswith(before[spec]), r.output
+        spec.write_text('id = "mine"\n', encoding="utf-8")
+        return
+    assert {p: p.read_bytes() for p in before} == before
+    if target == "/dev/null" and how != "baseline":
+        assert r.exit_code in (0, 2), r.output  # /dev/null refused as a file, or appended to harmlessly: never blocks
+    else:
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+        assert r.exit_code == 2 and len(errors) == 1, r.output
+
+
+# ---- corrupt baseline files ----------------------------------------------------------------------
+
+
+def _paths(o, pre=()):
+    yield pre
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield from _paths(v, pre + (k,))
+    elif isinstance(o, list):
+        for j, v in enumerate(o[:2]):
+            yield from _paths(v, pre + (j,))
+
+
+@settings(max_examples=50, **SETTINGS)
+@given(data=st.data())
+def test_hostile_baseline_files(work, data):
+    """A baseline file with any field replaced by a hostile value: ``baseline show``, ``baseline
+    update`` and ``regress`` answer or say one line, exit 2."""
+    src = work / "bsrc.json"
+    bdir = work / "bsrc-dir"
+    if not src.exists():
+        src.write_text(json.dumps(RESULTS), encoding="utf-8")
+        r = runner.invoke(app, ["baseline", "update", str(src), "--dir", str(bdir)])
+        assert r.exit_code == 0, r.output
+    good = json.loads(next(bdir.glob("*.json")).read_text(encoding="utf-8"))
+    paths = [p for p in _paths(good) if p]
+    path = data.draw(st.sampled_from(paths))
+    doc = json.loads(json.dumps(good))
+    o = doc
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = data.draw(JSON_HOSTILE)
+    d = work / "bcorrupt"
+    d.mkdir(exist_ok=True)
+    f = d / "nvidia-h200.json"
+    f.write_text(json.dumps(doc), encoding="utf-8")
+    command = data.draw(st.sampled_from([(["baseline", "show", "nvidia-h200", "--dir", str(d)], (0, 2)), (["baseline", "show", "--dir", str(d)], (0, 2)),
+                                         (["baseline", "update", str(src), "--dir", str(d)], (0, 2)), (["regress", str(f), str(src), "-q"], (0, 1, 2))]))
+    check(command[0], ok_codes=command[1])
+
+
 # ---- a few real processes ------------------------------------------------------------------------
 
 SUBPROCESS_CASES = [
@@ -264,12 +433,16 @@ SUBPROCESS_CASES = [
     ["hw", "show"],
     ["model", "show", "/dev/zero"],
     ["report", "--model", "gpt2", "--hw", "h100-sxm", "--out", "/dev/full"],
+    ["golden", "--path", "{negative_rtol}"],
 ]
 
 
 @pytest.mark.parametrize("args", SUBPROCESS_CASES, ids=lambda a: "-".join(a[:2]))
 def test_real_process_prints_one_error_line_and_exits_2(args, tmp_path):
     TRIED.append(" ".join(args))
+    golden = tmp_path / "golden.json"
+    golden.write_text(json.dumps({"schema": "rooflinecli.golden/1", "entries": {}, "rtol": -1}), encoding="utf-8")
+    args = [str(golden) if a == "{negative_rtol}" else a for a in args]
     proc = subprocess.run([sys.executable, "-m", "rooflinecli", *args], capture_output=True, text=True, cwd=tmp_path, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr

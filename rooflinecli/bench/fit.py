@@ -99,13 +99,58 @@ def rel_error(predicted_s: float, measured_s: float) -> float:
     return (predicted_s - measured_s) / measured_s
 
 
+def loo_efficiencies(points: Sequence[Point]) -> dict[tuple[str, str, str], dict[str, dict[str, float]]]:
+    """For every (op, shape, dtype) among ``points``: ``fit_efficiency`` of all the other points,
+    in O(n log n): each group's ratios are sorted once, and a key's median skips that key's ranks."""
+    points = list(points)
+    ratios: dict[tuple[str, str], list[tuple[float, tuple[str, str, str]]]] = {}
+    for p in points:
+        t = p.roof.compute_time_s if p.roof.bound == "compute" else p.roof.memory_time_s
+        ratios.setdefault(p.group, []).append((t / p.measured_s, p.shape_key))
+    sorted_groups = {}
+    ranks: dict[tuple[str, str, str], dict[tuple[str, str], list[int]]] = {}
+    for g, items in ratios.items():
+        items.sort(key=lambda x: x[0])
+        sorted_groups[g] = [x[0] for x in items]
+        for rank, (_, key) in enumerate(items):
+            ranks.setdefault(key, {}).setdefault(g, []).append(rank)
+    full = fit_efficiency(points)
+
+    def median_without(s: list[float], removed: list[int]) -> float | None:
+        n = len(s) - len(removed)
+        if n <= 0:
+            return None
+
+        def at(j: int) -> float:  # the j-th remaining value (removed ranks are sorted)
+            i = j
+            for r in removed:
+                if r <= i:
+                    i += 1
+                else:
+                    break
+            return s[i]
+
+        return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2.0
+
+    out = {}
+    for key, by_group in ranks.items():
+        eff = {kind: dict(v) for kind, v in full.items()}
+        for (kind, regime), removed in by_group.items():
+            m = median_without(sorted_groups[(kind, regime)], removed)
+            if m is None:
+                del eff[kind][regime]
+                if not eff[kind]:
+                    del eff[kind]
+            else:
+                eff[kind][regime] = float(np.clip(m, EFF_MIN, EFF_MAX))
+        out[key] = eff
+    return out
+
+
 def loo_predictions(points: Sequence[Point]) -> list[float]:
     """Each point predicted with an efficiency fitted on every other shape (leave one
     (op, shape, dtype) out). A group left empty falls back to efficiency 1 (the plain roof)."""
-    keys = sorted({p.shape_key for p in points})
-    by_key: dict[tuple[str, str, str], dict[str, dict[str, float]]] = {}
-    for key in keys:
-        by_key[key] = fit_efficiency(q for q in points if q.shape_key != key)
+    by_key = loo_efficiencies(points)
     return [predict(p, by_key[p.shape_key]) for p in points]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_predictions, points_from_rows, rel_error
+from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, loo_predictions, points_from_rows, rel_error
 from rooflinecli.bench.predict import compute_dtype_for, roof
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec, bound_spec
@@ -291,6 +291,7 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
     ours = points_from_rows(timed, fit_spec, impls=("triton",))
     loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), loo_predictions(ours)))
     eff_all = fit_efficiency(ours)
+    eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
     bound_ms = fastest_ceilings(ms) if ms is not None else None
     checks = []
     for r in timed:
@@ -303,8 +304,7 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
         if fitted is None:  # a baseline row: the efficiency fitted on our kernels without its shape
             base_roof = roof(r.flops, r.bytes, fit_spec, cdt)
             if base_roof is not None:
-                others = [p for p in ours if (p.op, p.shape, p.dtype) != (r.op, r.shape, r.dtype)]
-                fitted = base_roof.with_efficiency(fit_efficiency(others).get(kind))
+                fitted = base_roof.with_efficiency(eff_without.get((r.op, r.shape, r.dtype), eff_all).get(kind))
         m = _p50(r)
         checks.append(
             RowCheck(

@@ -178,4 +178,6 @@ def main() -> None:
     # One BLAS thread unless the user sets one: the commands do elementwise array math, and OpenBLAS
     # starting a thread per core at numpy's import costs ~0.05 s of start-up on a busy 2-core machine.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    build_app(_modules_for(sys.argv[1:]))(prog_name="roofline")
+    from rooflinecli.output import guard_stdout  # a closed pipe exits 0, a full disk is one line
+
+    guard_stdout(lambda: build_app(_modules_for(sys.argv[1:]))(prog_name="roofline"))

@@ -195,7 +195,7 @@ def bench(
 
 
 def calibrate(
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Spec file to write (default: hardware_specs/measured/<base>.toml).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Spec file to write (needed unless --measured names a spec file outside the installed package, which is then updated in place).")] = None,
     base: Annotated[str | None, typer.Option("--base", "--hw", "--hw-file", help="Datasheet spec (id or path) the measurement refines (default: matched from the GPU name).")] = None,
     spec_id: Annotated[str | None, typer.Option("--id", help="Id of the measured spec (default: <base>-measured).")] = None,
     from_results: Annotated[Path | None, typer.Option("--from-results", help="Fit the efficiency table from this bench results file and embed it.")] = None,
@@ -217,7 +217,7 @@ def calibrate(
         from rooflinecli.cli.calibration_import import run_import
 
         return run_import(system, engine, data, out, audit_out, audit_compare)
-    from rooflinecli.output import refuse_overwriting_inputs
+    from rooflinecli.output import inside_package, refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec, parse_spec
 
@@ -228,6 +228,8 @@ def calibrate(
     if out is not None and (out.name in ("", ".", "..") or out.is_dir()):
         raise RooflineError(f"--out {out}: is a folder; name the spec file to write (e.g. {out / 'h200.toml'})")
     refuse(out)
+    if out is None and from_results is None and inside_package(default_out_path("x").parent):
+        raise RooflineError(f"calibrate: the default spec file ({default_out_path('<base>')}) is inside the installed package; name the spec file to write with --out")
     early = None
     if from_results is not None:  # read and checked before anything is measured or written
         from rooflinecli.results import load_results
@@ -240,6 +242,8 @@ def calibrate(
             if spec.kind != "measured":
                 raise RooflineError(f"--measured '{measured}' is a datasheet spec; name a measured spec file")
             doc = read_spec_doc(spec.path)
+            if out is None and inside_package(spec.path):  # never rewrite the tool's own spec file unasked
+                raise RooflineError(f"--measured {measured}: its spec file {spec.path} is part of the installed package; name the spec file to write with --out")
             out = out or Path(spec.path)
             cal = spec.measured_with.get("calibration")
             if cal:  # its calibration file is an input too; a spec written elsewhere must still find it

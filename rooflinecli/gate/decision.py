@@ -340,28 +340,34 @@ def pooled_bimodal_quorum(n_runs: int) -> int:
 
 
 def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_samples=None, c_samples=None,
-                b_runs: list[np.ndarray] | None = None) -> str:
+                b_runs: list[np.ndarray] | None = None, bimodal: dict[str, Any] | None = None) -> str:
     """Why this row's timing cannot be trusted ('' when it can): either side bimodal, the spread
     changed several-fold between the runs, or either side host-timed. See docs/regress.md.
 
     ``b_runs``: a pooled baseline's per-run samples. Its runs are then judged one by one (bimodal:
     at least half of its runs; spread: the median of the runs' IQR/median), because concatenating
-    runs that drifted apart by a few percent makes two modes and a wide spread that no single run has."""
+    runs that drifted apart by a few percent makes two modes and a wide spread that no single run has.
+
+    ``bimodal``: the gap tests and spreads ``compare`` computed for all rows at once ("baseline",
+    "candidate": ``stats.bimodal_split`` results; "runs": per-run found flags; "run_spreads")."""
     why = []
+    pre = bimodal or {}
     b_samples = b.samples_s if b_samples is None else b_samples
     c_samples = c.samples_s if c_samples is None else c_samples
     pooled = b_runs is not None and len(b_runs) > 1
     if pooled:
-        bimodal_runs = [j + 1 for j, run in enumerate(b_runs) if bool(stats.bimodal_split(run)[0])]
+        flags = pre["runs"] if "runs" in pre else [bool(stats.bimodal_split(run)[0]) for run in b_runs]
+        bimodal_runs = [j + 1 for j, found in enumerate(flags) if found]
         if len(bimodal_runs) >= pooled_bimodal_quorum(len(b_runs)):
             why.append(f"baseline bimodal in {len(bimodal_runs)} of its {len(b_runs)} pooled runs (runs {', '.join(map(str, bimodal_runs))})")
-        b_spread = float(np.median([float(stats.relative_iqr(run)) for run in b_runs]))
+        spreads = pre["run_spreads"] if "run_spreads" in pre else [float(stats.relative_iqr(run)) for run in b_runs]
+        b_spread = float(np.median(spreads))
         b_n = min(len(run) for run in b_runs)
     else:
         b_n = len(b_samples)
     sides = (("candidate", c_samples),) if pooled else (("baseline", b_samples), ("candidate", c_samples))
     for side, samples in sides:
-        found, gap_rel, lower = stats.bimodal_split(samples)
+        found, gap_rel, lower = pre[side] if side in pre else stats.bimodal_split(samples)
         if bool(found):
             why.append(f"{side} bimodal ({int(lower)} + {len(samples) - int(lower)} samples, {float(gap_rel):.1%} gap)")
     if min(b_n, len(c_samples)) >= SPREAD_CHANGE_MIN_SAMPLES and bool(stats.spread_changed(b_spread, c_spread)):
@@ -388,6 +394,28 @@ def config_diff(b: ResultRow, c: ResultRow) -> str:
 
     names = sorted(set(b.config) | set(c.config), key=str)
     return "; ".join(f"{n}: {brief(b.config.get(n))} -> {brief(c.config.get(n))}" for n in names if b.config.get(n) != c.config.get(n))
+
+
+def _batched(fn, *sides: list[np.ndarray]) -> list[np.ndarray]:
+    """``fn`` over many rows of samples at once: rows whose sides have the same sample counts are
+    stacked into (rows, samples) arrays (the stats functions work along the last axis) and the
+    results scattered back. Returns one array per output of ``fn``, one entry per row."""
+    n = len(sides[0])
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in range(n):
+        groups.setdefault(tuple(len(side[i]) for side in sides), []).append(i)
+    out: list[np.ndarray] | None = None
+    for idx in groups.values():
+        res = fn(*(np.stack([side[i] for i in idx]) for side in sides))
+        res = res if isinstance(res, tuple) else (res,)
+        if out is None:
+            out = [np.empty(n, dtype=np.asarray(r).dtype) for r in res]
+        for o, r in zip(out, res):
+            o[idx] = r
+    if out is None:  # no rows: one empty array per output, shaped by a call on one dummy row
+        res = fn(*(np.ones((1, 1)) for _ in sides))
+        return [np.empty(0, dtype=np.asarray(r).dtype) for r in (res if isinstance(res, tuple) else (res,))]
+    return out
 
 
 def compare(baseline: Results, candidate: Results, params: GateParams = GateParams(), allow_hardware_mismatch: bool = False) -> RegressReport:
@@ -424,17 +452,22 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
     # medians derived from the samples, never the stored p50_s (the reader also refuses a row whose
     # summary its samples contradict); a pooled baseline's is the median of its runs' medians
-    bm = np.array([float(np.median([np.median(run) for run in base_runs[k]])) if base_runs.get(k) else float(np.median(a))
-                   for k, a in zip(keys, bs)], dtype=float)
-    cm = np.array([float(np.median(a)) for a in cs], dtype=float)
+    # every statistic is computed for all rows of one sample count at once (100,000 rows in seconds)
+    runs = [(i, run) for i, k in enumerate(keys) for run in (base_runs.get(k) or ()) if len(base_runs[k]) > 1]
+    run_med, run_iqr = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), [r for _, r in runs])
+    run_found = _batched(lambda a: stats.bimodal_split(a)[0], [r for _, r in runs])[0]
+    per_row_runs: dict[int, list[int]] = {}
+    for j, (i, _) in enumerate(runs):
+        per_row_runs.setdefault(i, []).append(j)
+    b_med, bn = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), bs)
+    cm, cn = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), cs)
+    bm = np.array([float(np.median(run_med[per_row_runs[i]])) if i in per_row_runs else float(b_med[i]) for i in range(len(keys))], dtype=float)
     for k, a, b in zip(keys, bm, cm):
         if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
             raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): the samples' median must be a positive number in both files")
-    bn = np.array([float(stats.relative_iqr(a)) for a in bs])
-    cn = np.array([float(stats.relative_iqr(a)) for a in cs])
-    p_both = [stats.mannwhitney_both(c, b) for b, c in zip(bs, cs)]  # (slower, faster)
-    p_slow = np.array([float(p[0]) for p in p_both])
-    p_fast = np.array([float(p[1]) for p in p_both])
+    p_slow, p_fast = _batched(lambda b, c: stats.mannwhitney_both(c, b), bs, cs)  # (slower, faster)
+    b_bi = _batched(stats.bimodal_split, bs)
+    c_bi = _batched(stats.bimodal_split, cs)
     p_slow_adj = stats.holm(p_slow)
     p_fast_adj = stats.holm(p_fast)
     rel = cm / bm - 1.0 if keys else np.zeros(0)
@@ -455,7 +488,10 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             row_notes.append("candidate failed its correctness check")
         tv = str(timing[i])
         timing_reason = _reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], tv, params)
-        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i], base_runs.get(k))
+        pre = {"baseline": tuple(x[i] for x in b_bi), "candidate": tuple(x[i] for x in c_bi)}
+        if i in per_row_runs:
+            pre.update(runs=[bool(run_found[j]) for j in per_row_runs[i]], run_spreads=[float(run_iqr[j]) for j in per_row_runs[i]])
+        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i], base_runs.get(k), pre)
         cfg = config_diff(b, c)
         if unstable:
             verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})" + (f"; tuned config changed: {cfg}" if cfg else "")

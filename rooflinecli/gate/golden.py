@@ -16,6 +16,8 @@ from rooflinecli.errors import RooflineError
 
 SCHEMA = "rooflinecli.golden/1"
 RTOL = 1e-9
+#: a golden file's tolerance must be below this: at 1% a moved formula could pass unnoticed
+MAX_RTOL = 0.01
 HARDWARE = ("h100-sxm", "h200")
 #: batch 8, 896-token prompts, 128 generated tokens: the last context (1023) stays inside every
 #: preset's trained window (GPT-2: 1024), so no prediction is a what-if beyond it.
@@ -123,6 +125,9 @@ def load_golden(path: str | Path) -> dict[str, Any]:
     data = parse_json_text(read_user_file(path, "golden file"), str(path))
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("entries"), dict):
         raise RooflineError(f"{path}: not a golden file of schema '{SCHEMA}'")
+    rtol = data.get("rtol", RTOL)
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < MAX_RTOL:
+        raise RooflineError(f"{path}: 'rtol' must be a relative tolerance in [0, {MAX_RTOL:g}), got {json.dumps(rtol)[:40]}")
     return data
 
 
@@ -141,7 +146,7 @@ def write_golden(path: str | Path) -> dict[str, Any]:
 
     data = compute_golden()
     try:
-        write_json_atomic(path, data)
+        write_json_atomic(path, data, kind="rooflinecli.golden/")  # never over a file of another kind
     except OSError as e:  # a folder in the way, no permission: one line, exit 2
         raise RooflineError(f"--path {path}: cannot write: {e.strerror or e}") from None
     return data

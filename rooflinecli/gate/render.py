@@ -22,6 +22,7 @@ from rooflinecli.errors import RooflineError, clean_text, one_line, show_name
 from rooflinecli.gate.decision import REPORT_SCHEMA, Comparison, RegressReport
 
 MARKDOWN_MARKER = "<!-- rooflinecli-regress -->"
+JUNIT_PROLOG = "<?xml"
 _VERDICT_STYLE = {"failed": "bold red", "regression": "bold red", "unstable": "magenta", "config-changed": "cyan",
                   "inconclusive": "yellow", "improvement": "green", "pass": ""}
 
@@ -263,7 +264,7 @@ def render_junit(rep: RegressReport) -> str:
     for k, why in rep.not_compared:
         ET.SubElement(case(k), "skipped", message=f"not compared: {text(why)}")
     ET.indent(root)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return JUNIT_PROLOG + ' version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
 # -- writing -----------------------------------------------------------------------------------------
@@ -280,20 +281,21 @@ def write_outputs(rep: RegressReport, markdown: str | Path | None = None, junit:
     """Write the requested outputs atomically; append the Markdown to ``$GITHUB_STEP_SUMMARY`` when
     set (never when it names one of ``inputs``, a FIFO or a device). A failed write is one line
     naming the option, never a traceback: exit 1 must mean a regression and nothing else."""
-    from rooflinecli.fmt import json_dumps
-    from rooflinecli.output import append_step_summary, write_text_atomic
+    from rooflinecli.output import append_step_summary, json_text, write_text_atomic
 
     written = []
     md_text = None
     summary = os.environ.get("GITHUB_STEP_SUMMARY") if step_summary else None
     if markdown is not None or summary:
         md_text = render_markdown(rep)
-    for what, path, body in (("--markdown", markdown, lambda: md_text), ("--junit", junit, lambda: render_junit(rep)),
-                             ("--json", json_path, lambda: json_dumps(render_json(rep)) + "\n")):
+    # each output replaces only a file of its own kind (a config named by mistake is refused)
+    for what, path, body, kind in (("--markdown", markdown, lambda: md_text, MARKDOWN_MARKER),
+                                   ("--junit", junit, lambda: render_junit(rep), JUNIT_PROLOG),
+                                   ("--json", json_path, lambda: json_text(render_json(rep)) + "\n", REPORT_SCHEMA.split("/")[0] + "/")):
         if path is None:
             continue
         try:
-            written.append(write_text_atomic(path, body()))
+            written.append(write_text_atomic(path, body(), kind=kind))
         except RooflineError as e:
             raise named_output(what, e) from None
     if summary:
