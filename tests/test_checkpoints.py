@@ -667,3 +667,10 @@ def test_sweep_sweeps_a_quantized_checkpoint_as_stored_unless_weight_dtype_is_gi
         cols = block_columns(combo, "decode", np.asarray([1.0]), np.asarray([1024.0]))
         assert cols["weights_bytes"][0] == pytest.approx(weights, rel=1e-12)
         assert weights_label(combo.cfg, combo) == label  # the sweep's weight_dtype column
+
+
+def test_model_show_compares_a_multimodal_total_with_its_vision_tower():
+    r = invoke("model", "show", "gemma-3-27b")
+    assert r.exit_code == 0
+    assert "27.4 B total (ours +0.1% with the vision tower)" in r.output
+    assert "423,060,336 params (423 M)" in r.output

@@ -171,7 +171,9 @@ def show_model(
 
 def _published(cfg, s: dict[str, Any]) -> str:
     """The publisher's counts and how far ours are from them ("671 B total (ours +0.0%), ...")."""
-    text = f"{_human(cfg.published_params)} total (ours {s['total_params'] / cfg.published_params - 1:+.1%})"
+    vision = s.get("vision_params") or 0.0  # publishers count a multimodal checkpoint's vision tower
+    ours = s["total_params"] + vision
+    text = f"{_human(cfg.published_params)} total (ours {ours / cfg.published_params - 1:+.1%}" + (" with the vision tower)" if vision else ")")
     if cfg.published_active_params:
         pa = cfg.published_active_params
         text += (
