@@ -55,6 +55,13 @@ MULTIMODAL_TYPES: dict[str, str] = {
     "qwen2_vl": "qwen2",
     "qwen2_5_vl": "qwen2",
 }
+#: defaults of the transformers config classes that published multimodal configs rely on (Llava's
+#: text_config gives little beyond its vocab; Gemma-3's omits vocab and context)
+_TEXT_DEFAULTS: dict[str, dict[str, float]] = {
+    "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "vocab_size": 32000, "max_position_embeddings": 2048},
+    "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "rope_theta": 1_000_000.0},
+}
 #: text_config model types that share a layout above
 _TEXT_ALIASES: dict[str, str] = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
 
@@ -263,8 +270,12 @@ def _text_model(f: _Fields, model_type: str) -> tuple[_Fields, str, Any]:
     else:
         if not isinstance(text, dict):
             raise f.fail("text_config", f"must be an object (the language model of this {model_type} config)")
-        tf = _Fields(text, f.where, f.prefix + "text_config.")
         text_type = text.get("model_type", MULTIMODAL_TYPES[model_type])
+        defaults = _TEXT_DEFAULTS.get(text_type, {}) if model_type != "mistral3" else {}
+        taken = sorted(k for k in defaults if k not in text)
+        if taken:  # published multimodal configs leave these to the transformers class
+            text = {**defaults, **text}
+        tf = _Fields(text, f.where, f.prefix + "text_config.")
         if not isinstance(text_type, str):
             raise tf.fail("model_type", f"must be a string, got {json.dumps(text_type)}")
         text_type = _TEXT_ALIASES.get(text_type, text_type)
@@ -274,6 +285,8 @@ def _text_model(f: _Fields, model_type: str) -> tuple[_Fields, str, Any]:
     params, what = _vision_params(_Fields(vc or {}, f.where, f.prefix + "vision_config."), model_type, tf)
     note = (f"vision tower ({what}) reported, not timed: costs are the language model's, per token"
             if params is not None else f"vision tower ({what}) neither counted nor timed: costs are the language model's, per token")
+    if text is not None and taken:
+        note += "; text_config fields not given take transformers' defaults: " + ", ".join(f"{k} {defaults[k]:g}" for k in taken)
     return tf, text_type, VisionTower(model_type=model_type, params=params, note=note)
 
 
@@ -497,7 +510,7 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
         if moe is not None:
             moe = replace(moe, dense_layers=tuple(i for i in range(L) if i not in moe_layers))
     tied_default = model_type in _GEMMA
-    act_key = "hidden_activation" if model_type in _GEMMA and "hidden_activation" in f.raw else "hidden_act"
+    act_key = "hidden_activation" if model_type in _GEMMA and isinstance(f.raw.get("hidden_activation"), str) else "hidden_act"
     return ModelConfig(
         name=name,
         model_type=model_type,

@@ -674,3 +674,14 @@ def test_model_show_compares_a_multimodal_total_with_its_vision_tower():
     assert r.exit_code == 0
     assert "27.4 B total (ours +0.1% with the vision tower)" in r.output
     assert "423,060,336 params (423 M)" in r.output
+
+
+def test_sparse_text_configs_take_the_transformers_defaults_and_say_so():
+    sparse = {"model_type": "llava", "text_config": {"model_type": "llama", "vocab_size": 32064, "max_position_embeddings": 4096,
+                                                     "rms_norm_eps": 1e-05}, "vision_config": LLAVA["vision_config"]}
+    cfg = parse(sparse)  # as llava-hf/llava-1.5-7b-hf publishes it: the Llama-2-7B shape left to LlamaConfig
+    assert P.total_params(cfg) == P.total_params(parse(LLAVA))
+    assert "take transformers' defaults: hidden_size 4096, intermediate_size 11008, num_attention_heads 32, num_hidden_layers 32" in cfg.vision.note
+    g3 = preset_raw("gemma-3-27b")
+    del g3["text_config"]["vocab_size"], g3["text_config"]["max_position_embeddings"]
+    assert P.total_params(parse(g3)) == 27_009_346_304 and parse(g3).max_position_embeddings == 131072
