@@ -28,7 +28,7 @@ import numpy as np
 from rooflinecli import ceilings
 from rooflinecli.analysis.memory import fit_warning, max_batch_that_fits, max_context_that_fits, memory_totals, weights_breakdown_per_gpu
 from rooflinecli.analysis.ops import check_parallel, kv_heads_per_gpu
-from rooflinecli.analysis.phase import OpTime, phase_times, sum_ops
+from rooflinecli.analysis.phase import TOTAL_FIELDS, OpTime, phase_times, sum_ops
 from rooflinecli.analysis.summary import OpRow, PhaseResult, decode_compute_bound_batches, kv_crossover_context, phase_result
 from rooflinecli.analysis.workload import Workload, validate_workload
 from rooflinecli.errors import RooflineError
@@ -218,6 +218,23 @@ def predict_step_s(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: st
                    mode: str | None = None, engine: str | None = None) -> float:
     """Seconds of one phase on one GPU of the replica at one point."""
     return float(np.sum(predict_phase(cfg, spec, wl, phase, float(batch), float(context), mode, engine).time_s))
+
+
+def layer_prediction(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str) -> list[dict]:
+    """Per-layer roofline rows of one phase at the workload's batch (prefill: S tokens; decode: one
+    step at context S), in the workload's roof (a datasheet spec: its datasheet), for checking the
+    model against kernels timed one layer at a time. Each row holds name, kind, group, layers and
+    per-layer flops, bytes (split), compute/memory/comm time, time_s and bound."""
+    p = predict_phase(cfg, spec, wl, phase, float(wl.batch), float(wl.prompt_len))
+    rows = []
+    for t in p.roof:
+        r = asdict(OpRow.from_timed(t))
+        L = max(t.op.layers, 1)
+        for k in TOTAL_FIELDS:
+            r[k] = r[k] / L
+        r["per_layer"] = True
+        rows.append(r)
+    return rows
 
 
 def _scalar(x):
@@ -461,6 +478,7 @@ __all__ = [
     "PhasePrediction",
     "analyze",
     "default_engine",
+    "layer_prediction",
     "phase_grid",
     "predict_phase",
     "predict_step_breakdown",

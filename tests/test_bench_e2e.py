@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rooflinecli.analysis import Workload, layer_prediction
+from rooflinecli.analysis import Workload
+from rooflinecli.predict import layer_prediction
 from rooflinecli.bench.e2e import layer_ops_prediction, tiny_config
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model

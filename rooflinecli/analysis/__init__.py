@@ -28,7 +28,6 @@ from .summary import (
     decode_compute_bound_batch,
     decode_compute_bound_batches,
     kv_crossover_context,
-    layer_prediction,
     phase_result,
 )
 from .variants import VARIANTS, with_attention_variant
@@ -48,7 +47,6 @@ __all__ = [
     "fit_warning",
     "kv_cache_bytes_per_gpu",
     "kv_crossover_context",
-    "layer_prediction",
     "max_batch_that_fits",
     "max_context_that_fits",
     "memory_totals",

@@ -1,5 +1,5 @@
 """The roofline's per-phase results: op rows and phase totals (``OpRow``, ``PhaseResult``), the
-decode compute-bound batch search, the KV crossover context and per-layer predictions. Pure
+decode compute-bound batch search and the KV crossover context. Pure
 roofline: the modes and the calibrated model compose with these in ``rooflinecli.predict``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from rooflinecli.models import ModelConfig
 
 from .ops import phase_ops
 from .phase import TOTAL_FIELDS, OpTime, phase_times, sum_ops
-from .workload import Workload, validate_workload
+from .workload import Workload
 
 #: largest batch searched for the decode compute-bound point
 MAX_BATCH_SEARCH = 1 << 16
@@ -206,20 +206,3 @@ def _bisection_midpoints(lo: float, hi: float, depth: int) -> list[float]:
         return []
     mid = 0.5 * (lo + hi)
     return [mid, *_bisection_midpoints(lo, mid, depth - 1), *_bisection_midpoints(mid, hi, depth - 1)]
-
-
-def layer_prediction(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str) -> list[dict]:
-    """Per-layer op rows of one phase at the workload's batch (prefill: S tokens; decode: one step
-    at context S), for checking the model against kernels timed one layer at a time. Each row holds
-    name, kind, group, layers and per-layer flops, bytes (split), compute/memory/comm time, time_s
-    and bound."""
-    validate_workload(wl)
-    rows = []
-    for t in phase_times(cfg, spec, wl, phase, float(wl.batch), float(wl.prompt_len)):
-        r = asdict(OpRow.from_timed(t))
-        L = max(t.op.layers, 1)
-        for k in TOTAL_FIELDS:
-            r[k] = r[k] / L
-        r["per_layer"] = True
-        rows.append(r)
-    return rows
