@@ -353,6 +353,10 @@ def _ct_scheme(q: _Q, group: str, scheme: dict) -> tuple[WeightQuant, bool]:
 
 
 def _compressed_tensors(q: _Q) -> WeightQuant:
+    sparsity = q.get("sparsity_config")
+    if sparsity:  # 2:4 structured sparsity halves the stored weights and the GEMM work: not modelled
+        fmt = sparsity.get("format") if isinstance(sparsity, dict) else sparsity
+        raise q.fail("sparsity_config", f"is set ({json.dumps(fmt)[:80]}): sparse weights are not modelled")
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise q.fail("config_groups", "must be an object of one or more quantization schemes")

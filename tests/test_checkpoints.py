@@ -243,6 +243,11 @@ BAD_QUANT = [
      "'quantization_config.ignore' holds \"re:(\", not a regular expression"),
     ({"quant_method": "modelopt", "quant_algo": "INT4_AWQ"}, "'quantization_config.quant_algo' is \"INT4_AWQ\"; supported: nvfp4, fp8"),
     ("gptq", "field 'quantization_config' must be an object"),
+    ({"quant_method": "compressed-tensors", "sparsity_config": {"format": "sparse-24-bitmask", "sparsity_structure": "2:4"},
+      "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8}}}},
+     "'quantization_config.sparsity_config' is set (\"sparse-24-bitmask\"): sparse weights are not modelled"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": ["re:.*mlp.*"], "weights": {"num_bits": 8}}}},
+     "'quantization_config.config_groups.g.targets' is [\"re:.*mlp.*\"]; only [\"Linear\"] (every linear layer) is modelled"),
 ]
 
 
