@@ -68,9 +68,9 @@ def test_tpot_is_the_benchmark_definition(replica):
     assert float(out["throughput_tokens_per_s_per_gpu"]) == pytest.approx(float(out["requests_per_s"]) * 256)
 
 
-@pytest.mark.parametrize("conc", [4, 16, 64])
+@pytest.mark.parametrize("conc", [4, 16, 64, 200])
 def test_steady_state_agrees_with_the_simulation(replica, conc):
-    """A steady closed loop (lengths spread so clients do not move in lockstep): TPOT and
+    """A steady closed loop (lengths spread so clients do not move in lockstep): TTFT, TPOT and
     throughput within 5%."""
     rng = np.random.default_rng(1)
     n = 3000
@@ -79,6 +79,7 @@ def test_steady_state_agrees_with_the_simulation(replica, conc):
     s = res.window(0.1).summary()
     steady = aggregated_closed(replica.table, Lengths(float(np.mean(stream.input_tokens)), float(np.mean(stream.output_tokens))),
                                float(conc), replica.kv_limit, 8192)
+    assert s["ttft_s"]["mean"] == pytest.approx(float(steady["ttft_s"]), rel=0.05)
     assert s["tpot_s"]["mean"] == pytest.approx(float(steady["tpot_s"]), rel=0.05)
     assert s["throughput_tokens_per_s_per_gpu"] == pytest.approx(float(steady["throughput_tokens_per_s_per_gpu"]), rel=0.05)
 
@@ -90,7 +91,9 @@ def test_open_loop_agrees_with_the_simulation(replica):
     stream = Stream(arrivals(rng, n, rate), lengths(rng, n, 1024, 0.0, "isl"), lengths(rng, n, 256, 0.0, "osl"))
     s = simulate(replica.table, stream, token_budget=8192, kv_tokens=replica.kv_tokens, max_seqs=replica.kv_limit).window(0.1).summary()
     steady = aggregated_open(replica.table, Lengths(1024, 256), rate, replica.kv_limit, 8192)
+    assert s["ttft_s"]["mean"] == pytest.approx(float(steady["ttft_s"]), rel=0.05)
     assert s["tpot_s"]["mean"] == pytest.approx(float(steady["tpot_s"]), rel=0.05)
+    assert s["throughput_tokens_per_s_per_gpu"] == pytest.approx(float(steady["throughput_tokens_per_s_per_gpu"]), rel=0.05)
 
 
 def test_simulation_reproduces_md1_queueing(replica):

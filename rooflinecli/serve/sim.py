@@ -40,6 +40,10 @@ class SimResult:
     gap_tokens: np.ndarray
     num_gpus: int
     steps: int
+    #: (start, end) of the window the throughputs count (None: from the first arrival to the last finish)
+    span: tuple[float, float] | None = None
+    #: requests and output tokens finished inside ``span``
+    finished_in_span: tuple[int, float] | None = None
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -61,8 +65,11 @@ class SimResult:
         order = np.argsort(self.arrival_s, kind="stable")
         k = int(n * skip_fraction)
         keep = np.sort(order[k: n - k]) if n - 2 * k > 0 else order
+        t0, t1 = float(self.arrival_s[order[k]]), float(self.arrival_s[order[max(n - k - 1, k)]])
+        done = (self.finish_s >= t0) & (self.finish_s < t1)  # any request's: the engine's rate inside the window
         return SimResult(self.arrival_s[keep], self.first_token_s[keep], self.finish_s[keep], self.input_tokens[keep],
-                         self.output_tokens[keep], self.gap_s, self.gap_tokens, self.num_gpus, self.steps)
+                         self.output_tokens[keep], self.gap_s, self.gap_tokens, self.num_gpus, self.steps,
+                         (t0, t1), (int(np.sum(done)), float(np.sum(self.output_tokens[done]))))
 
     def summary(self) -> dict:
         """Means and p50 / p90 / p99 of TTFT, TPOT, ITL and e2e (s), and the throughputs."""
@@ -73,8 +80,12 @@ class SimResult:
             p50, p90, p99 = np.percentile(x, [50, 90, 99])
             return {"mean": float(np.mean(x)), "p50": float(p50), "p90": float(p90), "p99": float(p99)}
 
-        span = float(np.max(self.finish_s) - np.min(self.arrival_s))
-        tokens = float(np.sum(self.output_tokens))
+        if self.span is not None and self.span[1] > self.span[0]:
+            span = self.span[1] - self.span[0]
+            count, tokens = self.finished_in_span
+        else:
+            span = float(np.max(self.finish_s) - np.min(self.arrival_s))
+            count, tokens = len(self.arrival_s), float(np.sum(self.output_tokens))
         itl = {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0}
         if len(self.gap_s) and np.sum(self.gap_tokens) > 0:
             order = np.argsort(self.gap_s)
@@ -89,7 +100,7 @@ class SimResult:
             "tpot_s": pct(tpot),
             "itl_s": itl,
             "e2e_s": pct(self.e2e_s),
-            "requests_per_s": len(self.arrival_s) / span if span > 0 else 0.0,
+            "requests_per_s": count / span if span > 0 else 0.0,
             "throughput_tokens_per_s_per_gpu": tokens / span / self.num_gpus if span > 0 else 0.0,
             "tokens_per_s_per_user": float(np.mean(1.0 / tpot)) if len(tpot) else 0.0,
             "steps": self.steps,

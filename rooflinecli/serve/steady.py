@@ -4,15 +4,17 @@ Aggregated serving (one engine holds prefill and decode): every step runs each d
 next token plus prompt tokens up to the scheduler's token budget (chunked prefill: a prompt longer
 than what is left of the budget is split over several steps). Under a closed loop of ``C`` clients
 (benchmark clients: a new request as soon as one ends) ``n = min(C, KV limit)`` requests run;
-each lives ``p + osl - 1`` steps (``p`` prefill steps, whose last gives the first token, then one
-step per further token). Over a request's life the ``n`` running requests start ``n`` prefills,
-so a fraction ``f = min(1, n p / L)`` of the steps carry prefill tokens (the interference: a
-decoding sequence waits through those slower steps). Then
+each lives ``L = p + osl - 1`` steps (``p`` prefill steps, whose last gives the first token, then
+one step per further token). Over a request's life the ``n`` running requests start ``n``
+prefills: ``s = n p / L`` prefill chunks per step on average. Requests end at independent steps,
+so the chunks a step carries are Poisson: a fraction ``1 - exp(-s)`` of the steps carry prefill
+tokens (the interference: a decoding sequence waits through those slower steps), and a request's
+own prefill step carries the others that coincide with it besides. Then
 
 - TTFT = the request's own ``p`` mixed steps (+ the wait for a free slot when ``C`` exceeds the
   KV limit: the engine queues the rest);
 - TPOT = (e2e - TTFT) / (osl - 1), as serving benchmarks define it: the mean of its decode steps,
-  the fraction ``min(1, (n - 1) p / L)`` of them carrying another request's prefill;
+  the fraction ``1 - exp(-s (n - 1) / n)`` of them carrying another request's prefill;
 - request throughput ``n / e2e`` (Little's law); tokens per second per GPU = that x osl / GPUs;
   tokens per second per user = 1 / TPOT.
 
@@ -68,16 +70,25 @@ def aggregated_running(table: StepTable, lengths: Lengths, n, token_budget: int,
     room = np.maximum(budget - (n - 1.0), 1.0)
     p = np.ceil(isl / np.minimum(room, isl))
     life = p + osl - 1.0
-    starts = n * p / life  # prefill steps started per step
-    f = np.minimum(1.0, starts)
-    q = starts / np.maximum(f, 1e-300)  # prefilling sequences per mixed step (1 unless they overlap)
+    starts = n * p / life  # prefill chunks per step, on average
+    # requests end (and closed-loop clients resend) at independent steps: the prefills a step
+    # carries are Poisson with that mean, so a fraction 1 - exp(-starts) of the steps carry any,
+    # and a request's own prefill step carries the others that coincide with it besides
+    f = -np.expm1(-starts)
+    q = starts / np.maximum(f, 1e-300)  # prefills per step that carries any
+    q_own = 1.0 + starts * (n - 1.0) / np.maximum(n, 1.0)  # a request's own step: itself and the others' Poisson share
     ctx = mean_context(isl, osl)
     t_dec = table.decode_s(n, ctx, roof)
-    attn = q * table.prefill_attention(isl, roof) / p
-    t_mix = table.mixed_s(np.maximum(n - q, 0.0), ctx, np.minimum(q * isl / p, budget), attn, roof)
-    g = np.minimum(1.0, (n - 1.0) * p / life)
+    a_pre = table.prefill_attention(isl, roof) / p
+
+    def mixed(k):
+        return table.mixed_s(np.maximum(n - k, 0.0), ctx, np.minimum(k * isl / p, budget), k * a_pre, roof)
+
+    t_mix = mixed(q)
+    t_own = mixed(q_own)
+    g = -np.expm1(-starts * (n - 1.0) / n)  # a decoding sequence's steps that carry another's prefill
     tpot = g * t_mix + (1.0 - g) * t_dec if osl > 1 else np.zeros_like(n)
-    prefill = p * t_mix
+    prefill = p * t_own
     e2e = prefill + (osl - 1.0) * tpot
     mean_step = f * t_mix + (1.0 - f) * t_dec
     return {"n": n, "prefill_steps": p, "mixed_fraction": f, "decode_step_s": t_dec, "mixed_step_s": t_mix,
