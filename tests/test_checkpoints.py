@@ -16,16 +16,9 @@ from rooflinecli.hf_config import load_hf_config, parse_hf_config
 
 runner = CliRunner()
 
-LLAMA_TINY = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 1000,
-    "max_position_embeddings": 512,
-}
+#: a small Llama with a 512-token context
+LLAMA_TINY = dict(model_type="llama", hidden_size=64, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                  intermediate_size=128, vocab_size=1000, max_position_embeddings=512)
 
 
 def invoke(*args):
