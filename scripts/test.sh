@@ -3,6 +3,10 @@
 #
 #   scripts/test.sh [pytest args...]        e.g. scripts/test.sh -x tests/test_hw_cli.py
 #
+# The tests run in parallel, one pytest-xdist worker per core (-n auto; PYTEST_WORKERS=N sets the
+# count, PYTEST_WORKERS=0 runs them in one process), each test file on one worker (--dist loadfile:
+# a module's fixtures, such as the built wheel or the headless browser, are made once).
+#
 # The report's browser test drives a real headless Chromium. When none is found (chromium,
 # chromium-browser, google-chrome, or $ROOFLINE_CHROMIUM), this installs Debian's `chromium`
 # package with apt-get (as root, or through sudo); where that is impossible it stops with one line
@@ -43,5 +47,10 @@ elif [ -x .venv/bin/python ]; then
     PY=.venv/bin/python
 else
     PY=python3
+fi
+if [ "${PYTEST_WORKERS:-auto}" != "0" ] && "$PY" -c "import xdist" 2>/dev/null; then
+    exec "$PY" -m pytest -q -n "${PYTEST_WORKERS:-auto}" --dist loadfile "$@"
+elif [ "${PYTEST_WORKERS:-auto}" != "0" ]; then
+    echo "note: pytest-xdist is not installed (pip install -e '.[test]'): running the tests in one process" >&2
 fi
 exec "$PY" -m pytest -q "$@"

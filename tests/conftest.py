@@ -17,6 +17,12 @@ def _has_cuda() -> bool:
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# pytest-xdist workers run with COLUMNS=80 and LINES=24 set; the tests see output as a pipe or a
+# file does (the tool's 200-column default), as they do in one process. A test of a width sets it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
 
 def load_script(name: str):
     """``scripts/<name>.py`` as a module (the scripts are not a package), for tests that call its

@@ -113,7 +113,8 @@ def test_forgiven_names_in_the_what_ifs_and_lists():
     (["analyze", "--price", "h100-sxm=abc"], "--price"),
     (["compare", "--hw", "h100-sxm,h200", "--price", "b200=3"], "--price"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:1] + v[-2:]))
-def test_errors_name_the_option_the_user_gave(args, option):
+def test_errors_name_the_option_the_user_gave(args, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing is written; if it were, not into the repository
     line = one_line_error(run(*args))
     assert option in line, line
     named = {w.strip("'\",:;()") for w in line.split() if w.strip("'\",:;()").startswith("--")}
@@ -254,6 +255,7 @@ def test_a_bad_price_in_a_spec_file_is_one_line(tmp_path, table, fragment):
     (["report", "--results", "no-such-results.json"], "--results"),
     (["report", "--measured-hw", "h300"], "--measured-hw"),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v[:1] + v[-2:]))
-def test_unknown_names_are_refused_under_the_option_given(args, option):
+def test_unknown_names_are_refused_under_the_option_given(args, option, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     line = one_line_error(run(*args))
     assert option in line, line
