@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -152,20 +153,27 @@ _ROW_NUM = ("flops", "bytes", "p20_s", "p50_s", "p80_s", "achieved_tflops", "ach
             "predicted_s_measured", "pct_of_roof", "max_rel_error", "host_us_per_call")
 
 
+#: what ``errors.has_control`` refuses in a name: C0 (tabs and newlines too), DEL and C1 characters
+_CONTROL_OR_ESCAPE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def check_row(where: str, r: dict) -> None:
     """Types and ranges of one row's fields (``where`` names the row in the error): strings are
     strings without control characters, numbers are finite, non-negative and below MAX_ROW_NUMBER
     (or null where optional), ``correct`` a boolean."""
-    from rooflinecli.errors import has_control
+    texts = [r[k] for k in _ROW_STR if k in r]
+    # one pass for the common case (every string short and clean); the field is named on failure
+    if not all(type(t) is str and len(t) <= 1000 for t in texts) or _CONTROL_OR_ESCAPE.search("".join(texts)):
+        from rooflinecli.errors import has_control
 
-    for k in _ROW_STR:
-        if k in r and (not isinstance(r[k], str) or has_control(r[k]) or len(r[k]) > 1000):
-            raise RooflineError(f"{where}: '{k}' must be a string of at most 1000 characters without control characters")
+        for k in _ROW_STR:
+            if k in r and (not isinstance(r[k], str) or has_control(r[k]) or len(r[k]) > 1000):
+                raise RooflineError(f"{where}: '{k}' must be a string of at most 1000 characters without control characters")
     for k in _ROW_NUM:
         v = r.get(k)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_ROW_NUMBER:
+        if type(v) not in (int, float) or not 0 <= v <= MAX_ROW_NUMBER:
             raise RooflineError(f"{where} ({r['op']} {r['shape']}): '{k}' must be a number in [0, {MAX_ROW_NUMBER:g}], got {json.dumps(v)[:40]}")
     if "correct" in r and not isinstance(r["correct"], bool):
         raise RooflineError(f"{where}: 'correct' must be true or false, got {json.dumps(r['correct'])[:40]}")
@@ -294,22 +302,32 @@ def _check_summary(path: Path, i: int, r: dict, pooled: dict[tuple, list[list[fl
     summary the samples contradict is refused. In a baseline file p50_s is the median of the
     stored runs' medians (``pooled_median_s``), p20/p80 quantiles of the pooled samples."""
     a = sorted(r["samples_s"])
-    where = f"{path}: rows[{i}] ({one_line(r['op'])[:60]} {one_line(r['shape'])[:60]} {one_line(r['dtype'])[:20]} [{one_line(r['impl'])[:20]}])"
+
+    def where() -> str:  # built only for an error
+        return f"{path}: rows[{i}] ({one_line(r['op'])[:60]} {one_line(r['shape'])[:60]} {one_line(r['dtype'])[:20]} [{one_line(r['impl'])[:20]}])"
+
     quantiles = _QUANTILES
     if pooled is not None:
         runs = pooled.get((r["op"], r["impl"], r["shape"], r["dtype"]))
         if not runs:
-            raise RooflineError(f"{where}: no stored run of the baseline holds this row, so its p50_s cannot be derived")
+            raise RooflineError(f"{where()}: no stored run of the baseline holds this row, so its p50_s cannot be derived")
         derived = pooled_median_s(runs)
         if not abs(r["p50_s"] - derived) <= SUMMARY_RTOL * derived:
-            raise RooflineError(f"{where}: stored p50_s {r['p50_s']:.6g} s disagrees with the median of its {len(runs)} stored run(s) "
+            raise RooflineError(f"{where()}: stored p50_s {r['p50_s']:.6g} s disagrees with the median of its {len(runs)} stored run(s) "
                                 f"({derived:.6g} s); summaries are derived from samples, never trusted")
         quantiles = (_QUANTILES[0], _QUANTILES[2])
     bad = summary_mismatch(a, r, quantiles)
     if bad is not None:
         key, v, derived = bad
-        raise RooflineError(f"{where}: stored {key} {v:.6g} s disagrees with its {len(a):,} samples ({key} of the samples: {derived:.6g} s); "
+        raise RooflineError(f"{where()}: stored {key} {v:.6g} s disagrees with its {len(a):,} samples ({key} of the samples: {derived:.6g} s); "
                             "summaries are derived from samples, never trusted")
+
+
+def _seconds_list(samples) -> bool:
+    """Whether ``samples`` is a non-empty list of numbers (not booleans) in [MIN_SAMPLE_S, MAX_ROW_NUMBER]."""
+    if not isinstance(samples, list) or not samples or not set(map(type, samples)) <= {int, float}:
+        return False
+    return MIN_SAMPLE_S <= min(samples) and max(samples) <= MAX_ROW_NUMBER
 
 
 def load_results(path: str | Path) -> Results:
@@ -342,7 +360,7 @@ def load_results(path: str | Path) -> Results:
         check_row(f"{path}: rows[{i}]", r)
         samples = r["samples_s"]
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
-        if not untimed and (not isinstance(samples, list) or not samples or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_SAMPLE_S <= x <= MAX_ROW_NUMBER for x in samples)):
+        if not untimed and not _seconds_list(samples):
             raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of seconds in [{MIN_SAMPLE_S:g}, {MAX_ROW_NUMBER:g}]")
         if not untimed:  # a timed row's quantiles and cost are what every reader divides by
             for k in ("p20_s", "p50_s", "p80_s"):
@@ -354,7 +372,7 @@ def load_results(path: str | Path) -> Results:
         if not untimed:
             _check_summary(path, i, r, pooled)
         r = dict(r)
-        r["samples_s"] = tuple(float(x) for x in samples)
+        r["samples_s"] = tuple(map(float, samples))
         for k in ("p20_s", "p50_s", "p80_s"):
             if r[k] is None and untimed:
                 r[k] = float("nan")
