@@ -12,6 +12,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import get_spec, load_spec_file, parse_spec, specs_dir
@@ -156,3 +158,38 @@ def test_hardware_modules_import_one_way():
                 target = node.module.removeprefix("rooflinecli.hardware").lstrip(".") or "__init__"
                 assert target != "__init__" or name == "__init__", f"{name} imports the package front door"
                 assert order.index(target) < i, f"{name}.py imports {node.module}"
+
+
+SPEC_FIGURES = [(p, t, k) for p in DATASHEETS for t, k in _figures(tomllib.loads(p.read_text()))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(SPEC_FIGURES), factor=st.one_of(st.floats(1e-12, 10.0), st.floats(0.1, 1e12)))
+def test_any_figure_scaled_either_loads_plausibly_or_is_one_line_naming_its_key(case, factor):
+    """A shipped figure times any factor: the spec loads with every figure in its range and the
+    cross-field rules holding, or it is refused in one line that names the file and that key (or
+    the other side of a cross-field rule); about 1,000x off from a plausible value, the line names
+    the unit it looks like."""
+    path, table, key = case
+    raw = tomllib.loads(path.read_text())
+    value = raw[table][key] * factor
+    raw[table][key] = value
+    dotted = f"{table}.{key}"
+    try:
+        spec = parse_spec(raw, "p.toml")
+    except RooflineError as e:
+        line = str(e)
+        assert "\n" not in line and line.startswith("p.toml: ")
+        named = line.split(": ", 2)[1]
+        r = range_for(dotted)
+        if not r.lo <= value <= r.hi:
+            assert named == dotted, line
+            near = r.lo <= value * 1000 <= r.hi or r.lo <= value / 1000 <= r.hi
+            assert ("looks like" in line) == near, line
+        else:  # in range: a cross-field rule, naming one of its two figures
+            assert named in (dotted, "cache.l2_bandwidth_gb_per_s", "memory.bandwidth_gb_per_s", "peak_dense_tflops.fp8",
+                             "peak_dense_tflops.bf16", "peak_dense_tflops.fp4"), line
+        return
+    assert problems(spec) == []
+    r = range_for(dotted)
+    assert r.lo <= value <= r.hi
