@@ -499,7 +499,7 @@ def compare_cmd(
         cols.append("USD per M output tokens")
     c = _console()
     c.print(_table(c, title, cols, table,
-                            caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weight_dtype} weights, KV {wl.kv_label}, TP {tp}"
+                            caption=f"batch {batch}, prompt {prompt:,}, gen {gen:,}, {dtype} compute, {weights_label(cfg, wl)} weights, KV {wl.kv_label}, TP {tp}"
                             + (f", EP {ep}" if ep > 1 else "") + f"; a replica is {wl.num_gpus} GPU{'s' if wl.num_gpus > 1 else ''}",
                    optional=("bound (prefill/decode)", "weights per GPU", "roof TPOT")))
 
