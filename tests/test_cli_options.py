@@ -259,3 +259,14 @@ def test_unknown_names_are_refused_under_the_option_given(args, option, tmp_path
     monkeypatch.chdir(tmp_path)
     line = one_line_error(run(*args))
     assert option in line, line
+
+
+def test_sweep_at_its_defaults_stays_inside_the_trained_context_and_warns_about_nothing(tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "s.parquet"
+    r = run("sweep", "--model", "llama-3-8b,mistral-7b", "--hw", "h100-sxm", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert "warning" not in r.stderr and r.stderr.startswith("wrote ")
+    contexts = sorted(set(pq.read_table(out).column("context_tokens").to_pylist()))
+    assert contexts == [1024, 2048, 4096, 8192]  # llama-3-8b's 8,192 is the shorter trained context

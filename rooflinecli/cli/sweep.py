@@ -27,7 +27,8 @@ def sweep_cmd(
                                     parser=forgive_gpu_names, metavar="GPUS")],
     out: Annotated[str, typer.Option("--out", "-o", help="Output file: .parquet or .csv (by extension), written atomically.")],
     batch: Annotated[str, typer.Option("--batch", help="Batch grid: lists and A..B[:STEP|:xF] ranges, k = 1024.")] = "1..256:x2",
-    context: Annotated[str, typer.Option("--context", help="Context grid (prefill: prompt tokens; decode: cached tokens).")] = "1k..32k:x2",
+    context: Annotated[str | None, typer.Option("--context", help="Context grid (prefill: prompt tokens; decode: cached tokens); "
+                                                "default: 1k doubling up to the models' shortest trained context.")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Comma list of compute dtypes (weights stored in the same dtype unless --weight-dtype).",
                                        parser=dtype_parser(COMPUTE_DTYPES, "compute dtype"), metavar="DTYPES")] = "bf16",
     weight_dtype: Annotated[str | None, typer.Option("--weight-dtype", help="Comma list of stored weight dtypes (default: the compute dtype).",
@@ -48,14 +49,18 @@ def sweep_cmd(
     t0 = time.perf_counter()
     S.output_format(out)
     B = parse_grid(batch, "--batch")
-    N = parse_grid(context, "--context")
-    if B[-1] > 2**31 - 1 or N[-1] > 2**31 - 1:
-        raise RooflineError("--batch/--context: values must be below 2^31")
+    if context is not None:
+        N = parse_grid(context, "--context")
     phases = tuple(parse_list(phase, "--phase"))
     for p in phases:
         if p not in S.PHASES:
             raise RooflineError(f"--phase: unknown phase '{p}'; known: {', '.join(S.PHASES)}")
     cfgs = [get_model(m) for m in parse_list(model, "--model")]
+    if context is None:  # the default grid stays inside every model's trained context: no warning at defaults
+        trained = min(cfg.max_position_embeddings for cfg in cfgs)
+        N = parse_grid(f"{min(1024, trained)}..{trained}:x2", "--context")
+    if B[-1] > 2**31 - 1 or N[-1] > 2**31 - 1:
+        raise RooflineError("--batch/--context: values must be below 2^31")
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
