@@ -445,4 +445,4 @@ def weights_label(cfg, wl) -> str:
     q = cfg.quantization
     if q is None or wl.weight_dtype_overrides:
         return wl.weight_dtype
-    return f"{q.method} {q.weight_dtype}"
+    return q.method if q.weight_dtype in q.method else f"{q.method} {q.weight_dtype}"  # "mxfp4", "fp8", "gptq int4"
