@@ -1,9 +1,12 @@
 """Hugging Face ``config.json`` -> ``ModelConfig``, from a local path, with no network.
 
-Model types: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2,
-deepseek_v3, gpt2. Field names and defaults follow the ``transformers`` config classes of each
-type. Every problem (missing file, not JSON, unknown model type, missing field, wrong type,
-non-positive value, inconsistent heads) is ONE ``RooflineError`` line naming the file and the field.
+Model types: ``MODEL_TYPES`` (Llama, Mistral/Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3,
+GPT-2, Gemma 1/2/3, Phi-3/4, Falcon, GPT-J, GPT-NeoX, gpt-oss, Jamba), and the multimodal
+``MULTIMODAL_TYPES`` whose ``text_config`` is the language model. Field names and defaults follow
+the ``transformers`` config classes of each type; ``rope_scaling`` is read here, a
+``quantization_config`` by ``rooflinecli.quant``. Every problem (missing file, not JSON, a key given
+twice, unknown model type, missing field, wrong type, non-positive value, inconsistent heads, a
+layout the model cannot represent) is ONE ``RooflineError`` line naming the file and the field.
 
 A config may carry an extra ``"_rooflinecli"`` object (the built-in presets do)::
 
