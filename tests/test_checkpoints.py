@@ -683,3 +683,21 @@ def test_sparse_text_configs_take_the_transformers_defaults_and_say_so():
     g3 = preset_raw("gemma-3-27b")
     del g3["text_config"]["vocab_size"], g3["text_config"]["max_position_embeddings"]
     assert P.total_params(parse(g3)) == 27_009_346_304 and parse(g3).max_position_embeddings == 131072
+
+
+def test_per_layer_type_costs_of_gpt_oss_decode_and_prefill():
+    from rooflinecli.analysis import Workload
+    from rooflinecli.analysis.ops import phase_ops
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.model_registry import get_preset
+
+    cfg, spec, wl = get_preset("gpt-oss-20b"), get_spec("h200"), Workload(batch=1, prompt_len=8192, gen_len=1)
+    dec = {op.name: op for op in phase_ops(cfg, spec, wl, "decode", 1, 8192)}
+    full, window = dec["attn.core"], dec["attn.core.window"]
+    assert (full.layers, window.layers) == (12, 12)
+    per_entry = 2 * 8 * 64 * 2  # K and V, 8 KV heads x 64, bf16
+    assert float(full.kv_read_bytes) == 8192 * per_entry and float(window.kv_read_bytes) == 128 * per_entry
+    assert float(full.flops) == 4 * 64 * 8192 * 64 + 5 * 64 * 8192  # QK^T and PV over 8,192 keys (64 heads), softmax
+    pre = {op.name: op for op in phase_ops(cfg, spec, wl, "prefill", 1, 8192)}
+    # causal pairs: all of them for the full layers, at most 128 a query for the window layers
+    assert float(pre["attn.core.window"].flops) < float(pre["attn.core"].flops) / 30
