@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.errors import one_line
+from rooflinecli.errors import json_object_once, one_line
 
 TUNED_DIR = Path(__file__).resolve().parent / "tuned"
 TUNED_SCHEMA = "rooflinecli.tuned/1"
@@ -345,7 +345,7 @@ def load_committed(path: Path | str, autotuners: Mapping[str, Any], gpu_name: st
     if not path.is_file():
         return Committed(str(path), {}, "missing", f"no committed tuned configs at {path}: autotuning at run time")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=json_object_once)  # a key given twice: rejected
         entries = parse_tuned(raw, autotuners, gpu_name, triton_version)
         picked = parse_choices(raw, discover_choices() if choices is None else choices)
     except RecursionError:  # nested too deeply to parse

@@ -141,6 +141,23 @@ def read_user_file(path: str | Path, what: str, max_bytes: int = MAX_USER_FILE_B
         raise RooflineError(f"{path}: cannot read {what}: not UTF-8 text (byte {e.start})") from None
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object gives one key twice (``json`` would keep the last silently)."""
+
+
+def json_object_once(pairs: list) -> dict:
+    """``object_pairs_hook`` for ``json.loads``: the object, or DuplicateKeyError naming a key
+    given twice."""
+    import json
+
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(f"key {json.dumps(key)} appears twice in one object")
+        out[key] = value
+    return out
+
+
 def parse_json_text(text: str, where: str) -> object:
     """``json.loads`` for user files: bad JSON, NaN/Infinity literals, a key given twice in one
     object (JSON keeps the last silently) and nesting too deep to parse are one RooflineError line
@@ -150,16 +167,10 @@ def parse_json_text(text: str, where: str) -> object:
     def _no_constants(name: str):
         raise ValueError(f"{name} is not a JSON number")
 
-    def _no_duplicates(pairs: list) -> dict:
-        out: dict = {}
-        for key, value in pairs:
-            if key in out:
-                raise RooflineError(f"{where}: key {json.dumps(key)} appears twice in one object; give it once")
-            out[key] = value
-        return out
-
     try:
-        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=json_object_once)
+    except DuplicateKeyError as e:
+        raise RooflineError(f"{where}: {e}; give it once") from None
     except RecursionError:
         raise RooflineError(f"{where}: nested too deeply to parse") from None
     except ValueError as e:  # JSONDecodeError is a ValueError

@@ -701,3 +701,12 @@ def test_per_layer_type_costs_of_gpt_oss_decode_and_prefill():
     pre = {op.name: op for op in phase_ops(cfg, spec, wl, "prefill", 1, 8192)}
     # causal pairs: all of them for the full layers, at most 128 a query for the window layers
     assert float(pre["attn.core.window"].flops) < float(pre["attn.core"].flops) / 30
+
+
+def test_a_tuned_file_with_a_key_given_twice_is_rejected(tmp_path):
+    from kernels.tuning import load_committed
+
+    p = tmp_path / "tuned.json"
+    p.write_text('{"schema": 1, "gpu": "x", "gpu": "y", "autotuners": {}}')
+    c = load_committed(p, {}, "y", "3.0")
+    assert c.status == "rejected" and 'key "gpu" appears twice in one object' in c.message
