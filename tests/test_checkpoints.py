@@ -710,3 +710,10 @@ def test_a_tuned_file_with_a_key_given_twice_is_rejected(tmp_path):
     p.write_text('{"schema": 1, "gpu": "x", "gpu": "y", "autotuners": {}}')
     c = load_committed(p, {}, "y", "3.0")
     assert c.status == "rejected" and 'key "gpu" appears twice in one object' in c.message
+
+
+@pytest.mark.parametrize("arch", sorted(a for a in ARCHITECTURES if a != "gpt_oss"))
+def test_unquantized_architectures_store_two_bytes_a_parameter(arch):
+    cfg = parse(ARCHITECTURES[arch])
+    assert cfg.quantization is None
+    assert sum(P.stored_weight_bytes(cfg).values()) == 2 * P.total_params(cfg)
