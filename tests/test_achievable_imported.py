@@ -136,3 +136,16 @@ def test_sliding_window_layers_attend_over_the_window_only(h100):
     at = models_for(h100, "vllm").tables.context
     full, _ = at.time_s(4, 2 * W, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
     assert core("prefill", 2 * W) < 0.9 * cfg.num_layers * float(full)  # fewer query-key pairs than a full causal call
+
+
+def test_moe_experts_from_the_engine_table_at_the_model_shape():
+    spec, cfg, B = get_spec("h200"), get_model("mixtral-8x7b"), 16
+    rows = _rows(cfg, spec, Workload(batch=B, prompt_len=1024, gen_len=1), "decode", B, 1024, "vllm")
+    ex = rows["moe.experts"]
+    assert "routed experts as measured" in ex["note"] and "top-2 of 8" in ex["note"]
+    assert not any(n in rows for n in ("moe.expert_gate", "moe.expert_up", "moe.expert_down"))
+    m = cfg.moe
+    t = models_for(spec, "vllm").tables.moe.time_s("bf16", B, cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, 1, 1)
+    assert ex["time_s"] == pytest.approx(cfg.num_layers * float(t), rel=1e-9)
+    # a shape the table lacks (split over 3 GPUs) falls back to the fitted GEMM form per op
+    assert models_for(spec, "vllm").tables.moe.time_s("bf16", B, cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, 3, 1) is None

@@ -290,6 +290,28 @@ class _Builder:
                  timed_as_a_whole=True, clamp=False)
         return True
 
+    def moe_table(self, names: tuple[str, ...]) -> bool:
+        """The routed experts of a MoE layer from the engine's measured MoE table (the model's own
+        shape, dtype and split over GPUs, measured under power-law routing); False when the table
+        lacks that shape."""
+        tm = self.m.tables
+        if tm is None or tm.moe is None:
+            return False
+        m, cfg, wl = self.cfg.moe, self.cfg, self.wl
+        tp, ep = (wl.tp, 1) if wl.ep == 1 else (max(1, wl.tp // wl.ep), wl.ep)
+        args = (cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, tp, ep)
+        t = tm.moe.time_s(wl.compute_dtype, self.tokens, *args)
+        if t is None and wl.compute_dtype != "bf16":
+            t = tm.moe.time_s("bf16", self.tokens, *args)
+        if t is None:
+            return False
+        kernel = tm.moe.kernels.get(wl.compute_dtype) or tm.moe.kernels.get("bf16", "")
+        ops = [self.ops[n] for n in names]
+        self.add("moe.experts", "moe", ops[0].layers, 1, t, np.minimum(t, self.m.graph_floor_s), names,
+                 f"routed experts as measured ({kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})",
+                 timed_as_a_whole=True, clamp=False)
+        return True
+
     def attention_core(self, name: str):
         if self.attention_table(name):
             return
@@ -393,6 +415,8 @@ class _Builder:
             elif op.kind == "comm":  # nothing calibrated: the link's roofline (one GPU cannot time a collective)
                 self.add(name, "comm", op.layers, op.kernels, self.roof[name] / op.layers, 0.0, (name,),
                          (op.note + "; " if op.note else "") + COMM_NOTE)
+            elif op.kind == "moe" and name in MOE_EXPERT_OPS and self.moe_table(tuple(n for n in MOE_EXPERT_OPS if n in self.ops)):
+                done.update(MOE_EXPERT_OPS)
             elif op.kind == "moe" and p.moe_experts == "torch" and "moe_grouped" in self.m.linear and name in MOE_EXPERT_OPS:
                 names = tuple(n for n in MOE_EXPERT_OPS if n in self.ops)
                 self.moe_experts_torch(names)

@@ -290,11 +290,37 @@ def _loglog(x, xs, ys):
 
 
 @dataclass
+class MoeTable:
+    """Routed experts of one MoE layer, per measured model shape (dtype, d, I, k, E, tp, ep): the
+    time over the tokens entering the layer, in log-log; flat below the fewest tokens measured,
+    linear in the tokens beyond the most (compute-bound there)."""
+
+    curves: dict  # (dtype, d, I, k, E, tp, ep) -> (log T, log s)
+    kernels: dict = field(default_factory=dict)
+
+    def time_s(self, dtype: str, T, d, I, k, E, tp, ep):
+        key = (dtype, int(d), int(I), int(k), int(E), int(tp), int(ep))
+        if key not in self.curves:
+            return None
+        xs, ys = self.curves[key]
+        return _loglog(np.maximum(np.asarray(T, dtype=float), 1.0), xs, ys)
+
+    def leave_tokens_out(self) -> np.ndarray:
+        out = []
+        for xs, ys in self.curves.values():
+            for i in range(1, xs.size - 1):
+                w = (xs[i] - xs[i - 1]) / (xs[i + 1] - xs[i - 1])
+                out.append(np.exp((1 - w) * ys[i - 1] + w * ys[i + 1] - ys[i]) - 1.0)
+        return np.array(out)
+
+
+@dataclass
 class TableModels:
     gemm: dict = field(default_factory=dict)  # dtype -> GemmTable
     context: AttentionTable | None = None
     generation: AttentionTable | None = None
     comm: CommTable | None = None
+    moe: MoeTable | None = None
     provenance: dict = field(default_factory=dict)  # table -> provenance
     engine: str = ""
     transferred_from: str | None = None  # the measured GPU these tables were carried from, if any
@@ -359,9 +385,25 @@ def fit_comm(tables: dict) -> CommTable | None:
     return CommTable(curves) if curves else None
 
 
+def fit_moe(table: dict) -> MoeTable:
+    c = _cols(table)
+    keys = list(zip(c["dtype"].tolist(), *(c[k].astype(int).tolist() for k in ("d", "I", "k", "E", "tp", "ep"))))
+    idx: dict = {}
+    for i, key in enumerate(keys):
+        idx.setdefault(key, []).append(i)
+    curves = {}
+    for key, rows in idx.items():
+        x, y = np.log(c["T"][rows]), np.log(c["latency_us"][rows] * 1e-6)
+        ux = np.unique(x)
+        if ux.size >= 2:
+            curves[key] = (ux, np.array([y[x == v].mean() for v in ux]))
+    return MoeTable(curves, dict(table.get("kernels") or {}))
+
+
 def fit_tables(cal) -> TableModels:
     t = cal.tables
     return TableModels(
+        moe=fit_moe(t["moe"]) if "moe" in t else None,
         gemm=fit_gemm_tables(t["gemm"]),
         context=fit_attention_table(t["context_attention"], "context") if "context_attention" in t else None,
         generation=fit_attention_table(t["generation_attention"], "generation") if "generation_attention" in t else None,
@@ -403,6 +445,8 @@ def leave_shape_out(tm: TableModels) -> dict:
         errs = [tm.comm.leave_size_out(s, o, g) for (s, o, g) in tm.comm.curves if o == "all_reduce"]
         if errs:
             out["all-reduce"] = np.concatenate(errs)
+    if tm.moe is not None and tm.moe.curves:
+        out["moe experts"] = tm.moe.leave_tokens_out()
     return out
 
 

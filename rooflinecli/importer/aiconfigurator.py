@@ -56,6 +56,8 @@ TABLES: dict[tuple[str, str], tuple[str, ...]] = {
                                                  "num_key_value_heads", "head_dim", "kv_cache_dtype", "window_size", "latency"),
     ("comm", "nccl_perf"): ("device", "framework", "version", "op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
     ("comm", "custom_allreduce_perf"): ("device", "framework", "version", "kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"),
+    ("moe", "moe_perf"): ("device", "framework", "version", "kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                          "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"),
 }
 #: the key columns of each table (rows repeating them are merged)
 KEYS: dict[str, tuple[str, ...]] = {
@@ -64,7 +66,13 @@ KEYS: dict[str, tuple[str, ...]] = {
     "generation_attention_perf": ("kernel_source", "batch_size", "step", "num_heads", "num_key_value_heads", "head_dim", "kv_cache_dtype", "window_size"),
     "nccl_perf": ("op_name", "nccl_dtype", "num_gpus", "message_size"),
     "custom_allreduce_perf": ("kernel_source", "allreduce_dtype", "num_gpus", "message_size"),
+    "moe_perf": ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution"),
 }
+#: a newer clean table with fewer than this share of the rows of the largest clean one is a partial
+#: re-collection (a few shapes for a new model): the largest answers, and the newer one is named
+PARTIAL_SHARE = 0.5
+#: MoE routing distribution kept: the collector's power law (real routers are imbalanced), else balanced
+MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 #: columns an older table may lack -> the value they mean (None: checked by the audit instead)
 OPTIONAL_COLUMNS = {"device": None, "window_size": 0, "beam_width": 1}
 #: a latency column under another name is a table in other units: refused, not converted
@@ -341,10 +349,13 @@ def _merge_repeats(cols: dict[str, np.ndarray], keys: tuple[str, ...]) -> dict[s
 
 
 def _pick(a: list[TableAudit], table: str, framework: str) -> tuple[TableAudit | None, list[TableAudit]]:
-    """(the newest clean table of ``framework``, the ones passed over)."""
+    """(the newest clean table of ``framework`` with at least ``PARTIAL_SHARE`` of the rows of the
+    largest clean one, the ones passed over)."""
     cands = sorted((x for x in a if x.table == table and x.framework == framework), key=lambda x: version_key(x.version))
     clean = [x for x in cands if x.clean]
-    chosen = clean[-1] if clean else None
+    most = max((x.rows for x in clean), default=0)
+    full = [x for x in clean if x.rows >= PARTIAL_SHARE * most]
+    chosen = full[-1] if full else None
     return chosen, [x for x in cands if x is not chosen]
 
 
@@ -421,6 +432,36 @@ def _comm_table(cols: dict, op_col: str | None, dtype_col: str) -> tuple[dict, l
     return {"columns": out, "kernels": kernels}, skipped
 
 
+def _moe_table(cols: dict) -> tuple[dict, list[str]]:
+    dist = cols["distribution"].astype(str)
+    keep_dist = next((d for d in MOE_DISTRIBUTIONS if (dist == d).any()), None)
+    skipped = []
+    if keep_dist is None:
+        return {"columns": {k: [] for k in ("dtype", "T", "d", "I", "k", "E", "tp", "ep", "latency_us")}, "kernels": {}}, ["no power-law or balanced routing rows"]
+    if (dist != keep_dist).any():
+        skipped.append(f"{int((dist != keep_dist).sum())} rows of other routing distributions than {keep_dist}")
+    ks, dts = cols["kernel_source"].astype(str), cols["moe_dtype"].astype(str)
+    keep = np.zeros(len(ks), dtype=bool)
+    kernels = {}
+    for dt in sorted(set(dts)):
+        sel = (dts == dt) & (dist == keep_dist)
+        if dt not in GEMM_DTYPES:
+            skipped.append(f"{int((dts == dt).sum())} rows of dtype {dt} (not modelled)")
+            continue
+        if not sel.any():
+            continue
+        k = _most_rows(ks, sel)
+        kernels[GEMM_DTYPES[dt]] = k
+        if (sel & (ks != k)).any():
+            skipped.append(f"{int((sel & (ks != k)).sum())} {dt} rows of other kernels than {k}")
+        keep |= sel & (ks == k)
+    out = {"dtype": [GEMM_DTYPES[d] for d in dts[keep]], "T": cols["num_tokens"][keep].astype(int).tolist(), "d": cols["hidden_size"][keep].astype(int).tolist(),
+           "I": cols["inter_size"][keep].astype(int).tolist(), "k": cols["topk"][keep].astype(int).tolist(), "E": cols["num_experts"][keep].astype(int).tolist(),
+           "tp": cols["moe_tp_size"][keep].astype(int).tolist(), "ep": cols["moe_ep_size"][keep].astype(int).tolist(),
+           "latency_us": _sig(np.asarray(cols["latency"], dtype=float)[keep] * 1e3)}
+    return {"columns": out, "kernels": kernels, "distribution": keep_dist}, skipped
+
+
 #: our table name -> (data table, framework folder: None = the engine's own, builder)
 IMPORTS = {
     "gemm": ("gemm_perf", None, lambda c: _gemm_table(c)),
@@ -428,6 +469,7 @@ IMPORTS = {
     "generation_attention": ("generation_attention_perf", None, lambda c: _attention_table(c, "N")),
     "nccl": ("nccl_perf", "nccl", lambda c: _comm_table(c, "op_name", "nccl_dtype")),
     "custom_allreduce": ("custom_allreduce_perf", None, lambda c: _comm_table(c, None, "allreduce_dtype")),
+    "moe": ("moe_perf", None, _moe_table),
 }
 #: tables a calibration cannot do without (the rest are used where present)
 REQUIRED_TABLES = ("gemm",)
@@ -452,7 +494,9 @@ def build_calibration(root: DataRoot, system: str, framework: str, audits: list[
         if bad:
             raise RooflineError(bad[-1].layout_error)
         for p in passed:
-            skipped_tables.append({"table": name, "path": p.path, "why": p.verdict if not p.clean else f"an older clean version than {chosen.version if chosen else '-'}"})
+            why = (p.verdict if not p.clean else f"a partial collection ({p.rows:,} rows against {chosen.rows:,} in {chosen.version})"
+                   if chosen is not None and p.rows < PARTIAL_SHARE * chosen.rows else f"an older clean version than {chosen.version if chosen else '-'}")
+            skipped_tables.append({"table": name, "path": p.path, "why": why})
         if chosen is None:
             if name in REQUIRED_TABLES:
                 found = [p.path for p in passed]
