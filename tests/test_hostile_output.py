@@ -237,3 +237,51 @@ def test_write_refuses_devices_and_fifos(tmp_path):
         with pytest.raises(RooflineError, match="is a (FIFO|device)"):
             write_text_atomic(target, "x")
     assert quantiles_s([1.0, 2.0, 3.0]) == (1.4, 2.0, 2.6)
+
+
+# -- linear-time checks give the answers of the plain ones ------------------------------------------
+
+
+def test_leave_one_shape_out_efficiencies_equal_a_refit_without_each_shape():
+    """``loo_efficiencies`` (sorted once, O(n log n)) gives exactly what refitting without each
+    (op, shape, dtype) gives (O(n^2)), on the committed run's rows."""
+    from rooflinecli.bench.fit import fit_efficiency, loo_efficiencies, points_from_rows
+    from rooflinecli.hardware import get_spec
+
+    res = load_results(FIXTURE)
+    for impls in (("triton",), ("triton", "torch")):
+        points = points_from_rows(res.rows, get_spec("h200"), impls=impls)
+        fast = loo_efficiencies(points)
+        assert set(fast) == {p.shape_key for p in points}
+        for key in fast:
+            assert fast[key] == fit_efficiency(q for q in points if q.shape_key != key), key
+
+
+def test_batched_gate_statistics_equal_row_by_row(tmp_path):
+    """The gate computes its statistics for all rows of one sample count at once; each row's
+    numbers equal those of the row alone."""
+    import numpy as np
+
+    from rooflinecli import stats
+    from rooflinecli.gate.decision import GateParams, compare
+
+    raw = json.loads(FIXTURE.read_text())
+    for j, r in enumerate(raw["rows"]):  # mixed sample counts: 100, 37 and 11
+        n = (100, 37, 11)[j % 3]
+        if r["samples_s"]:
+            r["samples_s"] = r["samples_s"][:n]
+            r["p20_s"], r["p50_s"], r["p80_s"] = quantiles_s(r["samples_s"])
+    p = tmp_path / "mixed.json"
+    p.write_text(json.dumps(raw))
+    base = load_results(p)
+    cand = load_results(FIXTURE)
+    rep = compare(base, cand, GateParams(impls=None))
+    rows = {r.key: r for r in base.rows}
+    crow = {r.key: r for r in cand.rows}
+    for c in rep.comparisons:
+        if c.verdict == "failed":
+            continue
+        b, cc = np.asarray(rows[c.key].samples_s), np.asarray(crow[c.key].samples_s)
+        assert c.baseline_median_s == float(np.median(b)) and c.candidate_median_s == float(np.median(cc))
+        assert c.baseline_noise == float(stats.relative_iqr(b))
+        assert c.p_slower == float(stats.mannwhitney_both(cc, b)[0])
