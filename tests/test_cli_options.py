@@ -270,3 +270,8 @@ def test_sweep_at_its_defaults_stays_inside_the_trained_context_and_warns_about_
     assert "warning" not in r.stderr and r.stderr.startswith("wrote ")
     contexts = sorted(set(pq.read_table(out).column("context_tokens").to_pylist()))
     assert contexts == [1024, 2048, 4096, 8192]  # llama-3-8b's 8,192 is the shorter trained context
+
+
+def test_show_commands_forgive_case_and_spaces_too():
+    assert run_json("hw", "show", " H200") == run_json("hw", "show", "h200")
+    assert run_json("model", "show", "Llama-3-8B ") == run_json("model", "show", "llama-3-8b")

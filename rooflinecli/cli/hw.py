@@ -8,7 +8,7 @@ import typer
 
 from rooflinecli.fmt import json_dumps
 
-from rooflinecli.cli.options import JsonOption
+from rooflinecli.cli.options import JsonOption, forgive_gpu_names
 from rooflinecli.errors import RooflineError
 
 hw_app = typer.Typer(
@@ -82,7 +82,8 @@ def list_cmd(json_out: JsonOption = False) -> None:
 
 
 def show_cmd(
-    gpu: Annotated[str, typer.Argument(help="GPU id (see `roofline hw list`) or a spec file path (.toml).")],
+    gpu: Annotated[str, typer.Argument(help="GPU id (see `roofline hw list`) or a spec file path (.toml).",
+                                       parser=lambda v: forgive_gpu_names(v, check=False))],
     json_out: JsonOption = False,
 ) -> None:
     """Show one GPU spec: peaks and ridge points, memory levels, links, sources, estimates."""

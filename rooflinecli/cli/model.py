@@ -10,7 +10,7 @@ import typer
 
 from rooflinecli.fmt import json_dumps
 
-from rooflinecli.cli.options import JsonOption
+from rooflinecli.cli.options import JsonOption, forgive_model_names
 from rooflinecli.errors import RooflineError
 
 model_app = typer.Typer(
@@ -134,7 +134,8 @@ def list_models(json_out: JsonOption = False) -> None:
 
 
 def show_model(
-    name_or_config_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).")],
+    name_or_config_path: Annotated[str, typer.Argument(metavar="NAME_OR_CONFIG_PATH", help="Preset id or path to a config.json (or its folder).",
+                                                         parser=lambda v: forgive_model_names(v, check=False))],
     kv_dtype: KVDtypeOption = None,
     kv_bits: KVBitsOption = None,
     weight_dtype: Annotated[

@@ -37,14 +37,17 @@ def _bad(e: Exception) -> typer.BadParameter:
     return typer.BadParameter(str(e).removeprefix("error: "))
 
 
-def forgive_gpu_names(value: str) -> str:
-    """``--hw``: each comma-separated GPU id forgiven case and surrounding spaces; an unknown id
-    is refused here, so the error names the option (a spec file path is left to its loader)."""
+def forgive_gpu_names(value: str, check: bool = True) -> str:
+    """``--hw``: each comma-separated GPU id forgiven case and surrounding spaces; with ``check``
+    an unknown id is refused here, so the error names the option (a spec file path is left to its
+    loader). Without, an unknown name is left to the loader too (a command's one argument)."""
     from rooflinecli.errors import RooflineError
     from rooflinecli.hardware import all_specs, get_spec, is_spec_path
 
     known = all_specs()
     names = [_forgiven(v, known) for v in str(value).split(",")]
+    if not check:
+        return ",".join(names)
     if not any(n.strip() for n in names):
         raise typer.BadParameter("give a GPU: an id (see `roofline hw list`) or a spec file path")
     for n in names:
@@ -56,9 +59,10 @@ def forgive_gpu_names(value: str) -> str:
     return ",".join(names)
 
 
-def forgive_model_names(value: str) -> str:
-    """``--model``: each comma-separated preset id forgiven case and surrounding spaces; an
-    unknown id is refused here, so the error names the option (a config path is left to its loader)."""
+def forgive_model_names(value: str, check: bool = True) -> str:
+    """``--model``: each comma-separated preset id forgiven case and surrounding spaces; with
+    ``check`` an unknown id is refused here, so the error names the option (a config path is left
+    to its loader). Without, an unknown name is left to the loader too (a command's one argument)."""
     import os
 
     from rooflinecli.errors import unknown_name_error
@@ -66,7 +70,7 @@ def forgive_model_names(value: str) -> str:
 
     known = set(preset_ids())
     names = [_forgiven(v, known) for v in str(value).split(",")]
-    for n in names:
+    for n in names if check else ():
         if not n.strip():
             raise typer.BadParameter("give a model: a preset id (see `roofline model list`) or a config.json path")
         path_like = n.endswith(".json") or "/" in n or "\\" in n or n.startswith(".") or os.path.exists(n)
