@@ -160,7 +160,7 @@ def run_tune(
 
     from kernels.registry import load_op
     from kernels.tuning import Recorder, config_json, discover_autotuners, discover_choices, key_json, tuned_path
-    from rooflinecli.output import write_json_atomic
+    from rooflinecli.output import resolve_output, write_json_atomic
     from rooflinecli.bench.environment import utc_now
     from rooflinecli.bench.runner import _bind, case_seed, input_sets, plan_cases, rotating_calls, run_check
     from rooflinecli.bench.timing import l2_size_bytes
@@ -174,6 +174,8 @@ def run_tune(
         path = tuned_path(gpu, triton.__version__, *([Path(out)] if out is not None else []))
     else:
         path = Path(out)
+    # before any tuning: the default (kernels/tuned/) is inside the package, written only when named
+    resolve_output(path, make_parents=True, default=out is None)
     autotuners = discover_autotuners()
     entries = existing_entries(path, autotuners, gpu, triton.__version__) if path.is_file() else {}
     choice_entries = existing_entries(path, autotuners, gpu, triton.__version__, "choices") if path.is_file() else {}

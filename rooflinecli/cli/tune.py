@@ -15,7 +15,7 @@ from rooflinecli.cli.measure import Suite
 def tune(
     kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="Kernels whose cases to tune on, comma-separated (default: all).")] = None,
     suite: Annotated[Suite, typer.Option("--suite", help="The bench suite whose cases set the keys to tune.")] = Suite.full,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Tuned-config file, or a folder to write <gpu>-triton<version>.json in (default: kernels/tuned/).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Tuned-config file, or a folder to write <gpu>-triton<version>.json in (kernels/tuned/ to update the shipped configs: written only when named).")] = None,
     time_budget_s: Annotated[float | None, typer.Option("--time-budget-s", help="Start no new case after this many seconds (what was tuned is written).")] = None,
     rounds: Annotated[int, typer.Option("--rounds", help="Interleaved rounds per config (>= 5): each round replays every config's graph once.")] = 7,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")] = 0,
