@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflinecli import formulas
-from rooflinecli.analysis import Workload, analyze, memory_totals, phase_grid
+from rooflinecli.analysis import Workload, memory_totals
+from rooflinecli.predict import analyze, phase_grid
 from rooflinecli.cli import app
 from rooflinecli.hardware import get_spec, specs_dir
 from rooflinecli.model_registry import get_model

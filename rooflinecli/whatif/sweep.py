@@ -144,7 +144,7 @@ def make_combos(
     are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs). ``mode``
     None: achievable on calibrated specs, the roof of the spec's own kind on the others
     (``predict.resolve_mode``)."""
-    from rooflinecli.achievable import resolve_mode
+    from rooflinecli.predict import resolve_mode
 
     combos = []
     for cfg in cfgs:
@@ -167,7 +167,8 @@ def block_columns(
 ) -> dict[str, np.ndarray]:
     """Numeric columns of one (combination, phase) over the batch x context grid, flattened
     batch-major (row i*len(context) + j is batch[i], context[j])."""
-    from rooflinecli.analysis import Workload, kv_cache_bytes_per_gpu, phase_grid
+    from rooflinecli.analysis import Workload, kv_cache_bytes_per_gpu
+    from rooflinecli.predict import phase_grid
     from rooflinecli.analysis.workload import validate_workload
 
     wl = validate_workload(
