@@ -179,6 +179,8 @@ def test_tp_ep_and_kv_bits_move_the_what_ifs():
     s1 = run_json("speculative", "-k", "3", "-a", "0.7", "--model", "llama-3-8b")
     s2 = run_json("speculative", "-k", "3", "-a", "0.7", "--model", "llama-3-8b", "--tp", "2")
     assert s2["target_step_time_s"] < s1["target_step_time_s"]
+    assert (s2["tp"], s2["ep"], s2["context_tokens"]) == (2, 1, DEFAULT_WORKLOAD.context_tokens)
+    assert run_json("kv", "--tp", "2")["tp"] == 2
     m1 = run_json("moe", "--model", "mixtral-8x7b", "--batch", "64")["decode_by_batch"][0]
     m4 = run_json("moe", "--model", "mixtral-8x7b", "--batch", "64", "--kv-bits", "4")["decode_by_batch"][0]
     assert m4["kv_read_bytes"] == pytest.approx(m1["kv_read_bytes"] / 4, rel=1e-12)

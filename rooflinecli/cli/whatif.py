@@ -159,7 +159,8 @@ def speculative_cmd(
     table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens), verify)
     _warn(warning)
     if as_json:
-        _echo_json({**res.to_json(), **(mk if hw is not None else {}), "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
+        timed = {**mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep} if hw is not None else {}
+        _echo_json({**res.to_json(), **timed, "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
         return
     c = _console()
     c.print(
@@ -307,7 +308,7 @@ def kv_cmd(
         _warn(note)
     _warn(context_warning(cfg, context + 1))  # the step at N holds N + 1 positions, as analyze counts them
     if as_json:
-        _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context,
+        _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep,
                     "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
                     "variants": [r.to_json() for r in rows]})
         return
