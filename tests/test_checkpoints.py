@@ -717,3 +717,11 @@ def test_unquantized_architectures_store_two_bytes_a_parameter(arch):
     cfg = parse(ARCHITECTURES[arch])
     assert cfg.quantization is None
     assert sum(P.stored_weight_bytes(cfg).values()) == 2 * P.total_params(cfg)
+
+
+def test_analyze_notes_the_compute_dtype_a_w8a8_format_implies():
+    r = runner.invoke(app, ["analyze", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--no-ops"])
+    assert r.exit_code == 0
+    assert "implies fp8 GEMMs; timed at --dtype bf16 (pass --dtype fp8 for that peak)" in r.output
+    r = runner.invoke(app, ["analyze", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--no-ops", "--dtype", "fp8"])
+    assert r.exit_code == 0 and "implies fp8" not in r.output

@@ -56,6 +56,10 @@ def analyze_cmd(
         typer.echo(f"warning: {w}", err=True)
     if cfg.vision is not None:  # multimodal: the language model is what is timed
         typer.echo(f"note: {cfg.name}: {cfg.vision.note}", err=True)
+    q = cfg.quantization
+    if q is not None and not wl.weight_dtype_overrides and q.compute_dtype not in ("bf16", "fp16", wl.compute_dtype):
+        typer.echo(f"note: {cfg.name}'s {q.label} implies {q.compute_dtype} GEMMs; timed at --dtype {wl.compute_dtype} "
+                   f"(pass --dtype {q.compute_dtype} for that peak)", err=True)
     if as_json:
         from rooflinecli.fmt import json_dumps
 
