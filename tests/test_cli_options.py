@@ -277,3 +277,57 @@ def test_sweep_at_its_defaults_stays_inside_the_trained_context_and_warns_about_
 def test_show_commands_forgive_case_and_spaces_too():
     assert run_json("hw", "show", " H200") == run_json("hw", "show", "h200")
     assert run_json("model", "show", "Llama-3-8B ") == run_json("model", "show", "llama-3-8b")
+
+
+# ---- property: any casing and padding of a known name is that name; any bad value is blamed on its option
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rooflinecli.cli.options import dtype_parser, forgive_gpu_names, forgive_model_names  # noqa: E402
+from rooflinecli.dtypes import KV_DTYPES  # noqa: E402
+
+PAD = st.text(alphabet=" \t", max_size=3)
+
+
+def _mangle(name: str, flips: list[bool]) -> str:
+    return "".join(c.upper() if f else c for c, f in zip(name, flips + [False] * len(name)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["model", "gpu", "kv"]), pick=st.integers(0, 1000), flips=st.lists(st.booleans(), max_size=20),
+       left=PAD, right=PAD)
+def test_any_case_and_padding_of_a_known_name_is_that_name(kind, pick, flips, left, right):
+    from rooflinecli.hardware import all_specs
+    from rooflinecli.model_registry import preset_ids
+
+    known = {"model": sorted(preset_ids()), "gpu": sorted(all_specs()), "kv": list(KV_DTYPES)}[kind]
+    name = known[pick % len(known)]
+    given_ = left + _mangle(name, flips) + right
+    parse = {"model": forgive_model_names, "gpu": forgive_gpu_names, "kv": dtype_parser(KV_DTYPES, "KV dtype")}[kind]
+    assert parse(given_) == name
+
+
+#: (command and its required arguments, option, a value it must refuse)
+REFUSALS = [
+    (["kv"], "--batch", "0"), (["kv"], "--context", "-3"), (["kv"], "--tp", "0"), (["kv"], "--kv-bits", "0.5"),
+    (["kv"], "--kv-block-size", "0"), (["compare"], "--gen", "0"), (["compare"], "--ep", "-1"),
+    (["analyze"], "--weight-group-size", "0"), (["analyze"], "--expert-skew", "0.5"), (["analyze"], "--launch-overhead-us", "-1"),
+    (["analyze"], "--efficiency", "2"), (["analyze"], "--prefill-chunk", "-1"), (["analyze"], "--price", "-2"),
+    (["speculative", "-k", "2", "-a", "0.5", "--model", "llama-3-8b"], "--batch", "0"),
+    (["speculative", "-k", "2", "--model", "llama-3-8b"], "--acceptance", "1.5"),
+    (["disagg", "--ttft-target", "1", "--tpot-target", "0.1"], "--rate", "-1"),
+    (["disagg", "--rate", "1", "--ttft-target", "1", "--tpot-target", "0.1"], "--max-batch", "0"),
+    (["moe", "--model", "mixtral-8x7b"], "--skew", "0.5"),
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=st.sampled_from(REFUSALS), spaces=PAD)
+def test_a_refused_value_is_blamed_on_its_own_option(case, spaces):
+    base, option, value = case
+    line = one_line_error(run(*base, option, spaces + value))
+    assert option in line or (option == "--acceptance" and "-a" in line), line
+    cmd_options = {o for p in _all_params(base[0]) for o in p.opts}
+    named = {w.strip("'\",:;()") for w in line.split() if w.strip("'\",:;()").startswith("--")}
+    assert named <= cmd_options, (line, named - cmd_options)
