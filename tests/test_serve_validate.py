@@ -32,7 +32,7 @@ def test_points_are_counted_by_reason(result):
     assert result["rows"] == 8
     assert result["represented"] + result["unrepresented"] == 8
     reasons = result["reasons"]
-    assert reasons.get("model Qwen/Qwen3-32B has no preset") == 1
+    assert reasons.get("system gb200 has no spec (or is multi-node)") == 1  # Qwen3-32B on GB200
     assert reasons.get("model moonshotai/Kimi-K2.5 has no preset") == 1
     assert reasons.get("weights nvfp4: no such weight dtype") == 1
     assert result["represented"] == 5

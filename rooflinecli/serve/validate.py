@@ -19,13 +19,17 @@ import numpy as np
 from rooflinecli.analysis.workload import Workload
 from rooflinecli.errors import RooflineError
 
-#: the measured run's model -> our preset of the same architecture (Llama 3.1 keeps Llama 3's shapes; R1 is V3's)
+#: the measured run's model -> our preset of it (Llama 3.1 / DeepSeek-R1 / the FP8 checkpoints as
+#: their own presets: same shapes as their families')
 MODELS = {
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
-    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3-8b",
-    "meta-llama/Llama-3.1-70B": "llama-3-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b-fp8",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
-    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
 }
 #: the run's system -> our GPU spec (single node: 8 GPUs per node)
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
@@ -67,6 +71,12 @@ def concurrency_of(row: dict) -> int | None:
 KV_CHOICES = ("auto", "bf16", "fp8")
 
 
+def _is_moe(preset: str) -> bool:
+    from rooflinecli.model_registry import get_model
+
+    return get_model(preset).moe is not None
+
+
 def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
     """The serve configuration of one measured row, or (None, the reason it cannot be represented).
     ``kv_dtype``: "auto" takes an fp8 KV cache for fp8 runs and bf16 otherwise (the file does not
@@ -80,7 +90,8 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
     quant = row.get("gemm_quant_mode", "")
     if quant not in QUANT:
         return None, f"weights {quant}: no such weight dtype"
-    if row.get("moe_quant_mode", "") not in QUANT and model == "deepseek-v3":
+    moe = _is_moe(model)
+    if moe and row.get("moe_quant_mode", "") not in QUANT:
         return None, f"MoE weights {row['moe_quant_mode']}: no such weight dtype"
     conc = concurrency_of(row)
     if not conc:
@@ -96,7 +107,7 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
         if _int(row[f"{prefix}pp_size"]) > 1:
             return None, "pipeline parallel"
         gpus = tp * adp
-        if model != "deepseek-v3":
+        if not moe:
             if adp > 1:
                 return None, "attention DP on a dense model"
             return (tp, 1), None
@@ -251,10 +262,10 @@ def render(res: dict, list_all: bool = False) -> str:
     kv = "fp8 for fp8 runs, else bf16" if res["kv_dtype"] == "auto" else res["kv_dtype"]
     lines = [f"{res['source']}: {res['rows']:,} measured points, {res['represented']:,} run, {res['unrepresented']:,} not representable",
              f"KV cache dtype (the runs do not record it): {kv}; closed loop at each run's concurrency; nothing fitted to these points",
-             f"{'model':14}{'GPU':10}{'engine':8}{'serving':15}{'mode':12}{'points':>7}{'TTFT MAPE':>11}{'TPOT MAPE':>11}{'TTFT bias':>11}{'TPOT bias':>11}"
+             f"{'model':21}{'GPU':10}{'engine':8}{'serving':15}{'mode':12}{'points':>7}{'TTFT MAPE':>11}{'TPOT MAPE':>11}{'TTFT bias':>11}{'TPOT bias':>11}"
              + (f"{'sim TTFT':>11}{'sim TPOT':>11}" if any("sim_ttft_mape" in g for g in res["groups"]) else "")]
     for g in res["groups"]:
-        lines.append(f"{g['model']:14}{g['hw']:10}{g['engine']:8}{g['serving']:15}{g['mode']:12}{g['points']:>7}"
+        lines.append(f"{g['model']:21}{g['hw']:10}{g['engine']:8}{g['serving']:15}{g['mode']:12}{g['points']:>7}"
                      f"{g['ttft_mape']:>10.1%} {g['tpot_mape']:>10.1%} {g['ttft_bias']:>+10.1%} {g['tpot_bias']:>+10.1%}"
                      + (f"{g['sim_ttft_mape']:>10.1%} {g['sim_tpot_mape']:>10.1%}" if "sim_ttft_mape" in g else ""))
     for serving, o in res["overall"].items():
