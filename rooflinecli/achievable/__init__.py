@@ -78,14 +78,19 @@ def imported_calibrations() -> list[tuple[str, str, Path]]:
 
 
 def calibrated_engines(spec) -> list[tuple[str, str]]:
-    """(engine, where its calibration comes from) for every engine calibrated on ``spec``'s GPU,
-    without loading the files: the spec's own calibration (torch and fused engines) and the
-    imported ones of its GPU."""
+    """(engine, where its calibration comes from: "own ...", "imported ..." or "transferred ...")
+    for every engine calibrated on ``spec``'s GPU, without loading the files: the spec's own
+    calibration (torch and fused engines), the imported ones of its GPU, and for a GPU without
+    them, the nearest measured GPU's (``transfer_donor``)."""
     out = []
     own = _own_calibration(spec)
     if own:
         out += [("torch", f"own measurements ({Path(own).name})"), ("fused", f"own measurements ({Path(own).name})")]
     out += [(e, f"imported vendor tables ({p.name})") for g, e, p in imported_calibrations() if g == gpu_id(spec)]
+    for e in IMPORTED_ENGINES:
+        donor = None if any(x == e for x, _ in out) else transfer_donor(spec, e)
+        if donor is not None:
+            out.append((e, f"transferred from {donor}'s imported tables"))
     return out
 
 

@@ -70,14 +70,14 @@ def list_cmd(json_out: JsonOption = False) -> None:
             str(s.sm_count) + _est(s, "compute.sm_count"),
             f"{s.ridge_point('bf16'):.0f}",
             f"{s.onchip_to_hbm_bandwidth_ratio:.1f}x" + _est(s, "cache.l2_bandwidth_gb_per_s"),
-            ", ".join(f"{e} ({'m' if src.startswith('own') else 'i'})" for e, src in calibrated_engines(s)) or "-",
+            ", ".join(f"{e} ({src[0]})" for e, src in calibrated_engines(s)) or "-",
         ])
     c = _console()
     c.print(fit_table(c, "GPUs (dense peaks; * = estimate, (m) = measured, (m)* = estimated from a measurement)", cols, rows,
                       justify=["left" if col in ("id", "name", "kind", "calibrated engines") else "right" for col in cols],
                       wrap=("name", "calibrated engines"), optional=("name", "calibrated engines", "smem/SM KB", "L2/HBM BW", "L2 MB", "SMs", "kind")))
     c.print(L2_VS_SMEM)
-    c.print("calibrated engines (the GPU is --hw, the engine --engine): (m) our own measurements, (i) imported vendor tables, "
+    c.print("calibrated engines (the GPU is --hw, the engine --engine): (o) our own measurements, (i) imported vendor tables, (t) transferred from the nearest measured GPU, "
             "hardware_specs/measured/<gpu>.<engine>.calibration.json.gz")
 
 
