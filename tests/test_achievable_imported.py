@@ -149,3 +149,8 @@ def test_moe_experts_from_the_engine_table_at_the_model_shape():
     assert ex["time_s"] == pytest.approx(cfg.num_layers * float(t), rel=1e-9)
     # a shape the table lacks (split over 3 GPUs) falls back to the fitted GEMM form per op
     assert models_for(spec, "vllm").tables.moe.time_s("bf16", B, cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, 3, 1) is None
+
+
+def test_imported_calibrations_expose_their_collectives(h100):
+    assert models_for(h100, "vllm").collectives is not None
+    assert models_for(get_spec("h200-measured"), "torch").collectives is None  # one GPU measured: none

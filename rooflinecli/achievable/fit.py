@@ -418,7 +418,12 @@ class FittedModels:
     #: without memory-bound rows of at least ``STREAM_MIN_BYTES``
     #: imported calibrations: the measured tables' models (``tables.TableModels``), else None
     tables: object = None
-    streams: tuple = ()
+
+    @property
+    def collectives(self):
+        """The measured collective tables (``tables.CommTable``: all-reduce, all-to-all per GPU
+        count and message size) of an imported calibration, or None."""
+        return None if self.tables is None else self.tables.comm
 
     def gemm_stream_ratio(self, M):
         """How much slower (> 1) or faster GEMMs of M tokens run streamed through distinct weights,
