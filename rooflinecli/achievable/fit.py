@@ -416,6 +416,7 @@ class FittedModels:
     gemm_stream: tuple = (np.zeros(0), np.zeros(0))
     #: the calibration's HBM streams (``stream_rates``: bytes/s and the row, fastest first); empty
     #: without memory-bound rows of at least ``STREAM_MIN_BYTES``
+    streams: tuple = ()
     #: imported calibrations: the measured tables' models (``tables.TableModels``), else None
     tables: object = None
 
