@@ -630,11 +630,10 @@ def fit_table_models(cal: Calibration) -> FittedModels:
                         graph_floor_s=floor, eager_launch_s=0.0, sustained_gemm_flops_per_s=None, tables=tm)
 
 
-
 def fit_models(cal: Calibration, rows: list[Row] | None = None) -> FittedModels:
+    """Fit every model from ``rows`` (default: all of the calibration's rows)."""
     if cal.tables and not cal.rows and rows is None:
         return fit_table_models(cal)
-    """Fit every model from ``rows`` (default: all of the calibration's rows)."""
     rows = list(cal.rows if rows is None else rows)
     by_op: dict[str, list[Row]] = {}
     for r in rows:
