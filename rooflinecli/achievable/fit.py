@@ -603,6 +603,7 @@ def fit_gemm_speedup(gemm: GemmModel, rows: list[Row]) -> float | None:
     fine = np.linspace(max(1.0, best - 0.05), min(4.0, best + 0.05), 21)
     return float(fine[np.argmin([err(s) for s in fine])])
 
+
 #: every how-many-th bf16 GEMM table row the fitted GEMM form of an imported calibration is fitted on
 #: (the form only times what has no table: grouped experts, MLA's up-projection; 1 in 16 of the
 #: ~35,000 rows fits it as well as all of them, in a fraction of the time)
