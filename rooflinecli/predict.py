@@ -337,6 +337,9 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     warnings: list[str] = []
     if mode == ACHIEVABLE and (wl.efficiency or wl.launch_overhead_s):
         warnings.append("achievable mode: --efficiency and --launch-overhead-us apply to the roofline modes only (ignored)")
+    if wl.use_fitted_efficiency and not spec.efficiency:
+        warnings.append(f"--fitted-efficiency: {spec.id} has no fitted efficiency table, so efficiency stays 1.0 "
+                        "(measured specs carry one: `roofline calibrate --from-results`)")
 
     steps = np.arange(S, S + G, dtype=float)
     pre = predict_phase(cfg, spec, wl, "prefill", float(B), float(S))
