@@ -307,6 +307,14 @@ def _vision_params(v: _Fields, model_type: str, text: _Fields) -> tuple[float | 
         block = 3 * e * e + 3 * e + e * e + e + 2 * e * mlp + mlp + e + 4 * e
         merger = 2 * e + (e * m * m) ** 2 + e * m * m + e * m * m * out + out
         return float(depth * block + c * t * p * p * e + merger), f"Qwen2-VL ViT, {depth} blocks of width {e}"
+    if model_type == "qwen2_5_vl":  # RMSNorms, a gated MLP with biases, out_hidden_size out of the merger
+        e, i, depth = v.int_("hidden_size"), v.int_("intermediate_size"), v.int_("depth")
+        p, t, m = v.int_("patch_size", 14), v.int_("temporal_patch_size", 2), v.int_("spatial_merge_size", 2)
+        c = v.int_("in_channels", v.raw.get("in_chans", 3))
+        out = v.int_("out_hidden_size", d_text)
+        block = 3 * e * e + 3 * e + e * e + e + 2 * (e * i + i) + i * e + e + 2 * e
+        merger = e + (e * m * m) ** 2 + e * m * m + e * m * m * out + out
+        return float(depth * block + c * t * p * p * e + merger), f"Qwen2.5-VL ViT, {depth} blocks of width {e}"
     vt = v.raw.get("model_type", "")
     if vt not in ("clip_vision_model", "siglip_vision_model", "pixtral"):
         return None, f"model_type {json.dumps(vt)}"

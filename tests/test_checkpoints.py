@@ -725,3 +725,15 @@ def test_analyze_notes_the_compute_dtype_a_w8a8_format_implies():
     assert "implies fp8 GEMMs; timed at --dtype bf16 (pass --dtype fp8 for that peak)" in r.output
     r = runner.invoke(app, ["analyze", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--no-ops", "--dtype", "fp8"])
     assert r.exit_code == 0 and "implies fp8" not in r.output
+
+
+def test_qwen2_5_vl_vision_tower():
+    raw = dict(QWEN2_VL, model_type="qwen2_5_vl",
+               vision_config={"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 3584,
+                              "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3, "hidden_act": "silu"})
+    cfg = parse(raw)
+    e, i = 1280, 3420
+    block = 4 * e * e + 4 * e + 2 * (e * i + i) + i * e + e + 2 * e  # qkv, proj; gate, up, down with biases; two RMSNorms
+    vision = 32 * block + 3 * 2 * 14 * 14 * e + e + (4 * e) ** 2 + 4 * e + 4 * e * 3584 + 3584
+    assert P.vision_params(cfg) == vision == 676_550_144
+    assert abs((P.total_params(cfg) + vision) / 8.29e9 - 1) < 0.01  # Qwen2.5-VL-7B
