@@ -151,12 +151,8 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
     arrival = [0.0] * n
     first = [0.0] * n
     finish = [0.0] * n
-    if closed:
-        pending = deque()
+    if closed:  # the clients' first requests, all at time 0
         issued = min(int(concurrency), n)
-        for i in range(issued):
-            pending.append(i)
-        next_arrivals: list[float] = []
     else:
         arrival = [float(x) for x in stream.arrival_s]
         issued = n
@@ -183,7 +179,7 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
             issued += 1
 
     if closed:
-        for i in pending:
+        for i in range(issued):
             waiting.append([i, 0, False])
     while done_count < n:
         if not closed:
