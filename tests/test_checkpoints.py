@@ -737,3 +737,12 @@ def test_qwen2_5_vl_vision_tower():
     vision = 32 * block + 3 * 2 * 14 * 14 * e + e + (4 * e) ** 2 + 4 * e + 4 * e * 3584 + 3584
     assert P.vision_params(cfg) == vision == 676_550_144
     assert abs((P.total_params(cfg) + vision) / 8.29e9 - 1) < 0.01  # Qwen2.5-VL-7B
+
+
+def test_an_encoder_not_counted_is_named_as_such():
+    raw = {"model_type": "mistral3", "text_config": dict(preset_raw("mistral-7b")),
+           "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "num_hidden_layers": 24}}
+    cfg = parse(raw)
+    assert cfg.vision.params is None and P.vision_params(cfg) == 0
+    assert cfg.vision.note.startswith("vision tower (Pixtral ViT) neither counted nor timed")
+    assert P.total_params(cfg) == P.total_params(parse(preset_raw("mistral-7b")))
