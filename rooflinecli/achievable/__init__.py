@@ -139,6 +139,32 @@ def has_calibration(spec, engine: str | None = None) -> bool:
     return calibration_path(spec, engine) is not None
 
 
+def ceilings_of(gpu) -> tuple[float, float]:
+    """(bf16 dense FLOP/s, HBM bytes/s) of the datasheet behind ``gpu`` (an id or a spec; a
+    measured spec's base)."""
+    from rooflinecli.hardware import get_spec
+
+    s = get_spec(gpu) if isinstance(gpu, str) else gpu
+    if s.kind == "measured" and s.base:
+        s = get_spec(s.base)
+    return s.peak_flops_per_s("bf16"), s.memory_bandwidth_gb_per_s * 1e9
+
+
+def nearest_gpu(gpu, candidates: list[str]) -> str | None:
+    """The candidate nearest ``gpu`` (an id or a spec) in (log bf16 peak, log HBM bandwidth)."""
+    import math
+
+    if not candidates:
+        return None
+    p, b = ceilings_of(gpu)
+
+    def distance(c: str) -> tuple[float, str]:
+        pc, bc = ceilings_of(c)
+        return abs(math.log(pc / p)) + abs(math.log(bc / b)), c
+
+    return min(candidates, key=distance)
+
+
 def transfer_donor(spec, engine: str) -> str | None:
     """The measured GPU whose imported ``engine`` calibration stands in for ``spec``'s GPU when it
     has none of its own: the nearest in (log bf16 peak, log HBM bandwidth); None when the GPU has
@@ -148,8 +174,6 @@ def transfer_donor(spec, engine: str) -> str | None:
     have = [g for g, e, _ in imported_calibrations() if e == engine]
     if gpu_id(spec) in have:
         return None
-    from .tables import nearest_gpu
-
     return nearest_gpu(spec, have)
 
 
@@ -204,8 +228,6 @@ def models_for(spec, engine: str | None = None):
     donor = transfer_donor(spec, engine or default_engine(spec))
     if donor is None:
         return _fit(cal.path)
-    from .tables import ceilings_of
-
     return _fit_transferred(cal.path, donor, ceilings_of(spec))
 
 
@@ -215,7 +237,7 @@ def _fit_transferred(path: str, donor: str, target: tuple[float, float]):
 
     import numpy as np
 
-    from .tables import ceilings_of, transferred
+    from .tables import transferred
 
     m = _fit(path)
     (pd, bd), (pg, bg) = ceilings_of(donor), target

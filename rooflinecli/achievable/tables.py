@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import ceilings_of, nearest_gpu
+
 #: bytes per element of a GEMM's inputs by dtype (the output is bf16)
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625}
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -535,25 +537,6 @@ def validation_report(target: str | None = None) -> dict:
 # ------------------------------------------------------------------------------------------------
 # transfer to a GPU without data
 # ------------------------------------------------------------------------------------------------
-
-
-def ceilings_of(gpu) -> tuple[float, float]:
-    """(bf16 dense FLOP/s, HBM bytes/s) of the datasheet behind ``gpu`` (an id or a spec; a
-    measured spec's base)."""
-    from rooflinecli.hardware import get_spec
-
-    s = get_spec(gpu) if isinstance(gpu, str) else gpu
-    if s.kind == "measured" and s.base:
-        s = get_spec(s.base)
-    return s.peak_flops_per_s("bf16"), s.memory_bandwidth_gb_per_s * 1e9
-
-
-def nearest_gpu(gpu, candidates: list[str]) -> str | None:
-    """The candidate nearest ``gpu`` (an id or a spec) in (log bf16 peak, log HBM bandwidth)."""
-    if not candidates:
-        return None
-    p, b = ceilings_of(gpu)
-    return min(candidates, key=lambda c: (abs(np.log(ceilings_of(c)[0] / p)) + abs(np.log(ceilings_of(c)[1] / b)), c))
 
 
 def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
