@@ -76,7 +76,7 @@ ACHIEVABLE_OPTIONAL = ("L", "kernels/L", "fixed cost", "beyond roof")
 def _ops_table(console, title: str, phase, fmt_bytes, fmt_time, fmt_count):
     from rich import box
 
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     cols = ["op", "L", "FLOPs", "weights", "KV r+w", "act", "AI FLOP/B", "time", "%", "bound"]
     total = phase.time_s or 1.0
@@ -105,7 +105,7 @@ def _achievable_table(console, title: str, rows: list[dict], roof_total_s: float
     costs inside it, the efficiency of the rest (roof / (achievable - fixed)), kernels, excess."""
     from rich import box
 
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     cols = ["op", "L", "kernels/L", "roof time", "achievable", "fixed cost", "efficiency past fixed", "beyond roof", "%"]
     total = sum(r["time_s"] for r in rows) or 1.0
@@ -126,7 +126,7 @@ def _achievable_table(console, title: str, rows: list[dict], roof_total_s: float
 
 def render(a, show_ops: bool = True) -> None:
     """Rich summary and per-op tables of an ``Analysis``."""
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
 
     fmt_bytes, fmt_time, fmt_count = _fmt()
     from rooflinecli.errors import markup_safe

@@ -23,7 +23,7 @@ L2_VS_SMEM = (
 
 
 def _console():
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
 
     return make_console(markup=False, emoji=False)
 
@@ -50,7 +50,7 @@ def list_cmd(json_out: JsonOption = False) -> None:
     if json_out:
         typer.echo(json_dumps([{**s.to_dict(), "calibrated_engines": dict(calibrated_engines(s))} for s in specs]))
         return
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     cols = ["id", "name", "kind", "bf16 TFLOP/s", "fp8 TFLOP/s", "mem GB", "mem GB/s",
             "L2 MB", "smem/SM KB", "SMs", "bf16 ridge FLOP/B", "L2/HBM BW", "calibrated engines"]
@@ -102,7 +102,7 @@ def show_cmd(
     c.print(head)
     c.print(f"file: {s.path}")
 
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     peaks = [[dtype, _num(tflops) + _est(s, f"peak_dense_tflops.{dtype}"), f"{s.ridge_point(dtype):.1f}",
               f"{s.peak_flops_per_s(dtype) / s.l2_bandwidth_bytes_per_s:.1f}"] for dtype, tflops in s.peak_dense_tflops.items()]

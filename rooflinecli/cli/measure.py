@@ -29,7 +29,7 @@ class Suite(str, enum.Enum):
 
 
 def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set[int] | None = None) -> None:
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)

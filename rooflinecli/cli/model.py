@@ -90,7 +90,7 @@ def _bytes(n: float) -> str:
 
 
 def _console():
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
 
     return make_console()
 
@@ -121,7 +121,7 @@ def list_models(json_out: JsonOption = False) -> None:
         return
     from rich import box
 
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     from rooflinecli.fmt import fmt_bytes
 

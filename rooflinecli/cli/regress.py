@@ -12,7 +12,7 @@ from rooflinecli.errors import one_line
 
 
 def _console():
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
 
     return make_console(soft_wrap=False)
 

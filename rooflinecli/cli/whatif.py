@@ -37,14 +37,14 @@ def _echo_json(obj) -> None:
 
 
 def _console():
-    from rooflinecli.cli.console import make_console
+    from rooflinecli.console import make_console
 
     return make_console()
 
 
 def _table(console, title: str, columns: list[str], rows: list[list[str]], caption: str | None = None, optional: tuple[str, ...] = ()):
     """The command's table, fitted to the console's width (``console.fit_table``)."""
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     return fit_table(console, title, columns, rows, caption=caption, optional=optional)
 

@@ -131,7 +131,7 @@ def render_table(rep: RegressReport, con) -> None:
     line, on a Rich console (no markup parsed)."""
     from rich.text import Text
 
-    from rooflinecli.cli.console import fit_table
+    from rooflinecli.console import fit_table
 
     kernel_col = "kernel (op shape dtype [impl])"
     cols = ["verdict", kernel_col, "base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"]
