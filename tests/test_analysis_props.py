@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 from rooflinecli.analysis import (
     Workload,
-    analyze,
     kv_cache_bytes_per_gpu,
-    phase_grid,
     phase_times,
     weights_bytes_per_gpu,
     with_attention_variant,
@@ -23,6 +21,7 @@ from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model
 from rooflinecli.models import MLAConfig, MoEConfig
 from rooflinecli.params import total_params
+from rooflinecli.predict import analyze, phase_grid
 
 SPEC = get_spec("h100-sxm")
 BASE = get_model("llama-3-8b")

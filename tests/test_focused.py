@@ -181,7 +181,8 @@ def test_rope_mla_uses_rope_dim_and_gpt2_has_no_rope():
 
 
 def test_speculative_with_model_time_and_mtp():
-    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import analyze
     from rooflinecli.model_registry import get_model
 
     out = run_json("speculative", "-k", "2", "-a", "0.7", "-c", "0.1", "--model", "llama-3-8b", "--hw", "h100-sxm", "--context", "2048")
@@ -199,7 +200,8 @@ def test_speculative_with_model_time_and_mtp():
 
 
 def test_speculative_takes_its_default_gpu_from_roofline_hw(monkeypatch):
-    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import analyze
     from rooflinecli.model_registry import get_model
 
     monkeypatch.setenv("ROOFLINE_HW", "h200")
@@ -364,7 +366,8 @@ def test_compare_bad_input(args, fragment):
 
 
 def test_disagg_plan_by_hand():
-    from rooflinecli.analysis import Workload, analyze
+    from rooflinecli.analysis import Workload
+    from rooflinecli.predict import analyze
     from rooflinecli.model_registry import get_model
 
     rate, gen = 10.0, 128
@@ -461,7 +464,7 @@ def test_whatifs_name_their_mode_and_warn_when_nothing_fits():
     r = run("moe", "--model", "mixtral-8x7b", "--hw", "h200-measured", "--batch", "1")
     assert r.exit_code == 0 and "(achievable, torch engine)" in r.output
     r = run("kv", "--model", "llama-3-8b", "--hw", "h200-measured", "--mode", "roof")
-    assert r.exit_code == 0 and "decode step: roof" in r.output
+    assert r.exit_code == 0 and "decode step: measured roof" in r.output
     r = run("speculative", "-k", "4", "-a", "0.8", "--model", "llama-3-8b", "--hw", "h200-measured")
     assert r.exit_code == 0 and "h200-measured (achievable, torch engine)" in r.output
     r = run("disagg", "--model", "llama-3-8b", "--hw", "h200-measured", "--prompt", "1024", "--gen", "256", "--rate", "10",
@@ -479,7 +482,7 @@ def test_whatif_json_says_its_mode():
     """kv, moe, speculative and disagg JSON name the mode (and engine) of their times."""
     common = ("--model", "llama-3-8b", "--hw", "h200-measured")
     assert run_json("kv", *common)["mode"] == "achievable"
-    assert run_json("kv", *common, "--mode", "roof")["mode"] == "roof"
+    assert run_json("kv", *common, "--mode", "roof")["mode"] == "measured-roof"
     moe = run_json("moe", "--model", "mixtral-8x7b", "--hw", "h200-measured", "--batch", "1")
     assert moe["mode"] == "achievable" and moe["engine"] == "torch" and "tokens_per_s_per_replica" in moe["decode_by_batch"][0]
     assert run_json("speculative", "-k", "2", "-a", "0.7", *common)["mode"] == "achievable"
