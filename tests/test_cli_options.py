@@ -331,3 +331,15 @@ def test_a_refused_value_is_blamed_on_its_own_option(case, spaces):
     cmd_options = {o for p in _all_params(base[0]) for o in p.opts}
     named = {w.strip("'\",:;()") for w in line.split() if w.strip("'\",:;()").startswith("--")}
     assert named <= cmd_options, (line, named - cmd_options)
+
+
+def test_the_shared_defaults_are_the_workloads_own():
+    from rooflinecli.analysis.workload import DEFAULT_PREFILL_CHUNK_TOKENS, Workload
+
+    from rooflinecli.cli.workload_options import shared_default
+
+    assert shared_default("prefill_chunk") == DEFAULT_PREFILL_CHUNK_TOKENS
+    wl = Workload(batch=1, prompt_len=1, gen_len=1)
+    for option, field in (("dtype", "compute_dtype"), ("weight_dtype", "weight_dtype"), ("kv_dtype", "kv_dtype"), ("tp", "tp"), ("ep", "ep"),
+                          ("weight_group_size", "weight_group_size"), ("expert_skew", "expert_skew"), ("mla_decode", "mla_decode")):
+        assert shared_default(option) == getattr(wl, field), option

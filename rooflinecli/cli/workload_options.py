@@ -176,7 +176,8 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
         help="USD per GPU-hour, for the cost per million output tokens: one figure (2.5) or per GPU (h100-sxm=2.49,h200=3.5); "
              "default: the spec file's cited price, if any.")], None),
     "prefill_chunk": (Annotated[int, tokens_option(
-        "--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")], 8192),
+        "--prefill-chunk", help="Memory: size the activation workspace for prefill chunks of this many tokens (0 = unchunked).")],
+        8192),  # = analysis.workload.DEFAULT_PREFILL_CHUNK_TOKENS (not imported: numpy at start-up; a test keeps them equal)
     "expert_skew": (Annotated[float, typer.Option(
         "--expert-skew", help="MoE routing skew >= 1: the hottest expert's load over the mean (1 = uniform).")], 1.0),
     "mla_decode": (Annotated[str, typer.Option(
