@@ -56,6 +56,20 @@ def fmt_time(s: float | None) -> str:
     return _scaled(s, (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)), 3) or f"{fmt_num(s * 1e9)} ns"
 
 
+def fmt_us(s: float | None) -> str:
+    """Seconds as a bare microsecond figure of 4 significant digits, for a column headed in us:
+    ``4.52e-5`` -> ``"45.2"``; None -> ``"-"``."""
+    return "-" if s is None else f"{float(s) * 1e6:.4g}"
+
+
+def fmt_pct(x: float | None, signed: bool = True) -> str:
+    """A fraction as a percentage with one decimal: ``-0.048`` -> ``"-4.8%"`` (``signed``: ``"+"``
+    on positive values); None -> ``"-"``."""
+    if x is None:
+        return "-"
+    return f"{float(x) * 100:+.1f}%" if signed else f"{float(x) * 100:.1f}%"
+
+
 def fmt_count(n: float) -> str:
     """A bare count with a T/B/M/k suffix: ``1.1e12`` -> ``"1.1T"``."""
     n = float(n)

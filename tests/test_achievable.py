@@ -483,7 +483,8 @@ def test_absorbed_mla_decode_rows_are_fitted_and_used(h200m):
     from rooflinecli.achievable.profiles import get_engine
     from rooflinecli.achievable.step import step_rows
     from rooflinecli.analysis.ops import phase_ops
-    from rooflinecli.bench.opgrid import MLA_P, MLA_R, build_grid
+    from rooflinecli.bench.op_cases import MLA_P, MLA_R
+    from rooflinecli.bench.opgrid import build_grid
 
     grid = build_grid()["mla"]
     assert {c.shape["H"] for c in grid} == {16, 128} and {(c.shape["R"], c.shape["P"]) for c in grid} == {(MLA_R, MLA_P)}

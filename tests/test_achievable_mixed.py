@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import load_script
 
-from rooflinecli.achievable import calibration_for, models_for, predict_step_breakdown
+from rooflinecli.achievable import calibration_for, models_for
+from rooflinecli.predict import predict_step_breakdown
 from rooflinecli.achievable.calibration import SCHEMA, parse_calibration
 from rooflinecli.achievable.fit import MIXED_OPS, graph_switch_costs_s
 from rooflinecli.achievable.profiles import ENGINES
@@ -60,7 +60,7 @@ def test_the_mixed_kernels_are_distinct_single_torch_ops_that_run_repeatedly():
     import torch
     import torch.nn.functional as F
 
-    from rooflinecli.bench.opgrid import MIXED_KERNELS, launch_floor_mixed_case
+    from rooflinecli.bench.op_cases import MIXED_KERNELS, launch_floor_mixed_case
 
     gen = torch.Generator().manual_seed(5)
     fns = launch_floor_mixed_case(8).make_kernels("cpu", gen)
@@ -92,7 +92,7 @@ def test_measure_mixed_times_interleaved_and_grouped_graphs_of_the_same_kernels(
     (A A ... B B ...); the row carries both per-kernel times."""
     import torch
 
-    from rooflinecli.bench import opgrid, timing
+    from rooflinecli.bench import op_cases, opgrid, timing
 
     captured = []
 
@@ -106,7 +106,7 @@ def test_measure_mixed_times_interleaved_and_grouped_graphs_of_the_same_kernels(
     monkeypatch.setattr(timing, "replay_samples", lambda g, n, samples: [3e-6 if len(captured) == 1 else 2e-6] * samples)
     monkeypatch.setattr(opgrid.Timer, "eager", lambda self, fns, samples: 7e-6)
     timer = opgrid.Timer("cuda", 60 * 2**20, tensor_device="cpu")
-    case = opgrid.launch_floor_mixed_case(4)
+    case = op_cases.launch_floor_mixed_case(4)
     row = opgrid.measure_case(case, timer, torch.Generator().manual_seed(1))
     assert row["op"] == "launch_floor_mixed" and row["shape"] == {"k": 4} and row["sets"] == 4
     assert row["n"] == 128 and row["t_graph"] == pytest.approx(3e-6) and row["t_blocked"] == pytest.approx(2e-6) and row["t_eager"] == 7e-6
@@ -246,46 +246,3 @@ def test_an_eager_prefill_pays_no_graph_switches(tmp_path):
     base = _rows(_spec(tmp_path / "base", []), "prefill", 1, 512, "torch")
     rows = _rows(_spec(tmp_path / "mixed", ROWS), "prefill", 1, 512, "torch")
     assert {n: r["time_s"] for n, r in rows.items()} == {n: r["time_s"] for n, r in base.items()}
-
-
-# ------------------------------------------------------------------------------------------------
-# scripts/mixed_switch_whatif.py: the new rows on the shipped calibration
-# ------------------------------------------------------------------------------------------------
-
-
-def _whatif():
-    return load_script("mixed_switch_whatif")
-
-
-def test_the_whatif_script_grafts_only_the_mixed_rows_and_the_spec_predicts_with_them(tmp_path, capsys):
-    new = tmp_path / "gpu.calibration.json"
-    other = {"op": "gemm", "shape": {"M": 1, "N": 9, "K": 9}, "flops": 162, "bytes": 1, "t_graph": 1.0}  # not grafted
-    new.write_text(json.dumps({"schema": SCHEMA, "rows": ROWS + [other]}))
-    assert _whatif().main([str(new), str(tmp_path / "w")]) == 0
-    printed = capsys.readouterr().out
-    assert "switch +1.300 us" in printed and "graph_switch_s 1.300 us, graph_switch_gemm_s 0.800 us" in printed
-    doc = json.loads((tmp_path / "w" / "calibration.json").read_text())
-    shipped = json.loads(CALIBRATION.read_text())
-    assert doc["rows"] == shipped["rows"] + ROWS
-    spec = get_spec(str(tmp_path / "w" / "spec.toml"))
-    m = models_for(spec)
-    assert (m.graph_switch_s, m.graph_switch_gemm_s) == pytest.approx((SWITCH_S, SWITCH_GEMM_S))
-    base = _rows(get_spec(str(ROOT / "hardware_specs" / "measured" / "h200.toml")), "decode", 8, 2048, "torch")
-    rows = _rows(spec, "decode", 8, 2048, "torch")
-    elem, gemm = _switches(base, "torch")
-    grow = sum(r["time_s"] for r in rows.values()) - sum(r["time_s"] for r in base.values())
-    assert grow == pytest.approx(elem * SWITCH_S + gemm * SWITCH_GEMM_S, rel=1e-9)
-
-
-def test_the_whatif_script_errors_are_one_line(tmp_path, capsys):
-    empty = tmp_path / "none.json"
-    empty.write_text(json.dumps({"rows": [{"op": "launch_floor", "shape": {}, "flops": 1, "bytes": 8, "t_graph": 1e-6}]}))
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"rows": [_mixed(8, -1.0, 1e-6)]}))
-    for args, msg in (([str(tmp_path / "missing.json"), str(tmp_path / "w")], "cannot read a calibration file"),
-                      ([str(empty), str(tmp_path / "w")], "no launch_floor_mixed* rows"),
-                      ([str(bad), str(tmp_path / "w")], "t_graph: must be a positive finite number")):
-        assert _whatif().main(args) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and msg in err and err.count("\n") == 1
-    assert not (tmp_path / "w").exists()

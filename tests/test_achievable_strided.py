@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflinecli.achievable import calibration_for, models_for, predict_step_breakdown
+from rooflinecli.achievable import calibration_for, models_for
+from rooflinecli.predict import predict_step_breakdown
 from rooflinecli.achievable.calibration import SCHEMA
 from rooflinecli.analysis import Workload
 from rooflinecli.hardware import get_spec
@@ -57,12 +58,12 @@ def test_the_strided_cases_are_cheap_and_early_in_the_round_robin():
 
 
 def test_the_strided_cases_call_e2e_fulls_own_functions(monkeypatch):
-    """The calibration times the very code of the decode step: each case calls e2e_full's
-    function, and what it computes is that function's result on the strided views."""
+    """The calibration times the very code of the decode step: each case calls the primitive
+    the decoder runs, and what it computes is that function's result on the strided views."""
     import torch
 
-    import rooflinecli.bench.e2e_full as E
-    from rooflinecli.bench.opgrid import kv_write_case, rope_qkv_strided_case, silu_mul_strided_case
+    import rooflinecli.bench.primitives as E
+    from rooflinecli.bench.op_cases import kv_write_case, rope_qkv_strided_case, silu_mul_strided_case
 
     calls: dict[str, list] = {"rope": [], "silu_mul": [], "write_kv": []}
     for name in calls:

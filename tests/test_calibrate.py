@@ -201,7 +201,8 @@ def test_sets_and_launches_follow_the_one_cold_cache_rule_and_a_replay_target():
 
 
 def test_a_failing_shape_is_recorded_and_the_grid_goes_on_and_the_budget_stops_new_shapes():
-    from rooflinecli.bench.opgrid import Case, build_grid, run_grid
+    from rooflinecli.bench.op_cases import Case
+    from rooflinecli.bench.opgrid import build_grid, run_grid
 
     def broken(device, gen):
         def fn():

@@ -244,7 +244,7 @@ def measure_ceilings(device: str = "cuda", sizes: CalibrationSizes | None = None
     del src
 
     # L2: copy_ between buffers that stay resident in L2, replayed back to back
-    l2_bytes = _l2_bytes(device)
+    l2_bytes = device_l2_bytes(device)
     if l2_bytes:
         m = max(1, int(l2_bytes * sizes.l2_fraction / 2) // 2)  # bf16 elements per buffer
         src = device_randn((m,), torch.bfloat16, device, gen)
@@ -324,7 +324,8 @@ def measure_sustained(c: Ceilings, device: str, sizes: CalibrationSizes) -> None
             torch.cuda.empty_cache()
 
 
-def _l2_bytes(device: str) -> int:
+def device_l2_bytes(device: str) -> int:
+    """The L2 size of the GPU (a nominal 4 MiB on the CPU, where only the code path is exercised)."""
     if device != "cuda":
         return 4 * 2**20  # a nominal 4 MiB on the CPU: tests exercise the code path only
     return timing.l2_size_bytes(0)

@@ -299,27 +299,21 @@ def _measure_ops(doc: dict, ceilings, env: dict, spec_out: Path, calibration_out
     """Time the calibration grid within ``budget_s``, write the calibration file, name it in ``doc``."""
     import os as _os
 
-    from rooflinecli.output import write_json_atomic
-    from rooflinecli.bench.calibrate import _l2_bytes, set_calibration
-    from rooflinecli.bench.opgrid import build_grid, calibration_doc, run_grid
-
-    from rooflinecli.bench.calibrate import SPEC_COMMENT, write_spec_file
+    from rooflinecli.bench.calibrate import SPEC_COMMENT, device_l2_bytes, set_calibration, write_spec_file
+    from rooflinecli.bench.calibration_file import calibration_checkpointer
+    from rooflinecli.bench.opgrid import GridResult, build_grid, run_grid
 
     cpu = device == "cpu"
-    l2 = _l2_bytes("cpu" if cpu else "cuda")
+    l2 = device_l2_bytes("cpu" if cpu else "cuda")
     grid = build_grid(tiny=cpu)
     n_cases = sum(len(v) for v in grid.values())
     path = calibration_out or spec_out.with_name(f"{spec_out.stem}.calibration.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     rel = _os.path.relpath(path.resolve(), spec_out.resolve().parent)
 
-    def checkpoint(result) -> None:
-        write_json_atomic(path, calibration_doc(result, env, l2, ceilings.sustained, ceilings.sustained_rows, budget_s))
-
+    checkpoint = calibration_checkpointer(path, env, l2, ceilings.sustained, ceilings.sustained_rows, budget_s)
     # the ceilings and a first calibration file are on disk before the grid starts: a stage killed by
     # its timeout keeps the spec and the rows of the last checkpoint
-    from rooflinecli.bench.opgrid import GridResult
-
     checkpoint(GridResult())
     write_spec_file(spec_out, set_calibration(doc, rel), SPEC_COMMENT)
     typer.echo(f"op grid: {n_cases} shapes, {max(budget_s, 0):.0f} s of budget left", err=True)
@@ -424,14 +418,14 @@ def validate(
 
 
 def _show_validation(v, summary: list[list[str]]) -> None:
-    from rooflinecli.bench.validate import _pct, _us
+    from rooflinecli.fmt import fmt_pct, fmt_us
 
     rows = []
     for r in v.rows:
         flag = " ABOVE ROOF" if r.above_roof else ""
         rows.append(
-            [r.op, r.impl, r.shape, r.dtype, r.bound + flag, _us(r.measured_s), _us(r.predicted_datasheet_s), _pct(r.error("datasheet")),
-             _us(r.predicted_measured_s), _pct(r.error("measured")), _pct(r.error("fitted"))]
+            [r.op, r.impl, r.shape, r.dtype, r.bound + flag, fmt_us(r.measured_s), fmt_us(r.predicted_datasheet_s), fmt_pct(r.error("datasheet")),
+             fmt_us(r.predicted_measured_s), fmt_pct(r.error("measured")), fmt_pct(r.error("fitted"))]
         )
     _echo_table(
         f"{v.gpu_name}: predicted vs measured (datasheet {v.datasheet.id if v.datasheet else '-'}, measured {v.measured.id if v.measured else '-'})",
@@ -443,9 +437,9 @@ def _show_validation(v, summary: list[list[str]]) -> None:
         _echo_table(
             "end to end: one decoder layer",
             ["phase", "measured us", "datasheet us", "err", "meas.-ceil. us", "err", "fitted us", "err"],
-            [[str(p.get("phase")), _us(p.get("measured_s")), _us(p.get("predicted_s_datasheet")), _pct(p.get("error_datasheet")),
-              _us(p.get("predicted_s_measured")), _pct(p.get("error_measured")), _us(p.get("predicted_s_fitted")),
-              _pct(p.get("error_fitted"))] for p in v.end_to_end],
+            [[str(p.get("phase")), fmt_us(p.get("measured_s")), fmt_us(p.get("predicted_s_datasheet")), fmt_pct(p.get("error_datasheet")),
+              fmt_us(p.get("predicted_s_measured")), fmt_pct(p.get("error_measured")), fmt_us(p.get("predicted_s_fitted")),
+              fmt_pct(p.get("error_fitted"))] for p in v.end_to_end],
             right={1, 2, 3, 4, 5, 6, 7},
         )
     if v.end_to_end_full:
@@ -518,14 +512,14 @@ def e2e(
     from dataclasses import replace
 
     replace(base, extra={**base.extra, "end_to_end": check}).save(results)
-    from rooflinecli.bench.validate import _pct, _us
+    from rooflinecli.fmt import fmt_pct, fmt_us
 
     rows = []
     for p in check["phases"]:
         m = p.get("measured_s")
-        rows.append([p["phase"], f"B{p['batch']} N{p['context']}", "ok" if p["correct"] else "FAILED " + p["error"], _us(m), _us(p["predicted_s_datasheet"]),
-                     _pct((p["predicted_s_datasheet"] - m) / m if m else None), _us(p["predicted_s_measured"]),
-                     _pct((p["predicted_s_measured"] - m) / m if m and p["predicted_s_measured"] else None)])
+        rows.append([p["phase"], f"B{p['batch']} N{p['context']}", "ok" if p["correct"] else "FAILED " + p["error"], fmt_us(m), fmt_us(p["predicted_s_datasheet"]),
+                     fmt_pct((p["predicted_s_datasheet"] - m) / m if m else None), fmt_us(p["predicted_s_measured"]),
+                     fmt_pct((p["predicted_s_measured"] - m) / m if m and p["predicted_s_measured"] else None)])
     _echo_table(f"one {check['model']} decoder layer on {env.get('gpu_name')}", ["phase", "shape", "check", "measured us", "datasheet us", "err", "meas.-ceil. us", "err"], rows, right={3, 4, 5, 6, 7})
     typer.echo(f"wrote {one_line(results)} (extra.end_to_end)")
     if not all(p["correct"] for p in check["phases"]):
@@ -535,16 +529,16 @@ def e2e(
 def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, budget_s: float, triton: bool, cpu: bool, tiny: bool) -> None:
     """``e2e --full``: build and time the whole model, checkpointing the results after every point."""
     import math as _math
-    from dataclasses import replace
 
     if not (budget_s > 0 and _math.isfinite(budget_s)):
         raise RooflineError(f"--budget-s must be a finite number > 0, got {budget_s}")
     from rooflinecli import __version__
     from rooflinecli.bench.e2e_full import run_full, tiny_full_config, unsupported_reason
     from rooflinecli.bench.environment import collect_environment, utc_now
+    from rooflinecli.bench.whole_model_file import WholeModelFile
+    from rooflinecli.fmt import fmt_us
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
-    from rooflinecli.results import Results, load_results
 
     cfg = get_model(model)
     why = unsupported_reason(cfg)
@@ -557,34 +551,23 @@ def _e2e_full(results: Path, model: str, hw: str | None, measured: str | None, b
         ds, ms = _specs_for_gpu(hw, measured, env.get("gpu_name"))
     if tiny:
         cfg = tiny_full_config(cfg)
-    base = load_results(results) if results.is_file() else Results(rows=(), environment=env, created_utc=utc_now(), tool_version=__version__, suite="e2e", hardware_spec=ds.id, measured_spec=ms.id if ms else None)
-    before = (base.extra.get("end_to_end_full") or {}).get("environment") or {}
-    if before.get("gpu_name") and before.get("gpu_name") != env.get("gpu_name"):  # one file, one machine
-        raise RooflineError(f"{results}: holds whole-model runs on '{before.get('gpu_name')}'; this one runs on "
-                            f"'{env.get('gpu_name')}': write it to another file (-r)")
-    section = dict(base.extra.get("end_to_end_full") or {})
-    section.update(schema="rooflinecli.e2e_full/1", datasheet_spec=ds.id, measured_spec=ms.id if ms else None,
-                   measured_spec_path=str(ms.path) if ms else None, environment=env)
-    models = dict(section.get("models") or {})
+    out = WholeModelFile.open(results, env, ds, ms, __version__, utc_now())  # one file, one GPU
 
     def save(entry: dict) -> None:
-        models[cfg.name] = entry
-        replace(base, extra={**base.extra, "end_to_end_full": {**section, "models": models}}).save(results)
+        out.save(cfg.name, entry)
 
     def on_point(phase: str, engine: str, batch: int, context: int) -> None:
         typer.echo(f"{cfg.name}: {phase} {engine} B{batch} N{context}", err=True)
 
     entry = run_full(cfg, model, "cpu" if cpu else "cuda", tiny=tiny, budget_s=budget_s, on_point=on_point, triton=triton, checkpoint=save)
     save(entry)
-    from rooflinecli.bench.validate import _us
-
     if entry.get("note"):
         typer.echo(f"note: {entry['note']}")
     def check(p: dict) -> str:
         word = p.get("backend", "-") if p["engine"] == "torch" else ("ok" if p.get("check_ok") else "CHECK FAILED vs torch")
         return word + (" GRAPH CHECK FAILED" if p.get("graph_check_ok") is False else "")
 
-    rows = [[p["phase"], p["engine"], str(p["batch"]), str(p["context"]), str(p["layers"]), _us(p["measured_s"]), check(p)] for p in entry["points"]]
+    rows = [[p["phase"], p["engine"], str(p["batch"]), str(p["context"]), str(p["layers"]), fmt_us(p["measured_s"]), check(p)] for p in entry["points"]]
     _echo_table(f"{cfg.name} ({entry['layers_used']} of {entry['layers_full']} layers) on {env.get('gpu_name')}", ["phase", "engine", "batch", "context", "layers", "measured us", "backend / check"], rows, right={2, 3, 4, 5})
     for f in entry["failed"]:
         typer.echo(f"failed: {f['phase']} {f['engine']} B{f['batch']} N{f['context']}: {f['error']}")
