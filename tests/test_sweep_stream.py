@@ -114,15 +114,17 @@ finally:
 
 
 def test_peak_memory_does_not_grow_with_the_grid(tmp_path):
-    """2.1M rows of one (combination, phase): about 0.9 GB held at once before chunking."""
+    """8.4M rows of one (combination, phase): 1.45 GB peak RSS when the whole grid was one
+    evaluation, about 0.19 GB in chunks (at most 0.6 GB seen: the chunk written, the one computed
+    and their Arrow copies)."""
     out = tmp_path / "big.parquet"
-    args = ["sweep", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1..16", "--context", "1..128k", "--phase", "decode", "-q", "--out", str(out)]
+    args = ["sweep", "--model", "llama-3-8b", "--hw", "h100-sxm", "--batch", "1..64", "--context", "1..128k", "--phase", "decode", "-q", "--out", str(out)]
     proc = subprocess.run([sys.executable, "-c", _MEASURED_RUN, *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rss_mb = int(proc.stderr.rsplit("maxrss_kb=", 1)[1].split()[0]) / 1024
-    assert rss_mb < 500, rss_mb
+    assert rss_mb < 1000, rss_mb
     pq = pytest.importorskip("pyarrow.parquet")
-    assert pq.ParquetFile(out).metadata.num_rows == 16 * 131072
+    assert pq.ParquetFile(out).metadata.num_rows == 64 * 131072
 
 
 def test_sigterm_during_a_sweep_leaves_no_file(tmp_path):

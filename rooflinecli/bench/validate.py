@@ -24,7 +24,8 @@ import numpy as np
 from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, loo_predictions, points_from_rows, rel_error
 from rooflinecli.bench.predict import compute_dtype_for, roof
 from rooflinecli.errors import RooflineError
-from rooflinecli.hardware import HardwareSpec, bound_spec
+from rooflinecli.ceilings import bound_spec
+from rooflinecli.hardware import HardwareSpec
 from rooflinecli.results import ResultRow, Results
 
 #: accuracy goals: docs/reference.md, section 3
