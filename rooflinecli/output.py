@@ -530,8 +530,19 @@ def _devnull_identity() -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+#: the exit code a command keeps when its reader goes away (``exit_on_closed_pipe``); 0 otherwise
+_CLOSED_PIPE_CODE = [0]
+
+
+def exit_on_closed_pipe(code: int) -> None:
+    """A command whose exit code is its answer (``regress``: 1 = regression) keeps ``code`` when
+    stdout is closed under it (``roofline regress ... | head -1``), instead of the quiet 0."""
+    _CLOSED_PIPE_CODE[0] = code
+
+
 def guard_stdout(main) -> None:
-    """Run a command-line ``main``: a closed stdout pipe ends with exit 0 and no message; a full
+    """Run a command-line ``main``: a closed stdout pipe ends with exit 0 (or the code a command
+    set with ``exit_on_closed_pipe``) and no message; a full
     disk (``> /dev/full``) is ``error: standard output: cannot write: no space left on the device``
     and exit 2, whether it shows mid-command or at the final flush."""
     tolerant_streams()
@@ -545,12 +556,12 @@ def guard_stdout(main) -> None:
         # with exit 1, which a CI step reads as a regression
         if type(sys.stdout).__name__ == "PacifyFlushWrapper" or (before != _fd_identity(1) and _fd_identity(1) == _devnull_identity()):
             _silence_stdout()
-            sys.exit(0)
+            sys.exit(_CLOSED_PIPE_CODE[0])
     except OSError as e:
         failed = _stdout_failure(e)
         if failed is None:
             raise
-        sys.exit(failed)
+        sys.exit(_CLOSED_PIPE_CODE[0] if failed == 0 else failed)
     try:
         sys.stdout.flush()
     except (OSError, ValueError) as e:

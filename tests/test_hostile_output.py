@@ -285,3 +285,19 @@ def test_batched_gate_statistics_equal_row_by_row(tmp_path):
         assert c.baseline_median_s == float(np.median(b)) and c.candidate_median_s == float(np.median(cc))
         assert c.baseline_noise == float(stats.relative_iqr(b))
         assert c.p_slower == float(stats.mannwhitney_both(cc, b)[0])
+
+
+def test_regress_keeps_its_verdict_when_the_pipe_closes(tmp_path):
+    """`roofline regress ... | head -1` still exits 1 on a regression (a CI step must not pass it)."""
+    from rooflinecli.gate.sim import slow_down, synthetic_results
+
+    base = synthetic_results(seed=3)
+    base.save(tmp_path / "b.json")
+    slow_down(synthetic_results(seed=4), 2.0).save(tmp_path / "c.json")
+    for pair, code in (((tmp_path / "b.json", tmp_path / "c.json"), 1), ((tmp_path / "b.json", tmp_path / "b.json"), 0)):
+        p = subprocess.Popen([sys.executable, "-m", "rooflinecli", "regress", *map(str, pair), "--impl", "all"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "120", "GITHUB_STEP_SUMMARY": ""})
+        p.stdout.readline()
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == code and err == "", err

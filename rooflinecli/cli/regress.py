@@ -41,7 +41,7 @@ def regress(
     """
     from rooflinecli.gate.decision import GateParams, compare, parse_impls, parse_threshold
     from rooflinecli.gate.render import render_table, write_outputs
-    from rooflinecli.output import refuse_overwriting_inputs
+    from rooflinecli.output import exit_on_closed_pipe, refuse_overwriting_inputs
     from rooflinecli.results import load_results
 
     inputs = {"the baseline": baseline, "the candidate": candidate}
@@ -49,6 +49,7 @@ def regress(
     params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
                         strict=strict, allow_missing=allow_missing)
     rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)
+    exit_on_closed_pipe(rep.exit_code)  # `regress ... | head` still fails on a regression
     if quiet:
         typer.echo(rep.summary_line())
     else:
