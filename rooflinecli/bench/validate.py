@@ -293,6 +293,7 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
     loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), loo_predictions(ours)))
     eff_all = fit_efficiency(ours)
     eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
+    eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
     bound_ms = fastest_ceilings(ms) if ms is not None else None
     checks = []
     for r in timed:
@@ -444,8 +445,9 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     # MLA decode: >= 350 TFLOP/s where compute-bound (datasheet ridge), >= 80% of copy BW where memory-bound
     mla = _timed(rows, "mla_decode")
     ridge = ds.ridge_point("bf16") if ds is not None else None
-    mla_c = [r for r in mla if ridge is not None and r.bytes > 0 and r.flops / r.bytes >= ridge]
-    mla_m = [r for r in mla if r not in mla_c]
+    compute_bound = [ridge is not None and r.bytes > 0 and r.flops / r.bytes >= ridge for r in mla]  # one pass: `r not in list` was O(n^2)
+    mla_c = [r for r, c in zip(mla, compute_bound) if c]
+    mla_m = [r for r, c in zip(mla, compute_bound) if not c]
     if mla_c:
         r = min(mla_c, key=lambda r: r.flops / _p50(r))
         tf = r.flops / _p50(r) / 1e12
