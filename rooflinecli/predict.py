@@ -50,12 +50,25 @@ MODE_CEILINGS = {
 }
 
 
-def default_engine(spec: HardwareSpec, engine: str | None = None) -> str:
-    """The engine a prediction runs: ``engine`` checked, or the spec's default (``achievable``)."""
-    from rooflinecli.achievable import default_engine as spec_default, get_engine
+def _normal_mode(mode: str | None) -> str | None:
+    return None if mode is None else mode.strip().lower().replace("_", "-")
 
-    name = engine if engine is not None else spec_default(spec)
-    get_engine(name)
+
+def default_engine(spec: HardwareSpec, engine: str | None = None, mode: str | None = None) -> str:
+    """The engine a prediction runs: ``engine`` checked; else the spec's default (torch, the
+    engine of the project's own calibration), except that ``achievable`` asked for on a GPU whose
+    only calibrations are imported (or transferred) ones takes the first of those
+    (imported or transferred: the first of vllm, trtllm, sglang)."""
+    from rooflinecli.achievable import IMPORTED_ENGINES, calibrated_engines, get_engine, has_calibration
+    from rooflinecli.achievable import default_engine as spec_default
+
+    if engine is not None:
+        get_engine(engine)
+        return engine
+    name = spec_default(spec)
+    if _normal_mode(mode) == ACHIEVABLE and not has_calibration(spec, name):
+        serving = {e for e, _ in calibrated_engines(spec)}
+        name = next((e for e in IMPORTED_ENGINES if e in serving), name)
     return name
 
 
@@ -65,10 +78,10 @@ def resolve_mode(spec: HardwareSpec, mode: str | None, engine: str | None = None
     from rooflinecli.achievable import has_calibration, require_models
 
     roof = MEASURED_ROOF if spec.kind == "measured" else DATASHEET
-    name = default_engine(spec, engine)
+    name = default_engine(spec, engine, mode)
     if mode is None:
         return ACHIEVABLE if has_calibration(spec, name) else roof
-    m = mode.strip().lower().replace("_", "-")
+    m = _normal_mode(mode)
     if m == ROOF:
         return roof
     if m not in MODES:
@@ -171,8 +184,9 @@ def predict_phase(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str
     (one decode step at ``context`` cached tokens) over broadcasting ``batch`` and ``context``.
     ``mode`` / ``engine`` default to the workload's."""
     validate_workload(wl)
-    engine = default_engine(spec, engine if engine is not None else wl.engine)
-    mode = resolve_mode(spec, mode if mode is not None else wl.mode, engine)
+    mode = mode if mode is not None else wl.mode
+    engine = default_engine(spec, engine if engine is not None else wl.engine, mode)
+    mode = resolve_mode(spec, mode, engine)
     batch = np.asarray(batch, dtype=float)
     context = np.asarray(context, dtype=float)
     shape = np.broadcast_shapes(batch.shape, context.shape)
@@ -331,7 +345,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     validate_workload(wl)
     check_parallel(cfg, wl)
     B, S, G = wl.batch, wl.prompt_len, wl.gen_len
-    engine = default_engine(spec, wl.engine)
+    engine = default_engine(spec, wl.engine, wl.mode)
     mode = resolve_mode(spec, wl.mode, engine)
     wl = replace(wl, mode=mode, engine=engine)
     warnings: list[str] = []

@@ -42,7 +42,11 @@ def test_datasheet_spec_stays_pure_roof_and_says_so():
     j = _json(["analyze", "--hw", "h200", *ARGS])
     assert j["mode"] == "datasheet" and j["tpot_s"] == j["roof_tpot_s"] and j["calibration"] is None
     r = runner.invoke(app, ["analyze", "--hw", "h200", *ARGS, "--no-ops"])
-    assert r.exit_code == 0 and "mode datasheet: pure roofline on datasheet figures; no calibration" in r.output
+    assert r.exit_code == 0 and ("mode datasheet: pure roofline on datasheet figures; calibrated engines on h200: vllm, trtllm, sglang "
+                                 "(--engine vllm gives achievable times)") in " ".join(r.output.split())
+    # achievable asked for without an engine: the GPU's first serving engine, said so
+    j = _json(["analyze", "--hw", "h200", *ARGS, "--mode", "achievable"])
+    assert (j["mode"], j["engine"]) == ("achievable", "vllm") and j["calibration"]["path"].endswith("h200.vllm.calibration.json.gz")
 
 
 def test_per_op_table_explains_the_decode_step():
@@ -62,9 +66,9 @@ def test_per_op_table_explains_the_decode_step():
     [
         (["analyze", "--hw", "h200-measured", "--engine", "tensorrt"], "'--engine': unknown engine 'tensorrt'"),
         (["analyze", "--hw", "h200-measured", "--mode", "fast"], "'--mode': unknown mode 'fast'; known: roof, datasheet, measured-roof, achievable"),
-        (["analyze", "--hw", "h200", "--mode", "achievable"], "error: h200: no calibration for engine torch (achievable mode needs one: this GPU has sglang, trtllm, vllm)"),
+        (["analyze", "--hw", "h200", "--mode", "achievable", "--engine", "torch"], "error: h200: no calibration for engine torch (achievable mode needs one: this GPU has sglang, trtllm, vllm)"),
         (["compare", "--model", "llama-3-8b", "--hw", "h200-measured", "--engine", "x"], "'--engine': unknown engine 'x'"),
-        (["kv", "--model", "llama-3-8b", "--hw", "mi300x", "--mode", "achievable"], "mi300x: no calibration for engine torch (achievable mode needs one: a measured spec"),
+        (["kv", "--model", "llama-3-8b", "--hw", "mi300x", "--mode", "achievable", "--engine", "torch"], "mi300x: no calibration for engine torch (achievable mode needs one: a measured spec"),
     ],
     ids=["engine", "mode", "datasheet-achievable", "compare-engine", "kv-datasheet"],
 )

@@ -19,7 +19,9 @@ ModeOption = Annotated[
                  parser=mode_name, metavar="MODE"),
 ]
 EngineOption = Annotated[
-    str,
-    typer.Option("--engine", help="Achievable mode: engine profile, torch (one kernel per torch op, decode in a CUDA graph) or fused (vLLM/SGLang-style fused kernels).",
+    str | None,
+    typer.Option("--engine", help="The engine whose kernels are timed: torch (one kernel per torch op, decode in a CUDA graph), fused (fused "
+                 "elementwise kernels), or vllm, sglang, trtllm (the engines' measured kernels, imported per GPU: see `roofline hw list`). "
+                 "Default: torch; with --mode achievable on a GPU calibrated for serving engines only, the first of vllm, trtllm, sglang.",
                  parser=engine_name, metavar="ENGINE"),
 ]

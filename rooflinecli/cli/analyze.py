@@ -166,7 +166,14 @@ def render(a, show_ops: bool = True) -> None:
     elif a.mode == "datasheet" and spec.kind == "measured":
         c.print(f"mode datasheet: pure roofline on the datasheet figures of {spec.id}'s base ({rspec.id})")
     elif a.mode == "datasheet":
-        c.print("mode datasheet: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
+        from rooflinecli.achievable import IMPORTED_ENGINES, calibrated_engines
+
+        engines = sorted((e for e, _ in calibrated_engines(spec)), key=lambda e: (IMPORTED_ENGINES + (e,)).index(e))
+        if engines:
+            c.print(f"mode datasheet: pure roofline on datasheet figures; calibrated engines on {spec.id}: {', '.join(engines)} "
+                    f"(--engine {engines[0]} gives achievable times)")
+        else:
+            c.print("mode datasheet: pure roofline on datasheet figures; no calibration (a calibrated spec such as h200-measured gives achievable times)")
     else:
         from rooflinecli.predict import roof_bandwidth_source
 

@@ -237,10 +237,11 @@ def _wl_kwargs(dtype: str, weight_dtype: str, kv_dtype: str, kv_bits: float | No
                 weight_dtype_overrides=option_given("weight_dtype"), **more)  # --weight-dtype replaces a quantized checkpoint's format
 
 
-def _mode_kwargs(spec, mode: str | None, engine: str) -> dict:
+def _mode_kwargs(spec, mode: str | None, engine: str | None) -> dict:
     """Workload fields of --mode/--engine for one GPU (achievable by default on a calibrated spec)."""
-    from rooflinecli.predict import resolve_mode
+    from rooflinecli.predict import default_engine, resolve_mode
 
+    engine = default_engine(spec, engine, mode)
     return {"mode": resolve_mode(spec, mode, engine), "engine": engine}
 
 

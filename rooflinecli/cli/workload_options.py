@@ -184,7 +184,7 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
         "--mla-decode", help="MLA decode form: absorbed (default) or naive; the other is shown for comparison.", parser=mla_form, metavar="FORM")],
         "absorbed"),
     "mode": (ModeOption, None),
-    "engine": (EngineOption, "torch"),
+    "engine": (EngineOption, None),
 }
 
 

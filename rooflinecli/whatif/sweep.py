@@ -137,19 +137,20 @@ def make_combos(
     kv_dtypes: list[str],
     weight_dtypes: list[str] | None = None,
     mode: str | None = "roof",
-    engine: str = "torch",
+    engine: str | None = None,
     kv_bits: float | None = None,
 ) -> list[Combo]:
     """Every (model, GPU, dtype, weight dtype, KV dtype). Without ``weight_dtypes`` the weights
     are stored in the compute dtype (``--dtype fp8`` means fp8 weights and fp8 GEMMs). ``mode``
     None: achievable on calibrated specs, the roof of the spec's own kind on the others
     (``predict.resolve_mode``)."""
-    from rooflinecli.predict import resolve_mode
+    from rooflinecli.predict import default_engine, resolve_mode
 
     combos = []
     for cfg in cfgs:
         for spec in specs:
-            spec_mode = resolve_mode(spec, mode, engine)
+            spec_engine = default_engine(spec, engine, mode)
+            spec_mode = resolve_mode(spec, mode, spec_engine)
             for dtype in dtypes:
                 spec.peak_flops_per_s(dtype)  # one-line error if the GPU has no peak for it
                 wds = weight_dtypes
@@ -157,7 +158,7 @@ def make_combos(
                     wds = [check_dtype(dtype, WEIGHT_DTYPES, "weight dtype (from --dtype; pass --weight-dtype)")]
                 for wd in wds:
                     for kd in kv_dtypes:
-                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, engine, kv_bits, weight_dtypes is not None))
+                        combos.append(Combo(cfg, spec, dtype, wd, kd, spec_mode, spec_engine, kv_bits, weight_dtypes is not None))
     return combos
 
 
