@@ -257,7 +257,7 @@ def kv_vs_weights(cfg: ModelConfig, spec: HardwareSpec, wl, crossover: float | N
     """Bytes one decode step reads from the KV cache and from the weights, over context, at the
     workload's batch; and the KV cache held vs the weights held. ``crossover``: the analysis's
     ``kv_crossover_context``."""
-    from rooflinecli.analysis import phase_grid
+    from rooflinecli.predict import phase_grid
 
     end = wl.prompt_len + wl.gen_len
     hi = max(4 * end, 4 * (crossover or 0), 1 << 17)
@@ -301,7 +301,7 @@ def batch_sweep(cfg: ModelConfig, spec: HardwareSpec, wl, context: int, marks: d
     """One decode step at ``context`` over batch 1..65536: TPOT, decode throughput per GPU,
     whether the step is compute-bound, and whether it fits in memory. ``marks``: the analysis's
     compute-bound batches (whole step and matmuls only)."""
-    from rooflinecli.analysis import phase_grid
+    from rooflinecli.predict import phase_grid
 
     b = _log_ints(1, MAX_SWEEP_BATCH, 120, [wl.batch, *marks.values()])
     g = phase_grid(cfg, spec, wl, "decode", b.astype(float), np.asarray([float(context)]))
@@ -483,7 +483,8 @@ def build_report_data(
     "measured-roof", "roof" or "achievable"); None:
     achievable on calibrated specs, roof on the others (``predict.resolve_mode``)."""
     from rooflinecli import __version__
-    from rooflinecli.analysis import analyze, validate_workload
+    from rooflinecli.analysis import validate_workload
+    from rooflinecli.predict import analyze
     from rooflinecli.analysis.ops import check_parallel
     from rooflinecli.kv import kv_bytes_per_token
 

@@ -99,7 +99,8 @@ def plan(
     tpot_target_s: float,
     max_batch: int = 1024,
 ) -> DisaggPlan:
-    from rooflinecli.analysis import Workload, memory_totals, phase_grid
+    from rooflinecli.analysis import Workload, memory_totals
+    from rooflinecli.predict import phase_grid
     from rooflinecli.analysis.workload import validate_workload
 
     _check(prompt, gen, rate, ttft_target_s, tpot_target_s, max_batch)

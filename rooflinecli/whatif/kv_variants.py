@@ -59,7 +59,7 @@ def _workload(wl_kwargs: dict, batch: int, context: int):
 
 def decode_point(cfg: ModelConfig, spec: HardwareSpec, wl, batch: int, context) -> dict:
     """phase_grid's decode totals at one batch over one or more contexts (1-D arrays)."""
-    from rooflinecli.analysis import phase_grid
+    from rooflinecli.predict import phase_grid
 
     ctx = np.atleast_1d(np.asarray(context, dtype=np.int64))
     g = phase_grid(cfg, spec, wl, "decode", np.asarray([batch]), ctx)

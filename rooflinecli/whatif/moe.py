@@ -41,7 +41,7 @@ def experts_touched(cfg: ModelConfig, tokens: np.ndarray, skew: float) -> dict:
 
 def decode_by_batch(cfg: ModelConfig, spec: HardwareSpec, wl, batch: np.ndarray, context: int) -> dict[str, np.ndarray]:
     """Decode step totals at each batch (context fixed), from the analytical model's phase_grid."""
-    from rooflinecli.analysis import phase_grid
+    from rooflinecli.predict import phase_grid
 
     B = np.asarray(batch, dtype=np.int64)
     g = phase_grid(cfg, spec, wl, "decode", B, np.asarray([context]).reshape(1))
