@@ -421,3 +421,39 @@ def all_to_all_time_s(n_bytes, p, link_bytes_per_s, latency_s=0.0):
     (+ (p-1) * latency); 0 for p = 1. Used for MoE expert-parallel dispatch and combine."""
     p = np.asarray(p, dtype=float)
     return np.where(p > 1, (p - 1.0) / p * n_bytes / link_bytes_per_s + (p - 1.0) * latency_s, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# State-space (Mamba) mixers
+# --------------------------------------------------------------------------------------------
+
+
+def causal_conv1d_flops(tokens, channels, width):
+    """Depthwise causal conv over T tokens of C channels, kernel width K: 2*T*C*K (a multiply and
+    an add per tap)."""
+    return 2.0 * tokens * channels * width
+
+
+def causal_conv1d_bytes(tokens, seqs, channels, width, b, b_state, state_reads=1):
+    """Fewest HBM bytes of a depthwise causal conv: the input read and the output written
+    (T*C each at ``b``), the C*K weights read (16-bit), and each sequence's conv window of C*K
+    elements (at ``b_state``) written once and read ``state_reads`` times (a prefill starts from
+    zeros: 0; a decode step: 1)."""
+    return (streaming_bytes(tokens * channels, b) + 2.0 * channels * width
+            + (1.0 + state_reads) * seqs * channels * width * b_state)
+
+
+def selective_scan_flops(tokens, channels, d_state):
+    """Selective scan (Mamba's SSM) over T tokens of C channels with state size N: about 8 FLOPs
+    per (token, channel, state element) (exp(dt*A), dt*B*x, dA*h + dBx, the C.h product) plus
+    about 5 per (token, channel) (softplus of dt, the D*x skip, the silu(z) gate)."""
+    return tokens * channels * (8.0 * d_state + 5.0)
+
+
+def selective_scan_bytes(tokens, seqs, channels, d_state, b, b_state, state_reads=1):
+    """Fewest HBM bytes of a selective scan: per token x, dt and z read (C each), B and C read
+    (N each) and y written (C), at ``b``; A (C x N) and D (C) read once (16-bit); each sequence's
+    state of C x N elements (at ``b_state``) written once and read ``state_reads`` times (a prefill
+    starts from zeros: 0; a decode step: 1)."""
+    return (tokens * (4.0 * channels + 2.0 * d_state) * b + 2.0 * channels * (d_state + 1)
+            + (1.0 + state_reads) * seqs * channels * d_state * b_state)

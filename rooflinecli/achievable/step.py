@@ -406,7 +406,7 @@ class _Builder:
                 self.norms("final_norm", 1, cfg.hidden_size, 1, ("final_norm",))
             elif op.kind == "attention":
                 if name == self._first_attention():
-                    self._rope_and_kv(L, h, hkv, D)
+                    self._rope_and_kv(cfg.num_attention_layers, h, hkv, D)  # a hybrid's Mamba layers have none
                 self.attention_core(name)
             elif name.endswith(".act") and name.startswith("mlp") and cfg.gated_mlp:
                 self._act(op)

@@ -30,9 +30,10 @@ def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float
     head = P.lm_head_linear(cfg)
     router = P.router_linear(cfg)
     E = cfg.moe.num_routed_experts if cfg.moe is not None else 0
-    return {
+    L_mamba = L - cfg.num_attention_layers
+    out = {
         "embeddings": float(weight_bytes(P.embedding_params(cfg) / tp, wl, quantized=False)),
-        "attention": L * _linears_bytes(cfg, wl, P.attention_linears(cfg)),
+        "attention": cfg.num_attention_layers * _linears_bytes(cfg, wl, P.attention_linears(cfg)),
         "dense_mlp": (L - Lm) * _linears_bytes(cfg, wl, P.dense_mlp_linears(cfg)),
         "shared_experts": Lm * _linears_bytes(cfg, wl, P.shared_expert_linears(cfg)),
         # whole experts split over ep, each expert's matrices over num_gpus / ep
@@ -41,6 +42,10 @@ def weights_breakdown_per_gpu(cfg: ModelConfig, wl: Workload) -> dict[str, float
         "norms": float(weight_bytes(L * P.norm_params_per_layer(cfg) + P.final_norm_params(cfg), wl, quantized=False)),
         "lm_head": float(linear_weight_bytes(cfg, wl, head, tp, quantized=False)) if head is not None else 0.0,
     }
+    if cfg.mamba is not None:  # its matrices, and the conv, A, D and inner norms (16-bit) split over tp
+        out["mamba"] = L_mamba * (_linears_bytes(cfg, wl, P.mamba_linears(cfg))
+                                  + float(weight_bytes(P.mamba_other_params(cfg) / tp, wl, quantized=False)))
+    return out
 
 
 def weights_bytes_per_gpu(cfg: ModelConfig, wl: Workload) -> float:
@@ -50,9 +55,12 @@ def weights_bytes_per_gpu(cfg: ModelConfig, wl: Workload) -> float:
 def kv_cache_bytes_per_gpu(cfg: ModelConfig, wl: Workload, context, batch):
     """KV cache each GPU holds for ``batch`` sequences at ``context`` tokens (paged when
     ``wl.kv_block_size``): heads split over tp (replicated when tp > H_kv; MLA's latent is
-    replicated), whole sequences split over the data-parallel attention groups (the busiest one's)."""
-    total = KV.kv_cache_bytes_for(cfg, np.asarray(context, dtype=float), wl.seqs_per_gpu(batch), wl.kv_bytes_per_element, wl.kv_block_size)
-    return total * kv_cache_fraction_per_gpu(cfg, wl.tp)
+    replicated), whole sequences split over the data-parallel attention groups (the busiest one's).
+    A hybrid's Mamba state (``kv.mamba_state_bytes``) splits over tp with the inner channels."""
+    seqs = wl.seqs_per_gpu(batch)
+    total = KV.kv_cache_bytes_for(cfg, np.asarray(context, dtype=float), seqs, wl.kv_bytes_per_element, wl.kv_block_size)
+    state = KV.mamba_state_bytes(cfg, wl.kv_bytes_per_element) * seqs
+    return (total - state) * kv_cache_fraction_per_gpu(cfg, wl.tp) + state / wl.tp
 
 
 def activation_workspace_bytes_per_gpu(cfg: ModelConfig, wl: Workload, prompt_len, batch):
@@ -69,6 +77,9 @@ def activation_workspace_bytes_per_gpu(cfg: ModelConfig, wl: Workload, prompt_le
     for lin in P.attention_linears(cfg) + P.dense_mlp_linears(cfg) + P.shared_expert_linears(cfg):
         f_in, f_out = linear_split(cfg, lin, tp)
         widths.append(lin.count * (lin.d_in * f_in + lin.d_out * f_out))
+    for lin in P.mamba_linears(cfg):
+        f_in, f_out = linear_split(cfg, lin, tp)
+        widths.append(lin.d_in * f_in + lin.d_out * f_out)
     if cfg.gated_mlp and cfg.num_dense_layers:
         widths.append(2 * cfg.intermediate_size / tp + cfg.intermediate_size / tp)  # gate, up, act out
     if cfg.moe is not None:

@@ -19,6 +19,8 @@ Conventions (docs/analysis.md has the full list):
   cache and writes one token.
 - LM head (and the final norm): prefill computes logits only for the last token of each sequence.
 - Residual adds and RoPE are fused into neighbouring kernels and not counted.
+- A hybrid's Mamba layers (``_mamba_ops``) run in_proj, conv1d, x_proj, dt_proj, the selective
+  scan and out_proj in place of attention; their per-sequence state counts as KV traffic.
 - Tensor parallel (tp): heads and MLP widths split; K/V projections and the KV cache are replicated
   when tp > H_kv (each GPU keeps one KV head); MLA's q_a/kv_a projections and its latent cache are
   replicated on every GPU. Experts are split over ``num_gpus = max(tp, ep)`` (whole experts over
@@ -71,19 +73,9 @@ class OpCost:
 # ------------------------------------------------------------------------------------------------
 
 
-def check_representable(cfg: ModelConfig) -> None:
-    """One line naming what the per-op model lacks for this config (a hybrid's Mamba layers)."""
-    if cfg.mamba is not None:
-        n = cfg.num_layers - cfg.num_attention_layers
-        raise RooflineError(f"{cfg.name}: its {n} Mamba (state-space) layers have no per-op cost model here; "
-                            "`roofline model show` gives its parameters, KV bytes and Mamba state bytes")
-
-
 def check_parallel(cfg: ModelConfig, wl: Workload) -> None:
     """TP must divide the query heads, and divide or be a multiple of the KV heads; EP must divide
-    the routed experts. One-line RooflineError otherwise (and for a config the per-op model
-    cannot represent: ``check_representable``)."""
-    check_representable(cfg)
+    the routed experts. One-line RooflineError otherwise."""
     H, Hkv = cfg.num_heads, cfg.num_kv_heads
     if H % wl.tp:
         raise RooflineError(f"--tp {wl.tp} does not divide {cfg.name}'s {H} attention heads")
@@ -168,6 +160,8 @@ def linear_split(cfg: ModelConfig, lin: P.Linear, tp: int) -> tuple[float, float
     if tp == 1:
         return 1.0, 1.0
     d = cfg.hidden_size
+    if lin.component == "mamba":  # in_proj, dt_proj split their inner outputs; x_proj, out_proj their inner inputs
+        return (1.0 / tp, 1.0) if lin.name in ("x_proj", "out_proj") else (1.0, 1.0 / tp)
     if lin.component == "attention":
         if cfg.mla is not None and lin.name in ("q_a", "kv_a"):
             return 1.0, 1.0  # replicated (latent projections)
@@ -195,7 +189,7 @@ def attention_groups(cfg: ModelConfig) -> dict[str, int]:
     if cfg.compressed is not None:
         return {"compressed": cfg.num_layers}
     n_window = sum(1 for i in range(cfg.num_layers) if cfg.uses_window(i))
-    out = {"full": cfg.num_layers - n_window, "window": n_window}
+    out = {"full": cfg.num_attention_layers - n_window, "window": n_window}
     return {k: v for k, v in out.items() if v}
 
 
@@ -374,6 +368,57 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
     ]
 
 
+def _mamba_ops(cfg: ModelConfig, wl: Workload, phase: str, layers: int, seqs, tokens) -> list[OpCost]:
+    """One Mamba mixer layer of a hybrid (``layers`` of them), per GPU: in_proj (d -> 2E: x and the
+    gate z), the depthwise causal conv (+ SiLU) over x, x_proj (E -> dt rank R + 2N: dt, B, C),
+    dt_proj (R -> E), the selective scan (+ the D skip and the silu(z) gate), out_proj (E -> d).
+    Inner channels split over tp. The scan's state (E x N) and the conv window (E x d_conv) per
+    sequence are at the KV-cache dtype, as in the memory model: a prefill starts from zeros and
+    writes them once; a decode step reads and writes them once. Jamba's RMSNorms on dt, B and C
+    (R + 2N per token) are fused into x_proj and not counted."""
+    m = cfg.mamba
+    b_a, b_s = wl.act_bytes_per_element, wl.kv_bytes_per_element
+    E = m.expand * cfg.hidden_size / wl.tp
+    reads = 1 if phase == "decode" else 0
+    lins = {lin.name: lin for lin in P.mamba_linears(cfg)}
+
+    def linear(name):
+        return _linear_op(cfg, wl, lins[name], tokens, "mamba", "gemm", "mamba", layers)
+
+    # each formula's total split into the OpCost columns: weights, per-sequence state (kv_*), activations
+    window = seqs * E * m.d_conv * b_s
+    conv_weights = 2.0 * E * m.d_conv
+    conv = OpCost(
+        name="mamba.conv1d",
+        kind="elementwise",
+        group="mamba",
+        layers=layers,
+        flops=F.causal_conv1d_flops(tokens, E, m.d_conv),
+        weights_bytes=conv_weights,
+        kv_read_bytes=reads * window,
+        kv_write_bytes=window,
+        activation_bytes=F.causal_conv1d_bytes(tokens, seqs, E, m.d_conv, b_a, b_s, reads) - conv_weights - (1 + reads) * window,
+        note=f"depthwise causal conv, width {m.d_conv}, + SiLU; conv window per sequence",
+    )
+    state = seqs * E * m.d_state * b_s
+    scan_total = F.selective_scan_bytes(tokens, seqs, E, m.d_state, b_a, b_s, reads)
+    weights = 2.0 * E * (m.d_state + 1)
+    scan = OpCost(
+        name="mamba.scan",
+        kind="elementwise",
+        group="mamba",
+        layers=layers,
+        flops=F.selective_scan_flops(tokens, E, m.d_state),
+        weights_bytes=weights,
+        kv_read_bytes=reads * state,
+        kv_write_bytes=state,
+        activation_bytes=scan_total - weights - (1 + reads) * state,
+        note=(f"selective scan over the prompt, state {m.d_state} per channel" if phase == "prefill"
+              else f"one step: reads and writes the {m.d_state}-wide state per channel"),
+    )
+    return [linear("in_proj"), conv, linear("x_proj"), linear("dt_proj"), scan, linear("out_proj")]
+
+
 def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, batch, context) -> list[OpCost]:
     """Every op of one phase, per layer and per GPU, for ``batch`` sequences at ``context``
     (prefill: prompt length S; decode: cached context N). Arrays broadcast."""
@@ -385,6 +430,7 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
     b_a = wl.act_bytes_per_element
     d = cfg.hidden_size
     L = cfg.num_layers
+    L_attn = cfg.num_attention_layers
     link = link_bytes_per_s_one_way(spec)
     G, tp = wl.num_gpus, wl.tp
     seqs = wl.seqs_per_gpu(batch)  # sequences each GPU attends for (the busiest group's)
@@ -454,11 +500,15 @@ def phase_ops(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, phase: str, ba
                         )
                     )
             continue  # naive decode: the up-projection over the cache is part of the core below
-        ops.append(_linear_op(cfg, wl, lin, tokens, "attn", "gemm", "all", L))
+        ops.append(_linear_op(cfg, wl, lin, tokens, "attn", "gemm", "all" if L_attn == L else "full", L_attn))
 
     # ---- attention core per attention group -----------------------------------------------------
     for group, n in attention_groups(cfg).items():
         ops.extend(_attention_core(cfg, wl, phase, group, n, seqs, context))
+
+    # ---- a hybrid's Mamba mixers (the layers without attention) -----------------------------------
+    if cfg.mamba is not None:
+        ops.extend(_mamba_ops(cfg, wl, phase, L - L_attn, seqs, tokens))
 
     # ---- MLPs -------------------------------------------------------------------------------------
     groups = mlp_groups(cfg)
