@@ -207,9 +207,9 @@ def _config(bm, bn, warps, stages, ws=False):
     )
 
 
-# GPU configs. Untuned (no GPU in development): the Hopper part of the space Triton's fused-attention
+# GPU configs, not tuned on a GPU: the Hopper part of the space Triton's fused-attention
 # tutorial searches with TMA descriptors, kept to those that compile for sm_90 with wgmma and
-# without register spills under both Triton 3.6 (the H200 machine's) and 3.9 (test_flash_attention's
+# without register spills under Triton 3.6, 3.8 and 3.9 (test_flash_attention's
 # compile check; 128 x 64 tiles on 4 warps spilled 96 bytes under 3.6). BLOCK_M is a multiple of
 # BLOCK_N (the causal diagonal stretch starts on a key-tile boundary). No config sets
 # WARP_SPECIALIZE (see the module docstring).

@@ -194,12 +194,12 @@ def _config(bn, warps, stages):
     return triton.Config({"BLOCK_H": 64, "BLOCK_N": bn}, num_warps=warps, num_stages=stages, pre_hook=_set_blocks)
 
 
-# GPU configs. Untuned (no GPU in development). FlashMLA's shape of the work: 64 heads per program
+# GPU configs, not tuned on a GPU. FlashMLA's shape of the work: 64 heads per program
 # (one wgmma M of 64 rows; H = 128 takes two programs per chunk), 8 warps = two warpgroups that
 # split the 512-wide output, 32-64 tokens per TMA tile (a [64, 576] bf16 tile is 72 KB per stage).
 # (BLOCK_N, warps, stages) per Triton version and per (paged, varlen) variant: those that compile
 # for sm_90 without register spills within 227 KB of shared memory (test_mla_decode's compile
-# check, with the reduce fused under 3.6). Triton 3.6 is the H200 machine's. Varlen zeroes the values past a sequence's end in its
+# check, with the reduce fused under 3.6). Varlen zeroes the values past a sequence's end in its
 # last tile, which costs registers. A variant with no spill-free tile (paged varlen under 3.9,
 # 16-token pages varlen under 3.6) runs the smallest tile that fits, spilling; docs/kernels-attention.md.
 _ALL_TILES = [(64, 8, 2), (32, 8, 2), (32, 8, 3), (16, 8, 3)]

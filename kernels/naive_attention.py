@@ -88,7 +88,7 @@ def _naive_attention_softmax_kernel(
     tl.store(ptrs, p.to(P.dtype.element_ty), mask=(rows[:, None] < n_rows) & (cols[None, :] < N))
 
 
-# Untuned (no GPU in development): Triton's matmul-tutorial tile for Hopper-class GPUs; interpreted,
+# Not tuned on a GPU: Triton's matmul-tutorial tile for Hopper-class GPUs; interpreted,
 # 32-wide tiles keep numpy work per program small while odd shapes still cross tile edges.
 _MATMUL_BLOCKS_GPU = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}
 _MATMUL_BLOCKS_INTERPRET = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}

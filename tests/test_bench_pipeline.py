@@ -606,7 +606,7 @@ def test_old_results_without_host_times_still_load():
 
 
 def test_quality_lines_name_the_rows_off_target():
-    from rooflinecli.bench.runner import quality_lines
+    from rooflinecli.bench.run_summary import quality_lines
     from rooflinecli.results import ResultRow
 
     def row(shape, p20, p50, p80):
@@ -632,7 +632,7 @@ def test_drift_is_the_last_third_against_the_first_in_the_order_taken():
     import json
     from pathlib import Path
 
-    from rooflinecli.bench.runner import drift, quality_lines
+    from rooflinecli.bench.run_summary import drift, quality_lines
     from rooflinecli.results import load_results
 
     assert drift([1.0] * 9) == 0.0 and drift([1.0] * 5) is None

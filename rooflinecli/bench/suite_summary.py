@@ -47,7 +47,7 @@ def bench_lines(out: Path) -> list[str]:
         res = load_results(path)
     except RooflineError as e:
         return [f"  bench: {e}"]
-    from rooflinecli.bench.runner import quality_lines
+    from rooflinecli.bench.run_summary import quality_lines
 
     timed = [r for r in res.rows if r.correct and r.samples_s]
     methods: dict[str, int] = {}

@@ -107,7 +107,8 @@ def bench(
     if target_ms <= 0:
         raise RooflineError(f"--target-ms must be > 0, got {target_ms:g}")
     from rooflinecli.bench.environment import collect_environment, utc_now
-    from rooflinecli.bench.runner import BenchOptions, check_cases, make_results, parse_kernels, parse_shapes, run_bench, summary_rows
+    from rooflinecli.bench.run_summary import summary_rows
+    from rooflinecli.bench.runner import BenchOptions, check_cases, make_results, parse_kernels, parse_shapes, run_bench
 
     kernels = parse_kernels(kernel)
     env = collect_environment("cpu" if cpu else "cuda")
@@ -181,7 +182,7 @@ def bench(
             right={4, 5, 6, 7},
         )
     if not cpu:
-        from rooflinecli.bench.runner import quality_lines
+        from rooflinecli.bench.run_summary import quality_lines
 
         for line in quality_lines(results.rows, state.crosscheck if crosscheck else None):
             typer.echo(line)
