@@ -24,9 +24,12 @@ def _click_exception_types() -> tuple[type, type]:
 
 
 def current_click_context():
-    """The running Click context (of whichever click typer uses), or None."""
-    module = sys.modules[typer.BadParameter.__mro__[1].__module__.rsplit(".", 1)[0]]
-    return module.get_current_context(silent=True)
+    """The running Click context (of whichever click typer uses: ``click`` or typer's bundled
+    ``typer._click``, whose package does not re-export it; both define it in ``.globals``), or None."""
+    import importlib
+
+    package = typer.BadParameter.__mro__[1].__module__.rsplit(".", 1)[0]
+    return importlib.import_module(package + ".globals").get_current_context(silent=True)
 
 
 class OneLineErrorGroup(TyperGroup):

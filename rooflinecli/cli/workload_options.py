@@ -214,10 +214,9 @@ def shared_default(name: str):
 def option_given(name: str) -> bool:
     """Whether the running command's option ``name`` came from the command line or the
     environment, not from its default (False outside a command)."""
-    import importlib
+    from rooflinecli.cli import current_click_context
 
-    click = typer.BadParameter.__mro__[1].__module__.rsplit(".", 1)[0]  # "typer._click" (vendored) or "click"
-    ctx = importlib.import_module(f"{click}.globals").get_current_context(silent=True)
+    ctx = current_click_context()
     source = ctx.get_parameter_source(name) if ctx is not None else None
     return source is not None and source.name != "DEFAULT"
 
