@@ -3,7 +3,7 @@
 Per kernel and shape: measured median (p20/p80) beside the roofline prediction from the datasheet
 ceilings, from the measured ceilings, and from the measured ceilings with a calibrated efficiency
 fitted leave-one-shape-out (``rooflinecli.bench.fit``); error = (predicted - measured) / measured.
-Summary statistics (median and p90 |error|, overall and by op) for our kernels, the issue's kernel
+Summary statistics (median and p90 |error|, overall and by op) for our kernels, the kernel
 targets as met / missed with their figures, and the end-to-end decoder-layer check when the results
 carry one. A point faster than its datasheet roof is flagged as a counting error.
 
@@ -24,8 +24,8 @@ import numpy as np
 from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, loo_predictions, points_from_rows, rel_error
 from rooflinecli.bench.predict import compute_dtype_for, roof
 from rooflinecli.errors import RooflineError
-from rooflinecli.ceilings import bound_spec
 from rooflinecli.hardware import HardwareSpec
+from rooflinecli.predict import fastest_ceilings
 from rooflinecli.results import ResultRow, Results
 
 #: accuracy goals: docs/reference.md, section 3
@@ -269,22 +269,6 @@ def _p50(r: ResultRow) -> float:
     return float(r.p50_s)
 
 
-def fastest_ceilings(ms: HardwareSpec) -> HardwareSpec:
-    """The fastest ceilings a measured spec knows of: ``hardware.bound_spec`` (burst peak, the
-    higher of copy and read bandwidth), its HBM bandwidth raised to the fastest stream of its
-    calibration where one is named and loads (``achievable.roof_spec``, up to the datasheet: on
-    the H200 of 2026-11-30 torch's own SDPA decode read 4,576 GB/s, so our decode kernel at
-    4,551 is not a counting error)."""
-    from rooflinecli.achievable import models_for, roof_spec
-
-    bound = bound_spec(ms)
-    try:
-        models = models_for(ms)
-    except RooflineError:  # a missing or bad calibration file: the spec's own figures
-        return bound
-    return roof_spec(bound, models)
-
-
 def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None) -> tuple[list[RowCheck], dict]:
     timed = [r for r in rows if r.correct and r.samples_s]
     fit_spec = ms or ds
@@ -293,8 +277,7 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
     loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), loo_predictions(ours)))
     eff_all = fit_efficiency(ours)
     eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
-    eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
-    bound_ms = fastest_ceilings(ms) if ms is not None else None
+    bound_ms = fastest_ceilings(ms) if ms is not None else None  # what a measured kernel must not beat
     checks = []
     for r in timed:
         kind = r.model_kind or _kind(r)
@@ -397,14 +380,14 @@ def copy_bandwidth_gb_per_s(rows: Sequence[ResultRow], ms: HardwareSpec | None) 
     return None, "no measured copy bandwidth"
 
 
-#: issue 11's targets (graph-timed, against the fastest torch path the installed torch offers);
+#: the kernel targets (graph-timed, against the fastest torch path the installed torch offers);
 #: the copy ones from docs/reference.md
 LAUNCHER_HOST_US_MAX = 30.0
 
 
 def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareSpec | None,
                    paired: Mapping[tuple[str, str, str], float] | None = None) -> list[Target]:
-    """Issue 11's targets; ``paired`` (``paired_speedups``): the speedups measured in interleaved
+    """The kernel targets (docs/reference.md, section 3); ``paired`` (``paired_speedups``): the speedups measured in interleaved
     replay pairs, used instead of the ratio of separate medians where present."""
     paired = paired or {}
     targets: list[Target] = []
@@ -547,55 +530,32 @@ def end_to_end_checks(results: Results) -> list[dict[str, Any]]:
 
 # ---- whole-model end to end (e2e --full) ----------------------------------------------------------
 
-#: predictors of a whole-model point: (key, label)
-E2E_PREDICTORS = (("roof", "roof (datasheet)"), ("roof_measured", "roof (measured ceilings)"), ("achievable", "achievable model"))
+#: predictors of a whole-model point: (key, mode of ``rooflinecli.predict``, label)
+E2E_PREDICTORS = (("roof", "datasheet", "roof (datasheet)"), ("roof_measured", "measured-roof", "roof (measured roof)"),
+                  ("achievable", "achievable", "achievable model"))
 #: a point faster than a roof by more than this is flagged (the roof must stay a bound)
 ROOF_SLACK = 0.03
 
 
-def _step_predictor():
-    """``rooflinecli.achievable.predict_step_s`` when it is there (None otherwise: roof only)."""
-    try:
-        from rooflinecli.achievable import predict_step_s
-    except Exception:  # noqa: BLE001 - the achievable model is optional here
-        return None
-    return predict_step_s
-
-
-def _roof_step_s(cfg, spec: HardwareSpec, phase: str, batch: int, context: int) -> float:
-    """The analytical roof of one step (sum over ops of max(compute, memory)) on ``spec``."""
-    from rooflinecli.analysis import Workload
-    from rooflinecli.analysis.phase import phase_totals
-
-    wl = Workload(batch=batch, prompt_len=context, gen_len=1)
-    return float(phase_totals(cfg, spec, wl, phase, batch, context)["time_s"])
-
-
 def predict_point(cfg, ds: HardwareSpec | None, ms: HardwareSpec | None, phase: str, batch: int, context: int, engine: str, notes: list[str]) -> dict[str, float | None]:
-    """{predictor: seconds or None}: roof on the datasheet, roof on the measured ceilings and the
-    achievable model (``predict_step_s``, torch engine points only)."""
+    """{predictor: seconds or None}: each mode of the one prediction path (``predict_step_s``) on
+    the measured spec (datasheet: the datasheet spec, else the measured spec's base); achievable for torch engine points only."""
     from rooflinecli.analysis import Workload
+    from rooflinecli.predict import predict_step_s
 
-    fn = _step_predictor()
     out: dict[str, float | None] = {}
     wl = Workload(batch=batch, prompt_len=context, gen_len=1)
-    for key, spec in (("roof", ds), ("roof_measured", ms), ("achievable", ms)):
+    for key, mode, _ in E2E_PREDICTORS:
         out[key] = None
-        if spec is None or (key == "achievable" and engine != "torch"):
+        spec = ms if mode != "datasheet" else (ds or ms)
+        if spec is None or (mode == "achievable" and engine != "torch"):
             continue
         try:
-            if fn is not None:
-                out[key] = float(fn(cfg, spec, wl, phase, batch, context, mode=key, engine="torch"))
-            elif key != "achievable":
-                out[key] = _roof_step_s(cfg, spec, phase, batch, context)
-        except Exception as e:  # noqa: BLE001 - a predictor that fails leaves its column empty, said in the notes
-            note = f"{key} prediction unavailable: {type(e).__name__ + ': ' if not isinstance(e, RooflineError) else ''}{' '.join(str(e).split())[:200]}"
+            out[key] = predict_step_s(cfg, spec, wl, phase, batch, context, mode=mode, engine="torch")
+        except RooflineError as e:  # a predictor that cannot run leaves its column empty, said in the notes
+            note = f"{key} prediction unavailable: {' '.join(str(e).split())[:200]}"
             if note not in notes:
                 notes.append(note)
-    if fn is None:
-        note = "achievable model not available (rooflinecli.achievable.predict_step_s missing): roof predictions only"
-        if note not in notes:
-            notes.append(note)
     return out
 
 
@@ -620,7 +580,7 @@ def end_to_end_full_checks(results: Results, ds: HardwareSpec | None, ms: Hardwa
             pred = predict_point(cfg, ds, ms, p["phase"], int(p["batch"]), int(p["context"]), p.get("engine", "torch"), notes)
             q = {"model": name, "layers": entry.get("layers_used"), "layers_full": entry.get("layers_full"), "reduced": bool(entry.get("reduced")),
                  "phase": p["phase"], "engine": p.get("engine", "torch"), "batch": p["batch"], "context": p["context"], "measured_s": m}
-            for key, _ in E2E_PREDICTORS:
+            for key, _, _ in E2E_PREDICTORS:
                 q[f"predicted_s_{key}"] = pred[key]
                 q[f"error_{key}"] = rel_error(pred[key], m) if pred[key] else None
             q["faster_than_roof"] = bool(pred["roof"] and m < pred["roof"] * (1 - ROOF_SLACK))
@@ -633,7 +593,7 @@ def e2e_full_stats(points: Sequence[dict[str, Any]], engine: str = "torch") -> d
     """Per predictor: median and p90 |error| over the points of ``engine``, overall and per phase."""
     mine = [p for p in points if p["engine"] == engine]
     out = {}
-    for key, _ in E2E_PREDICTORS:
+    for key, _, _ in E2E_PREDICTORS:
         out[key] = {"all": error_stats(p[f"error_{key}"] for p in mine).to_json()}
         for phase in ("decode", "prefill"):
             out[key][phase] = error_stats(p[f"error_{key}"] for p in mine if p["phase"] == phase).to_json()
@@ -656,7 +616,7 @@ def e2e_full_rows(points: Sequence[dict[str, Any]]) -> list[list[str]]:
     for p in points:
         layers = f"{p['layers']}/{p['layers_full']}" if p.get("reduced") else str(p["layers"])
         row = [p["model"], p["phase"], p["engine"], str(p["batch"]), str(p["context"]), layers, _us(p["measured_s"])]
-        for key, _ in E2E_PREDICTORS:
+        for key, _, _ in E2E_PREDICTORS:
             row += [_us(p[f"predicted_s_{key}"]), _pct(p[f"error_{key}"])]
         rows.append(row + (["FASTER THAN ROOF"] if p.get("faster_than_roof") or p.get("faster_than_measured_roof") else [""]))
     return rows
@@ -669,7 +629,7 @@ def e2e_full_summary_rows(points: Sequence[dict[str, Any]]) -> list[list[str]]:
     """[predictor, points, median |err|, p90 |err|] over torch-engine points, overall then per phase."""
     stats = e2e_full_stats(points)
     rows = []
-    for key, label in E2E_PREDICTORS:
+    for key, _, label in E2E_PREDICTORS:
         for scope in ("all", "decode", "prefill"):
             st = stats[key][scope]
             if st["n"]:

@@ -207,9 +207,9 @@ BURST_DRAWN = ("bf16", "fp16", "fp8")
 
 def _with_fastest(c: dict[str, Any], measured: HardwareSpec) -> dict[str, Any]:
     """A measured spec's ceilings plus the fastest ones it knows of where they are higher
-    (``bench.validate.fastest_ceilings``: burst peaks, the fastest measured stream): the ceilings
+    (``ceilings.fastest_spec``: burst peaks, the fastest measured stream): the ceilings
     a measured kernel is flagged against (5% slack), drawn so a point under them is seen to be."""
-    from rooflinecli.bench.validate import fastest_ceilings
+    from rooflinecli.predict import fastest_ceilings
 
     try:
         f = fastest_ceilings(measured)
