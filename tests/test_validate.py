@@ -281,7 +281,7 @@ def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measu
     flags = [f for f in v.flags() if f.startswith("e2e")]
     assert any("decode torch B64 N8192" in f and "datasheet roof" in f for f in flags)
     assert not any("triton B1 N2048" in f and "datasheet roof" in f for f in flags)  # 2% faster: inside the 3% slack
-    assert any("achievable prediction unavailable" in n and "needs a calibrated spec" in n for n in v.notes)
+    assert any("achievable prediction unavailable" in n and "no calibration for engine torch" in n for n in v.notes)
     data = v.to_json()
     assert len(data["end_to_end_full"]) == 5 and data["end_to_end_full_summary"]["roof"]["all"]["n"] == 4
 
