@@ -75,7 +75,7 @@ class OutputError(RooflineError, OSError):
     def __init__(self, path: str | os.PathLike[str], reason: str, err: int = 0):
         OSError.__init__(self, err, reason)
         name = str(path)
-        name = name if len(name) <= 80 else name[:60] + f"... ({len(name):,} characters)"  # a name too long for the OS
+        name = name if len(name) <= 255 else name[:60] + f"... ({len(name):,} characters)"  # a name too long for the OS
         self.message = f"{name}: cannot write: {reason}"
 
     def __str__(self) -> str:

@@ -406,9 +406,20 @@ def load_results(path: str | Path) -> Results:
 
 
 def quantiles_s(samples: list[float] | tuple[float, ...]) -> tuple[float, float, float]:
-    """(p20, p50, p80) of timing samples, linear interpolation."""
-    import numpy as np
-
-    a = np.asarray(samples, dtype=float)
-    p20, p50, p80 = np.percentile(a, [20, 50, 80])
-    return float(p20), float(p50), float(p80)
+    """(p20, p50, p80) of timing samples, linear interpolation: numpy's ``percentile`` rule and
+    arithmetic (bit for bit), in plain Python (a numpy call per row cost 0.3 ms; a big file has
+    100,000 rows)."""
+    a = sorted(float(x) for x in samples)
+    if not a:
+        raise ValueError("quantiles of no samples")
+    n = len(a)
+    out = []
+    for q in (0.2, 0.5, 0.8):
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        t = pos - lo
+        x, y = a[lo], a[hi]
+        d = y - x
+        out.append(y - d * (1 - t) if t >= 0.5 else x + d * t)  # numpy's _lerp
+    return out[0], out[1], out[2]

@@ -301,3 +301,14 @@ def test_regress_keeps_its_verdict_when_the_pipe_closes(tmp_path):
         p.stdout.close()
         err = p.stderr.read().decode()
         assert p.wait(timeout=120) == code and err == "", err
+
+
+def test_quantiles_are_numpys_bit_for_bit():
+    import random
+
+    import numpy as np
+
+    rng = random.Random(0)
+    for n in (*range(1, 40), 100, 101):
+        x = [rng.lognormvariate(-9, 0.3) for _ in range(n)]
+        assert quantiles_s(x) == tuple(float(v) for v in np.percentile(np.asarray(x), [20, 50, 80]))
