@@ -129,18 +129,19 @@ def tiny_full_config(cfg: ModelConfig) -> ModelConfig:
 
 
 def weight_bytes(cfg: ModelConfig, layers: int) -> int:
-    d, H, Hkv, D, F, V = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
-    if cfg.moe is not None:  # router [E, d], w1 [E, 2I, d], w2 [E, d, I]
-        E, I = cfg.moe.num_routed_experts, cfg.moe.expert_intermediate_size
-        mlp = E * d + 3 * E * I * d
-    else:
-        mlp = 3 * F * d
-    per_layer = (H + 2 * Hkv) * D * d + d * H * D + mlp + 2 * d + (2 * D if cfg.qk_norm else 0)
-    return 2 * (per_layer * layers + V * d * (1 if cfg.tie_embeddings else 2) + d)
+    """Bytes of the random bf16 weights of ``cfg`` with ``layers`` layers: ``params.total_params``,
+    the analysis's own count, at 2 bytes each."""
+    from rooflinecli.params import total_params
+
+    return int(2 * total_params(replace(cfg, num_layers=layers)))
 
 
 def kv_bytes(cfg: ModelConfig, layers: int, batch: int, context: int) -> int:
-    return 2 * 2 * layers * batch * cfg.num_kv_heads * cache_len(cfg, context) * cfg.head_dim
+    """Bytes of the bf16 KV caches of a decode step at ``context`` (the cached tokens plus the new
+    one; a sliding window's layers hold W): ``kv.kv_cache_bytes_for``, the analysis's own count."""
+    from rooflinecli.kv import kv_cache_bytes_for
+
+    return int(kv_cache_bytes_for(replace(cfg, num_layers=layers), context + 1, batch, 2))
 
 
 def workspace_bytes(cfg: ModelConfig, batch: int, tokens: int) -> int:
