@@ -300,11 +300,14 @@ class Analysis:
         return self.workload.num_gpus
 
     def to_json(self) -> dict:
+        from rooflinecli.quant import weights_label
+
         wl = self.workload
         w = asdict(wl)
         w["efficiency"] = dict(wl.efficiency)
         w["num_gpus"] = wl.num_gpus
         w["kv_bytes_per_element"] = wl.kv_bytes_per_element
+        w["weights_format"] = weights_label(self.model, wl)  # the weights as read: "gptq int4", "fp8", or weight_dtype
         return {
             "model": self.model.name,
             "hardware": self.spec.id,

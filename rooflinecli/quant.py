@@ -446,3 +446,54 @@ def weights_label(cfg, wl) -> str:
     if q is None or wl.weight_dtype_overrides:
         return wl.weight_dtype
     return q.method if q.weight_dtype in q.method else f"{q.method} {q.weight_dtype}"  # "mxfp4", "fp8", "gptq int4"
+
+
+#: compute dtypes a format's GEMMs run in that differ in peak from 16-bit (W8A8, W4A4): applied
+#: when --dtype is not given; a weight-only format's bf16/fp16/fp32 dequantization is not
+IMPLIED_COMPUTE_DTYPES: tuple[str, ...] = ("fp8", "int8", "fp4")
+
+
+def checkpoint_dtypes(cfg, wl, dtype_given: bool, kv_given: bool, specs=()):
+    """(workload, notes): the compute dtype a checkpoint's format implies (W8A8 fp8 / int8, NVFP4
+    W4A4) and the KV-cache dtype it declares (modelopt ``kv_cache_quant_algo``, compressed-tensors
+    ``kv_cache_scheme``) applied where --dtype / --kv-dtype (or --kv-bits) were not given, with a
+    note saying so; a given option replaces them, with a note saying that. A compute dtype one of
+    ``specs`` (the GPUs) has no peak for (fp4 on Hopper) is not applied, and the note says so. Nothing changes
+    for a model without a ``quantization_config`` or when --weight-dtype replaced it."""
+    from dataclasses import replace
+
+    q = cfg.quantization
+    notes: list[str] = []
+    if q is None or wl.weight_dtype_overrides:
+        return wl, notes
+    own = f"{cfg.name}'s {weights_label(cfg, wl)} checkpoint"
+    if q.compute_dtype in IMPLIED_COMPUTE_DTYPES and q.compute_dtype != wl.compute_dtype:
+        if dtype_given:
+            notes.append(f"--dtype {wl.compute_dtype} replaces the {q.compute_dtype} compute that {own} implies")
+        elif any(not _has_peak(s, q.compute_dtype) for s in specs):
+            lacking = next(s for s in specs if not _has_peak(s, q.compute_dtype))
+            notes.append(f"{wl.compute_dtype} compute: {own} implies {q.compute_dtype}, for which {lacking.id} has no peak")
+        else:
+            wl = replace(wl, compute_dtype=q.compute_dtype)
+            notes.append(f"{q.compute_dtype} compute: {own} implies it (--dtype replaces it)")
+    kv = q.kv_cache_dtype
+    if kv is not None:
+        from rooflinecli.dtypes import KV_DTYPES
+
+        # fp4 (NVFP4) is no --kv-dtype name: 4 bits an element, as --kv-bits 4
+        own_kv = replace(wl, kv_dtype=kv, kv_bits=None) if kv in KV_DTYPES else replace(wl, kv_bits=float(kv.removeprefix("fp")))
+        if own_kv.kv_label != wl.kv_label:
+            if kv_given:
+                notes.append(f"--kv-dtype / --kv-bits ({wl.kv_label}) replaces the {own_kv.kv_label} KV cache that {own} declares")
+            else:
+                wl = own_kv
+                notes.append(f"KV {wl.kv_label}: {own} declares it (--kv-dtype replaces it)")
+    return wl, notes
+
+
+def _has_peak(spec, dtype: str) -> bool:
+    try:
+        spec.peak_flops_per_s(dtype)
+    except RooflineError:
+        return False
+    return True

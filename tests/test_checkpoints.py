@@ -795,14 +795,57 @@ def test_unquantized_architectures_store_two_bytes_a_parameter(arch):
     assert sum(P.stored_weight_bytes(cfg).values()) == 2 * P.total_params(cfg)
 
 
-def test_analyze_notes_the_compute_dtype_a_w8a8_format_implies():
+def _analyze_json(*args):
+    r = runner.invoke(app, ["analyze", *map(str, args), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_the_compute_dtype_a_w8a8_format_implies_applies_unless_dtype_is_given():
     r = runner.invoke(app, ["analyze", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--no-ops"])
     assert r.exit_code == 0
-    assert "implies fp8 GEMMs; timed at --dtype bf16 (pass --dtype fp8 for that peak)" in r.output
-    r = runner.invoke(app, ["analyze", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--no-ops", "--dtype", "fp8"])
-    assert r.exit_code == 0 and "implies fp8" not in r.output
+    header = r.output.splitlines()
+    assert header[0].endswith("fp8 compute, compressed-tensors fp8 weights, KV bf16")
+    assert header[1] == "fp8 compute: llama-3.1-8b-fp8's compressed-tensors fp8 checkpoint implies it (--dtype replaces it)"
+    own, given = _analyze_json("--model", "llama-3.1-8b-fp8", "--hw", "h200"), _analyze_json("--model", "llama-3.1-8b-fp8", "--hw", "h200", "--dtype", "bf16")
+    assert own["workload"]["compute_dtype"] == "fp8" and given["workload"]["compute_dtype"] == "bf16"
+    assert own["roof_peak_tflops"] == 2 * given["roof_peak_tflops"]  # h200: 1,979 fp8 vs 989.5 bf16 dense
+    assert given["dtype_notes"] == ["--dtype bf16 replaces the fp8 compute that llama-3.1-8b-fp8's compressed-tensors fp8 checkpoint implies"]
+    assert own["ttft_s"] < given["ttft_s"]  # the compute-bound prefill runs at the fp8 peak
+    # --weight-dtype replaces the checkpoint's format, and with it the format's compute
+    bf16 = _analyze_json("--model", "llama-3.1-8b-fp8", "--hw", "h200", "--weight-dtype", "bf16")
+    assert bf16["workload"]["compute_dtype"] == "bf16" and bf16["dtype_notes"] == [] and bf16["workload"]["weights_format"] == "bf16"
 
 
+def test_the_kv_cache_dtype_a_checkpoint_declares_applies_unless_kv_dtype_is_given(tmp_path):
+    raw = preset_raw("llama-3-8b")
+    raw["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}
+    p = write(tmp_path, raw)
+    own = _analyze_json("--model", p, "--hw", "b200", "--prompt", 4096)
+    assert (own["workload"]["compute_dtype"], own["workload"]["kv_dtype"], own["workload"]["kv_bytes_per_element"]) == ("fp4", "fp8", 1.0)
+    assert own["workload"]["weights_format"] == "modelopt fp4"
+    name = tmp_path.name
+    assert own["dtype_notes"] == [f"fp4 compute: {name}'s modelopt fp4 checkpoint implies it (--dtype replaces it)",
+                                  f"KV fp8: {name}'s modelopt fp4 checkpoint declares it (--kv-dtype replaces it)"]
+    given = _analyze_json("--model", p, "--hw", "b200", "--prompt", 4096, "--kv-dtype", "bf16")
+    assert given["workload"]["kv_dtype"] == "bf16"
+    assert given["dtype_notes"][1] == f"--kv-dtype / --kv-bits (bf16) replaces the fp8 KV cache that {name}'s modelopt fp4 checkpoint declares"
+    # the KV cache held: 32 layers x 2 x 8 KV heads x 128 x 1 byte (fp8) vs 2 bytes a token
+    per_token = 32 * 2 * 8 * 128
+    assert own["memory"]["kv_cache_bytes_per_gpu"] == pytest.approx(per_token * (4096 + 256), rel=1e-12)
+    assert given["memory"]["kv_cache_bytes_per_gpu"] == pytest.approx(2 * per_token * (4096 + 256), rel=1e-12)
+    # a GPU without an fp4 peak (Hopper) keeps bf16 and says why
+    hopper = _analyze_json("--model", p, "--hw", "h200")
+    assert hopper["workload"]["compute_dtype"] == "bf16"
+    assert hopper["dtype_notes"][0] == f"bf16 compute: {name}'s modelopt fp4 checkpoint implies fp4, for which h200 has no peak"
+
+
+def test_the_report_names_the_weights_as_read(tmp_path):
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", "--model", "llama-3.1-8b-fp8", "--hw", "h200", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text()
+    assert "fp8 compute, compressed-tensors fp8 weights, KV bf16" in html and "bf16 weights" not in html
 def test_qwen2_5_vl_vision_tower():
     raw = dict(QWEN2_VL, model_type="qwen2_5_vl",
                vision_config={"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 3584,

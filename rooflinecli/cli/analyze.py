@@ -38,8 +38,10 @@ def analyze_cmd(
     """
     from dataclasses import replace
 
+    from rooflinecli.cli.workload_options import option_given
     from rooflinecli.predict import analyze, resolve_mode
     from rooflinecli.hardware import get_spec
+    from rooflinecli.quant import checkpoint_dtypes
     from rooflinecli.model_registry import get_model
 
     wl = workload_from_options(  # input errors first, before loading anything
@@ -51,21 +53,18 @@ def analyze_cmd(
     if price is not None:
         price.check_gpus([spec])
     wl = replace(wl, mode=resolve_mode(spec, mode, engine), price_per_gpu_hour=(price or Prices()).for_gpu(spec))
+    wl, dtype_notes = checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), [spec])
     a = analyze(cfg, spec, wl)
     for w in a.warnings:
         typer.echo(f"warning: {w}", err=True)
     if cfg.vision is not None:  # multimodal: the language model is what is timed
         typer.echo(f"note: {cfg.name}: {cfg.vision.note}", err=True)
-    q = cfg.quantization
-    if q is not None and not wl.weight_dtype_overrides and q.compute_dtype not in ("bf16", "fp16", wl.compute_dtype):
-        typer.echo(f"note: {cfg.name}'s {q.label} implies {q.compute_dtype} GEMMs; timed at --dtype {wl.compute_dtype} "
-                   f"(pass --dtype {q.compute_dtype} for that peak)", err=True)
     if as_json:
         from rooflinecli.fmt import json_dumps
 
-        typer.echo(json_dumps(a.to_json()))
+        typer.echo(json_dumps({**a.to_json(), "dtype_notes": dtype_notes}))
         return
-    render(a, show_ops=ops)
+    render(a, show_ops=ops, notes=dtype_notes)
 
 
 #: columns a narrow terminal leaves out first (the per-op time, share and bound stay)
@@ -124,7 +123,7 @@ def _achievable_table(console, title: str, rows: list[dict], roof_total_s: float
                      box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def render(a, show_ops: bool = True) -> None:
+def render(a, show_ops: bool = True, notes: tuple[str, ...] | list[str] = ()) -> None:
     """Rich summary and per-op tables of an ``Analysis``."""
     from rooflinecli.console import make_console
 
@@ -140,6 +139,8 @@ def render(a, show_ops: bool = True) -> None:
         f"[bold]{markup_safe(cfg.name)}[/] on [bold]{markup_safe(spec.id)}[/] ({spec.kind}){par}: batch {wl.batch}, prompt {wl.prompt_len:,}, gen {wl.gen_len:,}; "
         f"{wl.compute_dtype} compute, {weights_label(cfg, wl)} weights, KV {wl.kv_label}"
     )
+    for note in notes:  # where the compute and KV dtypes come from, when the checkpoint has its own
+        c.print(markup_safe(note))
     ach = a.mode == "achievable"
     eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
     if ach:

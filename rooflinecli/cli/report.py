@@ -67,6 +67,12 @@ def report_cmd(
     prices.check_gpus(specs)
     measured = get_spec(measured_hw) if measured_hw is not None else None
     refuse_overwriting_inputs(model_and_spec_files([cfg], [*specs, measured]), {"--out": out})
+    from rooflinecli.cli.workload_options import option_given
+    from rooflinecli.quant import checkpoint_dtypes
+
+    wl, dtype_notes = checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), specs)
+    for note in dtype_notes:
+        typer.echo(f"note: {note}", err=True)
     res = load_results(results) if results is not None else None
     base = load_results(baseline) if baseline is not None else None
     inputs = {

@@ -103,7 +103,7 @@ def _summary(d: dict[str, Any]) -> str:
     pairs = [
         ("model", f"{m['display_name']} ({m['name']}; {m['attention']}, {m['num_layers']} layers, {m['total_params'] / 1e9:.3g} B params, {m['active_params'] / 1e9:.3g} B active)"),
         ("GPU", f"{gpu['name']} ({gpu['id']}, {gpu['kind']}); {wl['num_gpus']} GPU(s) per replica (TP {wl['tp']}, EP {wl['ep']})"),
-        ("workload", f"batch {wl['batch']}, prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}; {wl['compute_dtype']} compute, {wl['weight_dtype']} weights, KV {wl['kv_dtype'] if wl['kv_bits'] is None else str(wl['kv_bits']) + '-bit'}"),
+        ("workload", f"batch {wl['batch']}, prompt {wl['prompt_len']:,}, gen {wl['gen_len']:,}; {wl['compute_dtype']} compute, {wl.get('weights_format', wl['weight_dtype'])} weights, KV {wl['kv_dtype'] if wl['kv_bits'] is None else str(wl['kv_bits']) + '-bit'}"),
         ("times", (f"achievable: the calibrated vendor-kernel model ({a.get('engine')} engine), the measured roof beside; the per-op "
                    "numbers and the roofline chart's op markers are the roof's" if ach else f"{a.get('mode', 'datasheet')}: the roofline (no calibration)")),
         ("TTFT (prefill)", f"{fmt_time(a['ttft_s'])} ({a['prefill']['bound']}-bound)" + (f"; roof {fmt_time(a['roof_ttft_s'])}" if ach else "")),
