@@ -17,7 +17,7 @@ from rooflinecli.predict import predict_step_s
 from rooflinecli.serve.arrivals import Stream, arrivals, lengths
 from rooflinecli.serve.replica import build_replica
 from rooflinecli.serve.sim import simulate
-from rooflinecli.serve.steady import Lengths, aggregated_closed, aggregated_open
+from rooflinecli.serve.steady import Lengths, aggregated_closed, aggregated_open, first_wave_ttft_s
 
 
 def _runner() -> CliRunner:
@@ -82,6 +82,22 @@ def test_steady_state_agrees_with_the_simulation(replica, conc):
     assert s["ttft_s"]["mean"] == pytest.approx(float(steady["ttft_s"]), rel=0.05)
     assert s["tpot_s"]["mean"] == pytest.approx(float(steady["tpot_s"]), rel=0.05)
     assert s["throughput_tokens_per_s_per_gpu"] == pytest.approx(float(steady["throughput_tokens_per_s_per_gpu"]), rel=0.05)
+
+
+@pytest.mark.parametrize("clients,isl", [(1, 1024), (8, 1024), (32, 1024), (24, 3000)])
+def test_first_wave_agrees_with_the_simulation(replica, clients, isl):
+    """Clients that arrive together at an idle engine: the analytic first wave's mean TTFT is the
+    simulation's (one request per client), and it grows with the wave (each prompt waits for the
+    steps that prefill those before it)."""
+    rep = build_replica(CFG, SPEC, WL, isl=isl, osl=64) if isl != 1024 else replica
+    stream = Stream(None, np.full(clients, isl), np.full(clients, 64))
+    s = simulate(rep.table, stream, token_budget=8192, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit, concurrency=clients).summary()
+    first = first_wave_ttft_s(rep.table, Lengths(isl, 64), clients, rep.kv_limit, 8192)
+    assert s["ttft_s"]["mean"] == pytest.approx(first, rel=0.05)
+    if clients == 1:
+        assert first == pytest.approx(float(rep.table.prefill_s(1, isl)), rel=0.02)
+    else:
+        assert first > 1.5 * float(rep.table.prefill_s(1, isl))
 
 
 def test_open_loop_agrees_with_the_simulation(replica):

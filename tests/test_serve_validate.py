@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflinecli.cli import app
-from rooflinecli.serve.validate import point, validate
+from rooflinecli.serve.validate import BENCHMARK_REQUESTS_PER_CLIENT, point, validate
 
 EXCERPT = Path(__file__).parent / "fixtures" / "serve" / "silicon_excerpt.csv"
 
@@ -67,3 +67,17 @@ def test_cli_validate_from_file():
     assert d["represented"] == 5 and "aggregated" in d["overall"]
     r = _runner().invoke(app, ["serve", "validate", "--from", str(EXCERPT / "missing.csv")])
     assert r.exit_code == 2 and r.stderr.startswith("error: ")
+
+
+def test_benchmark_ttft_weighs_the_first_wave(result):
+    """A closed-loop benchmark's mean TTFT: its first wave (clients arriving together) and the
+    steady state for the rest of its requests per client; one request per client is the wave."""
+    for q in result["points"]:
+        if q["serving"] != "aggregated":
+            continue
+        k = BENCHMARK_REQUESTS_PER_CLIENT
+        assert q["ttft_s"] == pytest.approx((q["first_wave_ttft_s"] + (k - 1) * q["steady_ttft_s"]) / k)
+    steady = validate(EXCERPT, requests_per_client=1)
+    for a, b in zip(result["points"], steady["points"]):
+        if a["serving"] == "aggregated":
+            assert b["ttft_s"] == pytest.approx(b["first_wave_ttft_s"])

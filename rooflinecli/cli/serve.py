@@ -274,6 +274,7 @@ def validate_cmd(
     list_unrepresented: Annotated[bool, typer.Option("--list", help="List every point the tool cannot represent, with its reason.")] = False,
     simulate: Annotated[bool, typer.Option("--simulate", help="Also run each aggregated point through the simulation, its clients starting together.")] = False,
     kv: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype of the runs (not recorded): auto (fp8 for fp8 runs, else bf16), bf16 or fp8.")] = "auto",
+    requests_per_client: Annotated[int, typer.Option("--requests-per-client", min=1, help="Requests each benchmark client sends (not recorded; 10: --num-prompts = 10 x concurrency). TTFT is the mean over the first wave and the steady state after it.")] = 10,
     json_out: JsonOption = False,
 ) -> None:
     """Run every single-node measured serving point the tool can represent and print the error
@@ -281,7 +282,7 @@ def validate_cmd(
     from rooflinecli.serve.validate import find_silicon_csv, render, validate
 
     path = find_silicon_csv(source)
-    res = validate(path, simulate=simulate, kv_dtype=kv)
+    res = validate(path, simulate=simulate, kv_dtype=kv, requests_per_client=requests_per_client)
     if json_out:
         from rooflinecli.fmt import json_dumps
 

@@ -85,6 +85,11 @@ def steady_aggregated(rep: Replica, isl: int, osl: int, load: Load, token_budget
     return _scalars(aggregated_open(rep.table, lengths, float(load.rate_per_s), rep.kv_limit, token_budget, roof))
 
 
+def replica_key(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, **kw) -> tuple:
+    """The key ``serve_point`` keeps a replica under in its ``replicas`` dict."""
+    return (cfg.name, spec.id, repr(wl), tuple(sorted(kw.items())))
+
+
 def serve_point(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, *, isl: int, osl: int, load: Load, disagg: tuple[int, int] | None = None,
                 prefill_tp: int | None = None, decode_tp: int | None = None, decode_ep: int | None = None,
                 token_budget: int = DEFAULT_TOKEN_BUDGET, memory_fraction: float = DEFAULT_MEMORY_FRACTION, max_seqs: int | None = None,
@@ -96,7 +101,7 @@ def serve_point(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, *, isl: int,
     def build_replica(cfg, spec, wl, **kw):
         if replicas is None:
             return _build(cfg, spec, wl, **kw)
-        key = (cfg.name, spec.id, repr(wl), tuple(sorted(kw.items())))
+        key = replica_key(cfg, spec, wl, **kw)
         if key not in replicas:
             replicas[key] = _build(cfg, spec, wl, **kw)
         return replicas[key]

@@ -269,3 +269,39 @@ def disagg_closed(pools: DisaggPools, lengths: Lengths, concurrency, roof: bool 
     out["e2e_s"] = out["e2e_s"] + extra
     out["concurrency"] = c
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# a benchmark's first wave
+# ------------------------------------------------------------------------------------------------
+
+
+def first_wave_ttft_s(table: StepTable, lengths: Lengths, clients: int, kv_limit: int, token_budget: int, roof: bool = False) -> float:
+    """Mean TTFT of the first wave of a closed-loop benchmark: ``clients`` requests that arrive
+    together at an idle engine. The scheduler fills each step with prompt tokens up to the budget
+    left by the sequences already decoding (first come, first served: vLLM's and SGLang's chunked
+    prefill, TensorRT-LLM's in-flight batching), so the ``k``-th prompt's first token comes after
+    the steps that prefill the ``k`` prompts before and with it. Only ``kv_limit`` are admitted;
+    the rest wait in the steady state's queue and are left out here."""
+    isl = float(lengths.isl)
+    n = int(max(1, min(int(clients), int(kv_limit))))
+    budget = float(token_budget)
+    a_tok = float(table.prefill_attention(isl, roof)) / isl  # prefill attention per prompt token
+    ctx = mean_context(isl, 2.0)
+    remaining = n * isl
+    done_tokens = 0.0
+    decoding = 0
+    clock = 0.0
+    total = 0.0
+    finished = 0
+    while finished < n:
+        room = max(budget - decoding, 1.0)
+        tokens = min(room, remaining)
+        clock += float(table.mixed_s(float(decoding), ctx, tokens, tokens * a_tok, roof))
+        remaining -= tokens
+        done_tokens += tokens
+        now_done = min(int(np.floor(done_tokens / isl + 1e-9)), n)
+        total += (now_done - finished) * clock
+        decoding += now_done - finished
+        finished = now_done
+    return total / n

@@ -145,7 +145,28 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
     return {**base, "serving": "disaggregated", "tp": pl[0], "ep": pl[1], "prefill": P, "decode": D, "decode_tp": dl[0], "decode_ep": dl[1]}, None
 
 
-def _predict(p: dict, cache: dict) -> dict:
+#: requests each client of a measured run sends: the file does not record it; taken from the
+#: common serving-benchmark protocol (InferenceMAX's scripts run vLLM's ``benchmark_serving.py``
+#: with ``--max-concurrency C --num-prompts 10*C``, every client starting at once). An assumption
+#: about the benchmark, not a figure fitted to these points
+BENCHMARK_REQUESTS_PER_CLIENT = 10
+
+
+def benchmark_ttft(cache: dict, cfg, spec, wl: Workload, p: dict, steady_ttft_s: float, requests_per_client: int) -> dict:
+    """The mean TTFT a closed-loop benchmark reports: its ``requests_per_client`` waves are the
+    first (every client's prompt arriving together at an idle engine) and then the steady state."""
+    from .replica import DEFAULT_MEMORY_FRACTION, DEFAULT_TOKEN_BUDGET
+    from .run import replica_key
+    from .steady import Lengths, first_wave_ttft_s
+
+    rep = cache[replica_key(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], token_budget=DEFAULT_TOKEN_BUDGET,
+                            memory_fraction=DEFAULT_MEMORY_FRACTION, max_seqs=None)]
+    first = first_wave_ttft_s(rep.table, Lengths(p["isl_tokens"], p["osl_tokens"]), p["concurrency"], rep.kv_limit, DEFAULT_TOKEN_BUDGET)
+    k = float(requests_per_client)
+    return {"ttft_s": (first + (k - 1.0) * steady_ttft_s) / k, "first_wave_ttft_s": first, "steady_ttft_s": steady_ttft_s}
+
+
+def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS_PER_CLIENT) -> dict:
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
 
@@ -158,13 +179,16 @@ def _predict(p: dict, cache: dict) -> dict:
     wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                   kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
     if p["serving"] == "aggregated":
-        return serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), replicas=cache)
+        out = serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), replicas=cache)
+        if requests_per_client >= 1:
+            out = {**out, **benchmark_ttft(cache, cfg, spec, wl, p, out["ttft_s"], requests_per_client)}
+        return out
     return serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), disagg=(p["prefill"], p["decode"]),
                        prefill_tp=p["tp"], decode_tp=p["decode_tp"], decode_ep=p["decode_ep"], replicas=cache)
 
 
-#: requests per simulated client (closed loop): the first wave and two more
-SIM_REQUESTS_PER_CLIENT = 3
+#: requests per simulated client (closed loop): as the measured runs send
+SIM_REQUESTS_PER_CLIENT = BENCHMARK_REQUESTS_PER_CLIENT
 
 
 def _simulated(p: dict, cache: dict) -> dict:
@@ -195,10 +219,12 @@ def _engine_known(name: str) -> bool:
     return name in ENGINES
 
 
-def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto") -> dict:
+def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto", requests_per_client: int = BENCHMARK_REQUESTS_PER_CLIENT) -> dict:
     """Per point: predicted and measured TTFT / TPOT; grouped MAPEs; the unrepresented by reason.
     ``simulate``: aggregated points also through the simulation (clients starting together);
     ``kv_dtype``: see ``point``."""
+    if isinstance(requests_per_client, bool) or not isinstance(requests_per_client, int) or requests_per_client < 1:
+        raise RooflineError(f"--requests-per-client must be a whole number >= 1, got {requests_per_client!r}")
     if kv_dtype not in KV_CHOICES:
         raise RooflineError(f"--kv-dtype must be one of {', '.join(KV_CHOICES)}, got '{kv_dtype}'")
     with Path(path).open(newline="", encoding="utf-8") as fh:
@@ -216,7 +242,7 @@ def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto") -> dict
             p, why = None, f"engine {p['engine']} has no profile"
         if p is not None:
             try:
-                pred = _predict(p, cache)
+                pred = _predict(p, cache, requests_per_client)
             except RooflineError as e:
                 p, why = None, f"does not run: {str(e).split(':')[0]}" if "not even one sequence" not in str(e) else "does not fit in memory"
         if p is None:
@@ -225,7 +251,8 @@ def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto") -> dict
             continue
         ttft_m, tpot_m = float(row["silicon_ttft_ms"]) / 1e3, float(row["silicon_tpot_ms"]) / 1e3
         q = {**p, "line": line, "measured_ttft_s": ttft_m, "measured_tpot_s": tpot_m, "ttft_s": pred["ttft_s"], "tpot_s": pred["tpot_s"],
-             "mode": pred["mode"], "ttft_error": pred["ttft_s"] / ttft_m - 1.0, "tpot_error": pred["tpot_s"] / tpot_m - 1.0}
+             "mode": pred["mode"], "ttft_error": pred["ttft_s"] / ttft_m - 1.0, "tpot_error": pred["tpot_s"] / tpot_m - 1.0,
+             **{k: pred[k] for k in ("first_wave_ttft_s", "steady_ttft_s") if k in pred}}
         if simulate and p["serving"] == "aggregated":
             sim = _simulated(p, cache)
             q.update({"sim_ttft_s": sim["ttft_s"], "sim_tpot_s": sim["tpot_s"], "sim_ttft_error": sim["ttft_s"] / ttft_m - 1.0,
@@ -247,7 +274,7 @@ def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto") -> dict
         if g:
             overall[serving] = {"points": len(g), "ttft_mape": float(np.mean([abs(q["ttft_error"]) for q in g])),
                                 "tpot_mape": float(np.mean([abs(q["tpot_error"]) for q in g])), **_sim_mapes(g)}
-    return {"source": str(path), "kv_dtype": kv_dtype, "rows": len(rows), "represented": len(points), "unrepresented": len(unrepresented), "groups": table,
+    return {"source": str(path), "kv_dtype": kv_dtype, "requests_per_client": requests_per_client, "rows": len(rows), "represented": len(points), "unrepresented": len(unrepresented), "groups": table,
             "overall": overall, "reasons": dict(reasons.most_common()), "unrepresented_points": unrepresented, "points": points}
 
 
@@ -261,7 +288,8 @@ def _sim_mapes(g: list[dict]) -> dict:
 def render(res: dict, list_all: bool = False) -> str:
     kv = "fp8 for fp8 runs, else bf16" if res["kv_dtype"] == "auto" else res["kv_dtype"]
     lines = [f"{res['source']}: {res['rows']:,} measured points, {res['represented']:,} run, {res['unrepresented']:,} not representable",
-             f"KV cache dtype (the runs do not record it): {kv}; closed loop at each run's concurrency; nothing fitted to these points",
+             f"KV cache dtype (the runs do not record it): {kv}; closed loop at each run's concurrency, {res['requests_per_client']} requests per client "
+             "(TTFT: the first wave, clients arriving together, then the steady state); nothing fitted to these points",
              f"{'model':21}{'GPU':10}{'engine':8}{'serving':15}{'mode':12}{'points':>7}{'TTFT MAPE':>11}{'TPOT MAPE':>11}{'TTFT bias':>11}{'TPOT bias':>11}"
              + (f"{'sim TTFT':>11}{'sim TPOT':>11}" if any("sim_ttft_mape" in g for g in res["groups"]) else "")]
     for g in res["groups"]:
