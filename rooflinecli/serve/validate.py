@@ -187,13 +187,10 @@ def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS
                        prefill_tp=p["tp"], decode_tp=p["decode_tp"], decode_ep=p["decode_ep"], replicas=cache)
 
 
-#: requests per simulated client (closed loop): as the measured runs send
-SIM_REQUESTS_PER_CLIENT = BENCHMARK_REQUESTS_PER_CLIENT
-
-
-def _simulated(p: dict, cache: dict) -> dict:
+def _simulated(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS_PER_CLIENT) -> dict:
     """The benchmark as it runs: ``concurrency`` clients that start together, each sending its next
-    request when the last ends, through the discrete-event simulation; mean TTFT and TPOT."""
+    request when the last ends (``requests_per_client`` each), through the discrete-event
+    simulation; mean TTFT and TPOT."""
     from .arrivals import Stream
     from .replica import build_replica
     from .sim import simulate
@@ -206,7 +203,7 @@ def _simulated(p: dict, cache: dict) -> dict:
         cache[key] = build_replica(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"])
     rep = cache[key]
     c = int(p["concurrency"])
-    n = SIM_REQUESTS_PER_CLIENT * c
+    n = requests_per_client * c
     stream = Stream(None, np.full(n, p["isl_tokens"]), np.full(n, p["osl_tokens"]))
     s = simulate(rep.table, stream, token_budget=rep.workload.prefill_chunk_tokens, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit,
                  concurrency=c).summary()
@@ -254,7 +251,7 @@ def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto", request
              "mode": pred["mode"], "ttft_error": pred["ttft_s"] / ttft_m - 1.0, "tpot_error": pred["tpot_s"] / tpot_m - 1.0,
              **{k: pred[k] for k in ("first_wave_ttft_s", "steady_ttft_s") if k in pred}}
         if simulate and p["serving"] == "aggregated":
-            sim = _simulated(p, cache)
+            sim = _simulated(p, cache, requests_per_client)
             q.update({"sim_ttft_s": sim["ttft_s"], "sim_tpot_s": sim["tpot_s"], "sim_ttft_error": sim["ttft_s"] / ttft_m - 1.0,
                       "sim_tpot_error": sim["tpot_s"] / tpot_m - 1.0})
         points.append(q)
