@@ -25,7 +25,7 @@ STRIDED_OPS = ("rope_qkv_strided", "silu_mul_strided", "kv_write")
 # ------------------------------------------------------------------------------------------------
 
 
-def test_the_grid_has_the_strided_cases_of_the_brief_with_their_traffic():
+def test_the_grid_has_the_strided_cases_with_their_traffic():
     from rooflinecli.bench.opgrid import build_grid
 
     grid = build_grid()
