@@ -139,7 +139,7 @@ def test_cli_writes_a_calibration_the_model_reads(data: Path, tmp_path: Path) ->
     assert r.exit_code == 0, r.output
     assert "skipped h200_sxm/gemm/vllm/0.25.0/gemm_perf.parquet" in r.output
     doc = json.loads(gzip.decompress(out.read_bytes()))
-    assert doc["schema"] == "rooflinecli.calibration/2" and doc["engine"] == "vllm"
+    assert doc["schema"] == "rooflinecli.calibration/3" and doc["engine"] == "vllm"
     from rooflinecli.achievable.calibration import load_calibration
     from rooflinecli.achievable.fit import fit_models
 

@@ -4,15 +4,18 @@ fitted from.
 
 Three layouts are read:
 
-- ``rooflinecli.calibration/2`` (what ``roofline calibrate --import`` writes, gzip-compressed when
+- ``rooflinecli.calibration/3`` (what ``roofline calibrate --import`` writes, gzip-compressed when
   the name ends in .gz): ``rows`` (may be empty) plus ``tables``, per-op-family measured tables,
   column-wise, latencies in ``latency_us``, each with its ``provenance`` (package, version, source
-  table path, framework and version, table provenance, row counts, what was skipped and why)::
+  table path, framework and version, table provenance, row counts, what was skipped and why).
+  Text columns are JSON lists; a numeric column is a list or packed, ``{"packed": "<i4" | "<f8",
+  "base64": ...}`` (little-endian int32 or float64 values; ``pack_column``). Schema 2 is the same
+  with every column a list::
 
-    {"schema": "rooflinecli.calibration/2", "gpu": "NVIDIA H100 80GB HBM3", "engine": "vllm",
+    {"schema": "rooflinecli.calibration/3", "gpu": "NVIDIA H100 80GB HBM3", "engine": "vllm",
      "source": {"package": "aiconfigurator-core", "package_version": "0.12.0", "license": "Apache-2.0"},
-     "rows": [], "tables": {"gemm": {"columns": {"dtype": [...], "M": [...], "N": [...], "K": [...],
-     "latency_us": [...]}, "kernels": {"bf16": "..."}, "provenance": {...}}, ...},
+     "rows": [], "tables": {"gemm": {"columns": {"dtype": [...], "M": {"packed": "<i4", "base64": "..."},
+     ..., "latency_us": {"packed": "<f8", "base64": "..."}}, "kernels": {"bf16": "..."}, "provenance": {...}}, ...},
      "skipped_tables": [...], "audit": [...]}
 
 - ``rooflinecli.calibration/1`` (what ``roofline calibrate --ops`` writes)::
@@ -50,8 +53,12 @@ from rooflinecli.errors import RooflineError, one_line, parse_json_text, read_us
 SCHEMA = "rooflinecli.calibration/1"
 #: version 2 adds ``tables``: per-op-family measured tables (imported vendor data, what
 #: ``calibrate --import`` writes), each with its provenance; ``rows`` may then be empty. Both are read.
-SCHEMA_TABLES = "rooflinecli.calibration/2"
-SCHEMAS = (SCHEMA, SCHEMA_TABLES)
+SCHEMA_TABLES = "rooflinecli.calibration/3"
+#: schema 2: the same tables with every column a JSON list (still read)
+SCHEMA_TABLES_LISTS = "rooflinecli.calibration/2"
+SCHEMAS = (SCHEMA, SCHEMA_TABLES_LISTS, SCHEMA_TABLES)
+#: packed numeric columns of schema 3: little-endian int32 (whole numbers that fit) or float64
+PACKED_DTYPES = ("<i4", "<f8")
 #: table name -> (key columns, numeric key columns); every table has ``latency_us``
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("dtype", "M", "N", "K"),
@@ -245,7 +252,7 @@ def parse_calibration(doc, path: str) -> Calibration:
     schema = doc.get("schema")
     if schema is not None and schema not in SCHEMAS:
         raise RooflineError(f"{path}: schema: unknown '{schema}' (this version reads {', '.join(repr(s) for s in SCHEMAS)})")
-    tables = _tables(doc.get("tables"), path) if schema == SCHEMA_TABLES else {}
+    tables = _tables(doc.get("tables"), path) if schema in (SCHEMA_TABLES, SCHEMA_TABLES_LISTS) else {}
     rows_raw = doc.get("rows")
     if tables and rows_raw == []:
         if "gemm" not in tables:
@@ -302,25 +309,61 @@ def parse_calibration(doc, path: str) -> Calibration:
     )
 
 
-def _positive_numbers(values: list) -> bool:
-    """Whether every value is an int or float (not a bool), finite and > 0 (numpy: tables hold 100,000s)."""
+def _positive_numbers(values: list):
+    """``values`` as a float array when every value is an int or float (not a bool), finite and
+    > 0, else None (numpy: tables hold 100,000s)."""
     import numpy as np
 
-    if any(type(x) not in (int, float) for x in values):
-        return False
+    if not set(map(type, values)) <= {int, float}:
+        return None
     try:
-        a = np.asarray(values, dtype=float)
+        a = np.array(values, dtype=float)
     except (OverflowError, ValueError):
-        return False
-    return bool(np.all(np.isfinite(a)) and np.all(a > 0))
+        return None
+    return a if bool(np.all(np.isfinite(a)) and np.all(a > 0)) else None
+
+
+def pack_column(values) -> dict:
+    """A numeric column as schema 3 stores it: {"packed": dtype, "base64": little-endian bytes}
+    (decoding a list of 100,000s of JSON numbers costs more than the fit that reads them)."""
+    import base64
+
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    whole = bool(np.all(a == np.round(a)) and np.all(np.abs(a) < 2**31))
+    dtype = "<i4" if whole else "<f8"
+    return {"packed": dtype, "base64": base64.b64encode(a.astype(dtype).tobytes()).decode("ascii")}
+
+
+def _unpacked(v, where: str):
+    """The float array of a packed column (``pack_column``); RooflineError when it is not one."""
+    import base64
+    import binascii
+
+    import numpy as np
+
+    if set(v) != {"packed", "base64"} or v["packed"] not in PACKED_DTYPES or not isinstance(v["base64"], str):
+        raise RooflineError(f"{where}: not a list nor a packed column ({{'packed': one of {', '.join(PACKED_DTYPES)}, 'base64': ...}})")
+    try:
+        raw = base64.b64decode(v["base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise RooflineError(f"{where}: base64: not valid base64") from None
+    size = np.dtype(v["packed"]).itemsize
+    if len(raw) % size:
+        raise RooflineError(f"{where}: base64: {len(raw)} bytes is not a whole number of {v['packed']} values")
+    return np.frombuffer(raw, dtype=v["packed"]).astype(float)
 
 
 def _tables(raw, path: str) -> dict:
-    """Validated schema-2 tables: equal-length columns, known names, positive finite numbers."""
+    """Validated schema-2 tables: equal-length columns, known names, positive finite numbers (numeric
+    columns as float arrays)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
         raise RooflineError(f"{path}: tables: must be an object")
+    import numpy as np
+
     out = {}
     for name, t in raw.items():
         where = f"{path}: tables.{name}"
@@ -328,27 +371,37 @@ def _tables(raw, path: str) -> dict:
             raise RooflineError(f"{where}: unknown table; known: {', '.join(TABLE_COLUMNS)}")
         if not isinstance(t, dict) or not isinstance(t.get("columns"), dict):
             raise RooflineError(f"{where}: columns: missing or not an object")
-        cols = t["columns"]
+        cols, arrays = t["columns"], {}
         n = None
         for c in (*TABLE_COLUMNS[name], "latency_us"):
             v = cols.get(c)
-            if not isinstance(v, list):
+            if isinstance(v, dict) and c not in TEXT_COLUMNS:
+                v = _unpacked(v, f"{where}: columns.{c}")
+            elif not isinstance(v, list):
                 raise RooflineError(f"{where}: columns.{c}: missing or not a list")
             if n is None:
                 n = len(v)
             elif len(v) != n:
                 raise RooflineError(f"{where}: columns.{c}: {len(v)} values where the other columns have {n}")
             if c in TEXT_COLUMNS:
-                if not all(type(x) is str for x in v):
+                if not set(map(type, v)) <= {str}:
                     raise RooflineError(f"{where}: columns.{c}: every value must be a string")
-            elif not _positive_numbers(v):
+                arrays[c] = v
+            elif not isinstance(v, list):  # a packed column
+                if not (np.all(np.isfinite(v)) and np.all(v > 0)):
+                    bad = int(np.flatnonzero(~(np.isfinite(v) & (v > 0)))[0])
+                    raise RooflineError(f"{where}: columns.{c}[{bad}]: must be a positive finite number, got {v[bad]!r}")
+                arrays[c] = v
+            elif (a := _positive_numbers(v)) is not None:
+                arrays[c] = a
+            else:
                 bad = next(i for i, x in enumerate(v) if type(x) not in (int, float) or not (math.isfinite(x) and x > 0))
                 raise RooflineError(f"{where}: columns.{c}[{bad}]: must be a positive finite number, got {one_line(repr(v[bad]))[:40]}")
         if not n:
             raise RooflineError(f"{where}: no rows")
         if not isinstance(t.get("provenance"), dict):
             raise RooflineError(f"{where}: provenance: missing (every imported table says where it comes from)")
-        out[name] = {"columns": cols, "provenance": t["provenance"], "kernels": dict(t.get("kernels") or {})}
+        out[name] = {"columns": {**cols, **arrays}, "provenance": t["provenance"], "kernels": dict(t.get("kernels") or {})}
     return out
 
 

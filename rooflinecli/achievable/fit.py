@@ -123,6 +123,9 @@ SMOOTH_MAX_P = 4.0
 
 
 def smooth_max(a, b, p: float = SMOOTH_MAX_P):
+    if p == 4.0:  # the fitted form's own p, in multiplies and square roots (pow is ~10x slower)
+        a2, b2 = a * a, b * b
+        return np.sqrt(np.sqrt(a2 * a2 + b2 * b2))
     return (a**p + b**p) ** (1.0 / p)
 
 

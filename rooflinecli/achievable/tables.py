@@ -175,6 +175,8 @@ class GemmTable:
     kernel: str = ""
     #: transferred tables: the target GPU's rates (``carried``), else None
     target: Rates | None = None
+    #: the smallest time the table measured (a call that does next to nothing)
+    floor_s: float = 0.0
 
     def time_s(self, M, N, K):
         fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
@@ -184,35 +186,47 @@ class GemmTable:
         return t if self.target is None else carried(t, base, self.target.base_s(fl, nb))
 
 
-class LazyGrids(dict):
-    """(H, KVH, D, kv) -> Grid, each built on first use from its rows (a table holds hundreds of
-    head shapes; a prediction reads one or two)."""
+class Lazy(dict):
+    """key -> value, each made on first use by ``make(key)`` from a known set of keys (a table
+    holds hundreds of head shapes and several GEMM dtypes; a prediction reads one or two)."""
 
-    def __init__(self, rows: dict):
+    def __init__(self, keys, make):
         super().__init__()
-        self.rows = rows  # key -> (B, length, log ratio)
+        self.known = list(keys)
+        self._set = set(self.known)
+        self.make = make
 
     def __missing__(self, key):
-        if key not in self.rows:
+        if key not in self._set:
             raise KeyError(key)
-        B, L, r = self.rows[key]
-        self[key] = g = _grid([B, L], r)
-        return g
+        self[key] = v = self.make(key)
+        return v
+
+    def get(self, key, default=None):
+        return self[key] if key in self._set else default
 
     def __contains__(self, key) -> bool:
-        return key in self.rows
+        return key in self._set
 
     def __iter__(self):
-        return iter(self.rows)
+        return iter(self.known)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.known)
 
     def keys(self):
-        return self.rows.keys()
+        return list(self.known)
 
     def values(self):
-        return [self[k] for k in self.rows]
+        return [self[k] for k in self.known]
+
+    def items(self):
+        return [(k, self[k]) for k in self.known]
+
+
+def LazyGrids(rows: dict) -> Lazy:
+    """(H, KVH, D, kv) -> Grid over (B, length), built on first use from its rows (B, length, log ratio)."""
+    return Lazy(rows, lambda key: _grid(list(rows[key][:2]), rows[key][2]))
 
 
 @dataclass
@@ -220,7 +234,7 @@ class AttentionTable:
     """One of context / generation attention: per (H, KVH, D, kv dtype) a Grid over (B, length)."""
 
     phase: str  # "context" | "generation"
-    grids: LazyGrids  # (H, KVH, D, kv) -> Grid
+    grids: Lazy  # (H, KVH, D, kv) -> Grid
     rates: Rates
     kernel: str = ""
     target: Rates | None = None  # transferred tables: the target GPU's rates (``carried``)
@@ -316,16 +330,32 @@ class MoeTable:
         return np.array(out)
 
 
-@dataclass
 class TableModels:
-    gemm: dict = field(default_factory=dict)  # dtype -> GemmTable
-    context: AttentionTable | None = None
-    generation: AttentionTable | None = None
-    comm: CommTable | None = None
-    moe: MoeTable | None = None
-    provenance: dict = field(default_factory=dict)  # table -> provenance
-    engine: str = ""
-    transferred_from: str | None = None  # the measured GPU these tables were carried from, if any
+    """The tables' models of one calibration: ``gemm`` (dtype -> GemmTable) and the families
+    ``context``, ``generation`` (AttentionTable), ``comm`` (CommTable) and ``moe`` (MoeTable),
+    each a value or None, or given as a zero-argument function that fits it when first read (a
+    dense model never fits the MoE table)."""
+
+    FAMILIES = ("context", "generation", "comm", "moe")
+
+    def __init__(self, gemm=None, context=None, generation=None, comm=None, moe=None, provenance=None,
+                 engine: str = "", transferred_from: str | None = None):
+        self.gemm = {} if gemm is None else gemm
+        self._family = {"context": context, "generation": generation, "comm": comm, "moe": moe}
+        self.provenance = dict(provenance or {})  # table -> provenance
+        self.engine = engine
+        self.transferred_from = transferred_from  # the measured GPU these tables were carried from, if any
+
+    def _get(self, name: str):
+        v = self._family[name]
+        if callable(v):
+            self._family[name] = v = v()
+        return v
+
+    context = property(lambda self: self._get("context"))
+    generation = property(lambda self: self._get("generation"))
+    comm = property(lambda self: self._get("comm"))
+    moe = property(lambda self: self._get("moe"))
 
     def describe(self) -> dict:
         return {"engine": self.engine, "gemm_dtypes": sorted(self.gemm), "tables": {k: v.get("table_path") for k, v in self.provenance.items()}}
@@ -336,16 +366,19 @@ def _cols(table: dict) -> dict:
     return {k: (np.asarray(v) if k in ("dtype", "kv_dtype", "op") else np.asarray(v, dtype=float)) for k, v in c.items()}
 
 
-def fit_gemm_tables(table: dict) -> dict:
+def fit_gemm_tables(table: dict) -> Lazy:
+    """dtype -> GemmTable, each fitted when first asked for."""
     c = _cols(table)
-    out = {}
-    for dt in sorted(set(c["dtype"].tolist())):
+    kernels = table.get("kernels", {})
+
+    def make(dt: str) -> GemmTable:
         m = c["dtype"] == dt
         M, N, K, t = c["M"][m], c["N"][m], c["K"][m], c["latency_us"][m] * 1e-6
         fl, nb = gemm_flops_bytes(dt, M, N, K)
         rates = _rates(fl, nb, t)
-        out[dt] = GemmTable(dt, rates, _grid([M, N, K], np.log(t / rates.base_s(fl, nb))), table.get("kernels", {}).get(dt, ""))
-    return out
+        return GemmTable(dt, rates, _grid([M, N, K], np.log(t / rates.base_s(fl, nb))), kernels.get(dt, ""), floor_s=float(t.min()))
+
+    return Lazy(sorted(set(c["dtype"].tolist())), make)
 
 
 def fit_attention_table(table: dict, phase: str) -> AttentionTable:
@@ -360,6 +393,7 @@ def fit_attention_table(table: dict, phase: str) -> AttentionTable:
     kv_names, kv_idx = np.unique(c["kv_dtype"], return_inverse=True)
     keys = np.stack([c["H"], c["KVH"], c["D"], kv_idx.astype(float)], axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
     order = np.argsort(inv, kind="stable")
     bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
     rows = {}
@@ -378,38 +412,44 @@ def fit_comm(tables: dict) -> CommTable | None:
         for op in sorted(set(c["op"].tolist())):
             for g in sorted(set(c["gpus"][c["op"] == op].astype(int).tolist())):
                 m = (c["op"] == op) & (c["gpus"] == g)
-                xs, ys = np.log(c["bytes"][m]), np.log(c["latency_us"][m] * 1e-6)
-                order = np.argsort(xs)
-                xs, ys = xs[order], ys[order]
-                ux, inv = np.unique(xs, return_inverse=True)
-                uy = np.array([ys[inv == i].mean() for i in range(ux.size)])
-                curves[(source, op, g)] = (ux, uy)
+                curves[(source, op, g)] = _mean_curve(np.log(c["bytes"][m]), np.log(c["latency_us"][m] * 1e-6))
     return CommTable(curves) if curves else None
+
+
+def _mean_curve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct x, mean y at each)."""
+    ux, inv = np.unique(x, return_inverse=True)
+    return ux, np.bincount(inv, weights=y, minlength=ux.size) / np.bincount(inv, minlength=ux.size)
 
 
 def fit_moe(table: dict) -> MoeTable:
     c = _cols(table)
-    keys = list(zip(c["dtype"].tolist(), *(c[k].astype(int).tolist() for k in ("d", "I", "k", "E", "tp", "ep"))))
-    idx: dict = {}
-    for i, key in enumerate(keys):
-        idx.setdefault(key, []).append(i)
+    dt_names, dt_idx = np.unique(c["dtype"], return_inverse=True)
+    shape = ("d", "I", "k", "E", "tp", "ep")
+    keys = np.stack([dt_idx.astype(float), *(c[k] for k in shape)], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
+    x, y = np.log(c["T"]), np.log(c["latency_us"] * 1e-6)
     curves = {}
-    for key, rows in idx.items():
-        x, y = np.log(c["T"][rows]), np.log(c["latency_us"][rows] * 1e-6)
-        ux = np.unique(x)
+    for i, row in enumerate(uniq.tolist()):
+        sel = order[bounds[i]:bounds[i + 1]]
+        ux, uy = _mean_curve(x[sel], y[sel])
         if ux.size >= 2:
-            curves[key] = (ux, np.array([y[x == v].mean() for v in ux]))
+            curves[(str(dt_names[int(row[0])]), *(int(v) for v in row[1:]))] = (ux, uy)
     return MoeTable(curves, dict(table.get("kernels") or {}))
 
 
 def fit_tables(cal) -> TableModels:
+    """The tables' models of ``cal``, each family (and each GEMM dtype) fitted when first read."""
     t = cal.tables
     return TableModels(
-        moe=fit_moe(t["moe"]) if "moe" in t else None,
         gemm=fit_gemm_tables(t["gemm"]),
-        context=fit_attention_table(t["context_attention"], "context") if "context_attention" in t else None,
-        generation=fit_attention_table(t["generation_attention"], "generation") if "generation_attention" in t else None,
-        comm=fit_comm(t),
+        context=(lambda: fit_attention_table(t["context_attention"], "context")) if "context_attention" in t else None,
+        generation=(lambda: fit_attention_table(t["generation_attention"], "generation")) if "generation_attention" in t else None,
+        comm=lambda: fit_comm(t),
+        moe=(lambda: fit_moe(t["moe"])) if "moe" in t else None,
         provenance={k: v["provenance"] for k, v in t.items()},
         engine=cal.engine,
     )
@@ -551,11 +591,16 @@ def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
     def scale(r: Rates) -> Rates:
         return Rates(r.flops_per_s * pg / pd, r.bytes_per_s * bg / bd)
 
-    return replace(
-        tm,
-        gemm={dt: replace(g, target=scale(g.rates)) for dt, g in tm.gemm.items()},
-        context=replace(tm.context, target=scale(tm.context.rates)) if tm.context else None,
-        generation=replace(tm.generation, target=scale(tm.generation.rates)) if tm.generation else None,
+    def carried_to(at):
+        return (lambda: replace(at(), target=scale(at().rates)) if at() else None)
+
+    return TableModels(
+        gemm=Lazy(tm.gemm.keys(), lambda dt: replace(tm.gemm[dt], target=scale(tm.gemm[dt].rates))),
+        context=carried_to(lambda: tm.context),
+        generation=carried_to(lambda: tm.generation),
+        comm=lambda: tm.comm,
+        moe=lambda: tm.moe,
+        provenance=tm.provenance,
         engine=f"{tm.engine}, transferred from {donor}",
         transferred_from=donor,
     )

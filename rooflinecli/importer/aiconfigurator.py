@@ -1,5 +1,5 @@
 """Import NVIDIA's measured per-op tables (``aiconfigurator-core`` / ``aisimulate``, Apache-2.0)
-into a calibration file of ours (``rooflinecli.calibration/2``: per-op-family tables).
+into a calibration file of ours (``rooflinecli.calibration/3``: per-op-family tables).
 
 The data layout: ``<root>/<system>/<family>/<framework>/<version>/<table>.parquet`` beside a
 ``collection_meta.yaml`` (provenance, runtime) or a ``reuse.yaml`` (a declaration that another
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rooflinecli.achievable.calibration import SCHEMA_TABLES
+from rooflinecli.achievable.calibration import SCHEMA_TABLES, TEXT_COLUMNS, pack_column
 from rooflinecli.errors import RooflineError, one_line
 
 from . import miniyaml
@@ -537,8 +537,10 @@ TABLES_BY_NAME = {table: family for (family, table) in TABLES}
 
 
 def encode(doc: dict, path: Path) -> bytes:
-    """The file's bytes: compact JSON, gzip-compressed when ``path`` ends in .gz (deterministic: no
-    time stamp in the gzip header)."""
+    """The file's bytes: compact JSON, numeric table columns packed (``pack_column``), gzip-compressed
+    when ``path`` ends in .gz (deterministic: no time stamp in the gzip header)."""
+    doc = {**doc, "tables": {name: {**t, "columns": {c: (v if c in TEXT_COLUMNS else pack_column(v)) for c, v in t["columns"].items()}}
+                             for name, t in doc.get("tables", {}).items()}}
     text = json.dumps(doc, separators=(",", ":"), sort_keys=False).encode("utf-8")
     if path.name.endswith(".gz"):
         return gzip.compress(text, compresslevel=9, mtime=0)
