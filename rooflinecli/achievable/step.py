@@ -61,6 +61,11 @@ class StepRow:
         return float(np.nanmean(e)) if np.isfinite(e).any() else None
 
 
+#: a block-fp8 GEMM table is read only when its smallest call is under this many times the plain
+#: fp8 table's (``_Builder.gemm_table``): the shipped SGLang and TensorRT-LLM ones are 0.34-0.92x
+BLOCK_FP8_FLOOR_RATIO = 2.0
+
+
 def gemm_dtype_speedup(spec: HardwareSpec, compute_dtype: str) -> float:
     """How much faster than bf16 a GEMM's compute runs in ``compute_dtype`` (fp8, int8: > 1; bf16,
     fp16: 1), for the bf16-fitted vendor-kernel models: the spec's peak for the dtype over its bf16
@@ -134,12 +139,35 @@ class _Builder:
         t, t0 = lm.time_s([1.0, nbytes])
         return t + (kernels - 1) * t0, kernels * t0
 
+    def table_dtype(self, have) -> str:
+        """The measured table's dtype for this model's GEMMs and experts: fp8 compute on a checkpoint
+        quantized in blocks (``weight_block_size``, e.g. 128 x 128 with per-block scales) is the
+        engine's block-scaled fp8 kernel (``fp8_block``) where ``have`` (the table's dtypes) has it;
+        per-tensor / per-channel fp8 the plain ``fp8`` kernel; else the compute dtype."""
+        dt = self.wl.compute_dtype
+        q = getattr(self.cfg, "quantization", None)
+        if dt == "fp8" and q is not None and q.weight_dtype == "fp8" and q.group_in and q.group_out and "fp8_block" in have:
+            return "fp8_block"
+        return dt
+
+    def gemm_table(self):
+        """The GEMM table of ``table_dtype``. A block-fp8 table whose smallest call takes over
+        ``BLOCK_FP8_FLOOR_RATIO`` times the plain fp8 table's is not the kernel's time: vLLM's
+        DeepGEMM rows take 84-101 us on H100/H200 and 177-184 us on B200 at every M from 32 to
+        4,096 (smallest call 17-70x the fp8 table's), where SGLang's DeepGEMM takes 9 us at M = 32;
+        the fp8 table answers for them."""
+        tm = self.m.tables.gemm
+        dt = self.table_dtype(tm)
+        if dt == "fp8_block" and "fp8" in tm and tm["fp8_block"].floor_s > BLOCK_FP8_FLOOR_RATIO * tm["fp8"].floor_s:
+            dt = "fp8"
+        return tm.get(dt) or tm["bf16"]
+
     def gemm(self, M, N, K, nbytes):
         tm = self.m.tables
         if tm is not None:  # the engine's measured GEMM table of the compute dtype (fp8: quantization included)
-            g = tm.gemm.get(self.wl.compute_dtype) or tm.gemm["bf16"]
+            g = self.gemm_table()
             t = g.time_s(M, N, K)
-            if g.dtype != self.wl.compute_dtype and self.gemm_speedup != 1.0:
+            if g.dtype == "bf16" and self.wl.compute_dtype != "bf16" and self.gemm_speedup != 1.0:
                 t = t / self.gemm_speedup
             return t, np.minimum(t, self.m.graph_floor_s)
         # the vendor-kernel fits are of bf16 GEMMs: another compute dtype runs their compute term
@@ -197,7 +225,7 @@ class _Builder:
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         if self.m.tables is not None:
-            g = self.m.tables.gemm.get(self.wl.compute_dtype) or self.m.tables.gemm["bf16"]
+            g = self.gemm_table()
             note += f"; {g.dtype} GEMM table ({g.kernel})"
             self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count), clamp=False, timed_as_a_whole=True)
             return
@@ -300,15 +328,20 @@ class _Builder:
         m, cfg, wl = self.cfg.moe, self.cfg, self.wl
         tp, ep = (wl.tp, 1) if wl.ep == 1 else (max(1, wl.tp // wl.ep), wl.ep)
         args = (cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, tp, ep)
-        t = tm.moe.time_s(wl.compute_dtype, self.tokens, *args)
-        if t is None and wl.compute_dtype != "bf16":
-            t = tm.moe.time_s("bf16", self.tokens, *args)
+        dt = self.table_dtype({k[0] for k in tm.moe.curves})
+        t = tm.moe.time_s(dt, self.tokens, *args)
+        if t is None and dt == "fp8_block":
+            dt = wl.compute_dtype
+            t = tm.moe.time_s(dt, self.tokens, *args)
+        if t is None and dt != "bf16":
+            dt = "bf16"
+            t = tm.moe.time_s(dt, self.tokens, *args)
         if t is None:
             return False
-        kernel = tm.moe.kernels.get(wl.compute_dtype) or tm.moe.kernels.get("bf16", "")
+        kernel = tm.moe.kernels.get(dt) or tm.moe.kernels.get("bf16", "")
         ops = [self.ops[n] for n in names]
         self.add("moe.experts", "moe", ops[0].layers, 1, t, np.minimum(t, self.m.graph_floor_s), names,
-                 f"routed experts as measured ({kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})",
+                 f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})",
                  timed_as_a_whole=True, clamp=False)
         return True
 

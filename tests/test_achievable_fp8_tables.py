@@ -1,0 +1,71 @@
+"""Which measured table an fp8 checkpoint reads: a block-quantized one (weight_block_size) the
+block-fp8 GEMM and MoE tables, a per-tensor one the fp8 table; checked against the tables' own
+rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rooflinecli.achievable import calibration_for, models_for
+from rooflinecli.achievable.step import BLOCK_FP8_FLOOR_RATIO
+from rooflinecli.analysis.workload import Workload
+from rooflinecli.hardware import get_spec
+from rooflinecli.model_registry import get_model
+from rooflinecli.predict import predict_step_breakdown
+
+
+def _rows(cfg, spec, wl, B, ctx, engine):
+    return {r["name"]: r for r in predict_step_breakdown(cfg, spec, wl, "decode", B, ctx, mode="achievable", engine=engine)}
+
+
+def _gemm_row(spec, engine, dtype, M, N, K) -> float:
+    c = calibration_for(spec, engine).tables["gemm"]["columns"]
+    m = (np.asarray(c["dtype"]) == dtype) & (c["M"] == M) & (c["N"] == N) & (c["K"] == K)
+    assert m.sum() == 1
+    return float(c["latency_us"][m][0]) * 1e-6
+
+
+def _wl(B, **kw):
+    return Workload(batch=B, prompt_len=1024, gen_len=1, compute_dtype="fp8", weight_dtype="fp8", **kw)
+
+
+def test_block_fp8_checkpoint_reads_the_block_fp8_gemm_table_at_its_own_rows():
+    spec, cfg, B = get_spec("h200"), get_model("qwen3-235b-a22b-fp8"), 32
+    assert cfg.quantization.group_in == cfg.quantization.group_out == 128
+    rows = _rows(cfg, spec, _wl(B), B, 1024, "sglang")
+    # o_proj 8192 -> 4096 (64 heads of 128), M = 32: a grid point of the block-fp8 table, read as measured
+    assert "fp8_block GEMM table" in rows["attn.o"]["note"]
+    assert rows["attn.o"]["time_s"] == pytest.approx(cfg.num_layers * _gemm_row(spec, "sglang", "fp8_block", 32, 4096, 8192), rel=1e-6)
+
+
+def test_per_tensor_fp8_checkpoint_reads_the_fp8_table():
+    spec, cfg, B = get_spec("h200"), get_model("llama-3.1-8b-fp8"), 32
+    assert not (cfg.quantization.group_in and cfg.quantization.group_out)
+    rows = _rows(cfg, spec, _wl(B), B, 1024, "sglang")
+    assert "fp8 GEMM table" in rows["attn.o"]["note"]
+    assert rows["attn.o"]["time_s"] == pytest.approx(cfg.num_layers * _gemm_row(spec, "sglang", "fp8", 32, 4096, 4096), rel=1e-6)
+
+
+def test_a_block_fp8_table_slower_than_its_floor_allows_gives_way_to_fp8():
+    # vLLM's block-fp8 rows take ~85 us whatever the shape: the fp8 table answers
+    spec, cfg, B = get_spec("h200"), get_model("qwen3-235b-a22b-fp8"), 32
+    g = models_for(spec, "vllm").tables.gemm
+    assert g["fp8_block"].floor_s > BLOCK_FP8_FLOOR_RATIO * g["fp8"].floor_s
+    rows = _rows(cfg, spec, _wl(B), B, 1024, "vllm")
+    assert "fp8 GEMM table" in rows["attn.o"]["note"]
+    assert rows["attn.o"]["time_s"] == pytest.approx(cfg.num_layers * _gemm_row(spec, "vllm", "fp8", 32, 4096, 8192), rel=1e-6)
+
+
+def test_block_fp8_moe_reads_the_block_fp8_moe_rows():
+    spec, cfg = get_spec("h200"), get_model("qwen3-235b-a22b-fp8")
+    m = cfg.moe
+    c = calibration_for(spec, "vllm").tables["moe"]["columns"]
+    sel = (np.asarray(c["dtype"]) == "fp8_block") & (c["d"] == cfg.hidden_size) & (c["I"] == m.expert_intermediate_size) \
+        & (c["k"] == m.top_k) & (c["E"] == m.num_routed_experts) & (c["tp"] == 1) & (c["ep"] == 4)
+    assert sel.any()
+    T = float(np.sort(np.unique(c["T"][sel]))[min(3, int(np.unique(c["T"][sel]).size) - 1)])
+    want = float(np.mean(c["latency_us"][sel & (c["T"] == T)])) * 1e-6
+    rows = _rows(cfg, spec, _wl(int(T), tp=4, ep=4), T, 1024, "vllm")
+    assert "fp8_block table" in rows["moe.experts"]["note"]
+    assert rows["moe.experts"]["time_s"] == pytest.approx(cfg.num_layers * want, rel=1e-6)
