@@ -865,3 +865,32 @@ def test_an_encoder_not_counted_is_named_as_such():
     assert cfg.vision.params is None and P.vision_params(cfg) == 0
     assert cfg.vision.note.startswith("vision tower (Pixtral ViT) neither counted nor timed")
     assert P.total_params(cfg) == P.total_params(parse(preset_raw("mistral-7b")))
+
+
+#: every command that takes a model and a context, at its defaults (plus the options it requires)
+DEFAULT_COMMANDS = (("analyze", "--no-ops"), ("kv",), ("speculative", "-k", "4", "-a", "0.7"), ("compare",),
+                    ("disagg", "--rate", "2", "--ttft-target", "1", "--tpot-target", "0.1"))
+
+
+def test_no_command_warns_about_the_context_at_its_defaults_on_short_context_presets():
+    from rooflinecli.model_registry import get_preset, preset_ids
+
+    short = [i for i in preset_ids() if get_preset(i).max_position_embeddings <= 8192]
+    assert {"gpt2", "llama-3-8b", "llama-2-7b", "gemma-2-9b", "gpt-j-6b"} <= set(short)
+    for preset in short:
+        for cmd in DEFAULT_COMMANDS:
+            r = invoke(*cmd, "--model", preset)
+            assert r.exit_code == 0, (preset, cmd, r.output)
+            assert "trained limit" not in r.output, (preset, cmd, r.output)
+
+
+def test_defaults_shrink_to_gpt2s_1024_positions_and_given_values_stay():
+    r = invoke("analyze", "--model", "gpt2", "--no-ops")
+    assert "note: gpt2 is trained on 1,024 positions: --prompt 768 (default 1,024) to fit them" in r.output
+    assert "batch 1, prompt 768, gen 256;" in r.output  # the last decode step holds 768 + 256 = 1,024 positions
+    r = invoke("kv", "--model", "gpt2", "--json")
+    assert "--context 1,023 (default 1,024)" in r.output  # a step at context N holds N + 1 positions
+    r = invoke("analyze", "--model", "gpt2", "--no-ops", "--prompt", "1024")
+    assert "batch 1, prompt 1,024, gen 256;" in r.output and "context 1,280 tokens exceeds gpt2's trained limit of 1,024" in r.output
+    r = invoke("kv", "--model", "gpt2", "--context", "1024")
+    assert "context 1,025 tokens exceeds gpt2's trained limit" in r.output and "note: gpt2 is trained" not in r.output

@@ -67,12 +67,14 @@ def report_cmd(
     prices.check_gpus(specs)
     measured = get_spec(measured_hw) if measured_hw is not None else None
     refuse_overwriting_inputs(model_and_spec_files([cfg], [*specs, measured]), {"--out": out})
-    from rooflinecli.cli.workload_options import option_given
+    from dataclasses import replace
+
+    from rooflinecli.cli.workload_options import option_given, tokens_within_trained_context
     from rooflinecli.quant import checkpoint_dtypes
 
+    fitted, fit_note = tokens_within_trained_context(cfg, prompt=wl.prompt_len, gen=wl.gen_len)
+    wl = replace(wl, prompt_len=fitted["prompt"], gen_len=fitted["gen"])
     wl, dtype_notes = checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), specs)
-    for note in dtype_notes:
-        typer.echo(f"note: {note}", err=True)
     res = load_results(results) if results is not None else None
     base = load_results(baseline) if baseline is not None else None
     inputs = {
@@ -93,6 +95,8 @@ def report_cmd(
     except OSError as e:
         raise RooflineError(f"--out {path}: cannot write: {e.strerror or e}") from None
     size = written.stat().st_size
+    for note in ([fit_note] if fit_note else []) + [f"note: {n}" for n in dtype_notes]:  # once written: an error stays one line
+        typer.echo(note, err=True)
     typer.echo(f"wrote {one_line(written)} ({size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
 
 

@@ -49,6 +49,24 @@ def _table(console, title: str, columns: list[str], rows: list[list[str]], capti
     return fit_table(console, title, columns, rows, caption=caption, optional=optional)
 
 
+def _fit_context(cfg, context: int) -> tuple[int, str | None]:
+    """``context`` as given, or its default shrunk to fit the model's trained context, and the note
+    saying so (printed once the command's work succeeded)."""
+    from rooflinecli.cli.workload_options import tokens_within_trained_context
+
+    fitted, note = tokens_within_trained_context(cfg, context=context)
+    return fitted["context"], note
+
+
+def _fit_prompt_gen(cfg, prompt: int, gen: int) -> tuple[int, int, str | None]:
+    """``prompt`` and ``gen`` as given, or their defaults shrunk to fit the model's trained context,
+    and the note saying so."""
+    from rooflinecli.cli.workload_options import tokens_within_trained_context
+
+    fitted, note = tokens_within_trained_context(cfg, prompt=prompt, gen=gen)
+    return fitted["prompt"], fitted["gen"], note
+
+
 def _warn(msg: str | None) -> None:
     if msg:
         typer.echo(msg, err=True)
@@ -130,6 +148,7 @@ def speculative_cmd(
             raise RooflineError("--mtp needs --model (the MTP module is sized from the model)")
         from rooflinecli.model_registry import get_model
         cfg = get_model(model)
+        context, fit_note = _fit_context(cfg, context)
         if mtp:
             if draft_cost_ratio is not None:
                 raise RooflineError("give either --mtp or --draft-cost-ratio, not both")
@@ -144,7 +163,7 @@ def speculative_cmd(
 
             from rooflinecli.analysis import fit_warning
 
-            warning = context_warning(cfg, context + 1)  # a decode step at context N holds N + 1 positions
+            warning = "\n".join(w for w in (fit_note, context_warning(cfg, context + 1)) if w) or None  # a step at N holds N + 1 positions
             spec = get_spec(hw)
             wl_kw = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep)
             fit = fit_warning(cfg, spec, _workload(batch, context, 1, **wl_kw), context, context, batch)
@@ -301,12 +320,14 @@ def kv_cmd(
 
             raise unknown_name_error("attention variant (--variants)", k, VARIANTS)
     cfg, spec = get_model(model), get_spec(hw)
+    context, fit_note = _fit_context(cfg, context)
     mk = _mode_kwargs(spec, mode, engine)
     wl = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, kv_block_size, tp, ep, **mk)
     _check_parallel(cfg, _workload(batch, context, 1, **wl))
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     for note in variant_models(cfg, kinds)[1]:
         _warn(note)
+    _warn(fit_note)
     _warn(context_warning(cfg, context + 1))  # the step at N holds N + 1 positions, as analyze counts them
     if as_json:
         _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep,
@@ -366,6 +387,7 @@ def moe_cmd(
 
     cfg = get_model(model)
     M.require_moe(cfg)
+    context, fit_note = _fit_context(cfg, context)
     M.check_skew(skew, cfg)
     B = parse_grid(batch, "--batch")
     if len(B) > MOE_MAX_BATCHES:  # one table row each: 100,000 took a minute and 700 MB
@@ -381,6 +403,7 @@ def moe_cmd(
     dec1 = M.decode_by_batch(cfg, spec, wl1, B, context) if ep > 1 else dec
     expert_b = M.expert_bytes(cfg, wl)
     all_experts = float(formulas.expected_experts_touched(m.num_routed_experts, m.top_k, 10**9, 1.0))
+    _warn(fit_note)
     _warn(context_warning(cfg, context + 1))
     from rooflinecli.analysis import fit_warning
 
@@ -461,6 +484,7 @@ def compare_cmd(
     from rooflinecli.whatif.rope import context_warning
 
     cfg = get_model(model)
+    prompt, gen, fit_note = _fit_prompt_gen(cfg, prompt, gen)
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
@@ -483,6 +507,7 @@ def compare_cmd(
     else:
         rows = C.compare_gpus(cfg, specs, wl, mode, prices.for_gpu)
         title = f"{cfg.name} across GPUs"
+    _warn(fit_note)
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
         _echo_json({"model": cfg.name, "batch": batch, "prompt_tokens": prompt, "gen_tokens": gen, "dtype": dtype,
@@ -531,8 +556,10 @@ def disagg_cmd(
     from rooflinecli.whatif.rope import context_warning
 
     cfg, spec = get_model(model), get_spec(hw)
+    prompt, gen, fit_note = _fit_prompt_gen(cfg, prompt, gen)
     mk = _mode_kwargs(spec, mode, engine)
     p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **mk), prompt, gen, rate, ttft_target, tpot_target, max_batch)
+    _warn(fit_note)
     _warn(context_warning(cfg, prompt + gen))
     if as_json:
         _echo_json({**p.to_json(), **mk})

@@ -241,3 +241,27 @@ def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gp
         weight_dtype_overrides=option_given("weight_dtype"),  # replaces a quantized checkpoint's own format
     )
     return validate_workload(wl)
+
+
+def tokens_within_trained_context(cfg, **tokens: int) -> tuple[dict[str, int], str | None]:
+    """The shared token options (``prompt`` and ``gen``, or a decode step's ``context``) a command
+    was not given, shrunk to fit ``cfg``'s trained context, so that a command at its defaults warns
+    about nothing (gpt2's 1,024 positions hold neither prompt 1,024 + gen 256 nor a decode step at
+    context 1,024, which holds 1,025): (the values, a note naming what changed, or None). A value
+    given on the command line is kept, and so is the other of prompt and gen (the context warning
+    then speaks of them)."""
+    limit = cfg.max_position_embeddings
+    out = dict(tokens)
+    if "context" in out:  # a decode step at context N holds N + 1 positions
+        if out["context"] + 1 > limit and not option_given("context"):
+            out["context"] = max(1, limit - 1)
+    elif not option_given("prompt") and not option_given("gen"):  # the last decode step holds prompt + gen positions
+        over = out["prompt"] + out["gen"] - limit
+        for name in ("prompt", "gen"):  # the prompt first, down to one token, then the generation
+            cut = max(0, min(over, out[name] - 1))
+            out[name] -= cut
+            over -= cut
+    changed = [f"--{k} {v:,} (default {tokens[k]:,})" for k, v in out.items() if v != tokens[k]]
+    if not changed:
+        return out, None
+    return out, f"note: {cfg.name} is trained on {limit:,} positions: " + ", ".join(changed) + " to fit them"
