@@ -262,7 +262,7 @@ FACTORS = {("decode", "torch", 1, 512): 1.30, ("decode", "torch", 8, 2048): 1.40
 
 
 def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measured_spec, monkeypatch):
-    from rooflinecli.bench import validate as V
+    from rooflinecli.bench.e2e_validation import e2e_full_stats
 
     # a measured spec without a calibration: the roofs only, and the notes say why
     v = validate(load_results(_full_results(tmp_path, measured_spec, FACTORS)), measured=str(measured_spec.path))
@@ -274,7 +274,7 @@ def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measu
         assert p["predicted_s_roof_measured"] > p["predicted_s_roof"]  # the measured roof is lower
         assert p["predicted_s_achievable"] is None
         assert p["faster_than_roof"] == (f < 0.97)
-    stats = V.e2e_full_stats(v.end_to_end_full)
+    stats = e2e_full_stats(v.end_to_end_full)
     errs = sorted(abs(1 / f - 1) for k, f in FACTORS.items() if k[1] == "torch")
     assert stats["roof"]["all"]["n"] == 4 and stats["roof"]["all"]["median_abs_error"] == pytest.approx(float(np.median(errs)))
     assert stats["roof"]["prefill"]["n"] == 1 and stats["achievable"]["all"]["n"] == 0
@@ -287,8 +287,6 @@ def test_validate_whole_model_points_errors_stats_and_roof_flags(tmp_path, measu
 
 
 def test_validate_whole_model_uses_the_achievable_predictor_when_there(tmp_path, measured_spec, monkeypatch):
-    from rooflinecli.bench import validate as V
-
     calls = []
 
     def fake(cfg, spec, wl, phase, batch, context, *, mode, engine="torch"):
@@ -339,7 +337,7 @@ def test_decode_target_counts_the_default_schedule_and_shows_the_balanced_one(me
 def test_targets_take_the_paired_speedup_where_bench_measured_one(measured_spec):
     """extra.bench.paired (interleaved replay pairs) decides a ratio target; without it, or for a
     shape it lacks, the separate medians' ratio stands; a malformed entry is ignored."""
-    from rooflinecli.bench.validate import paired_speedups
+    from rooflinecli.bench.kernel_targets import paired_speedups
 
     p = {"B": 1, "H": 32, "H_kv": 8, "N": 131072, "D": 128}
     rows = [row("decode_attention", impl, "B1-N131072", "bf16", 1e9, 5.4e8, t, "attention_decode", p)

@@ -396,8 +396,8 @@ def validate(
     import json
 
     from rooflinecli.output import refuse_overwriting_inputs, write_json_atomic, write_text_atomic
-    from rooflinecli.bench.validate import summary_table, to_markdown
     from rooflinecli.bench.validate import validate as run_validate
+    from rooflinecli.bench.validate_render import summary_table, to_markdown
     from rooflinecli.results import load_results
 
     refuse_overwriting_inputs({"the results file": results}, {"--out": out, "--markdown": markdown})
@@ -444,7 +444,7 @@ def _show_validation(v, summary: list[list[str]]) -> None:
             right={1, 2, 3, 4, 5, 6, 7},
         )
     if v.end_to_end_full:
-        from rooflinecli.bench.validate import E2E_FULL_HEADER, e2e_full_rows, e2e_full_summary_rows
+        from rooflinecli.bench.validate_render import E2E_FULL_HEADER, e2e_full_rows, e2e_full_summary_rows
 
         _echo_table("whole model (e2e --full): predicted vs measured", E2E_FULL_HEADER, e2e_full_rows(v.end_to_end_full), right=set(range(3, 13)))
         _echo_table("whole model error summary (torch engine)", ["predictor", "phase", "points", "median |err|", "p90 |err|"], e2e_full_summary_rows(v.end_to_end_full), right={2, 3, 4})

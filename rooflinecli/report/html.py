@@ -211,7 +211,7 @@ def _validation(d: dict[str, Any]) -> str:
         ])
     out.append(table(cols, rows, tid="validation-table"))
     if v.get("targets"):
-        from rooflinecli.bench.validate import target_value_text
+        from rooflinecli.bench.kernel_targets import target_value_text
 
         trows = [[x["name"], x["goal"], Cell(x.get("value_text") or target_value_text(x["value"], x.get("unit", "")), x["value"]), x["status"], x["detail"]]
                  for x in v["targets"]]
