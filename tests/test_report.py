@@ -356,7 +356,7 @@ def test_default_invocation_writes_the_documented_path(tmp_path, monkeypatch):
     [
         (["--model", "llama-9"], "unknown model"),
         (["--hw", "h10"], "unknown GPU 'h10'"),
-        (["--batch", "0"], "--batch must be a whole number >= 1"),
+        (["--batch", "0"], "Invalid value for '--batch'"),
         (["--efficiency", "2"], "--efficiency"),
         (["--baseline", "b.json"], "--baseline needs --results"),
         (["--results", "missing.json"], "missing.json: no such results file"),
