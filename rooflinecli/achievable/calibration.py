@@ -51,8 +51,9 @@ from rooflinecli.errors import RooflineError, one_line, parse_json_text, read_us
 
 #: what ``calibrate --ops`` writes: timed rows only
 SCHEMA = "rooflinecli.calibration/1"
-#: version 2 adds ``tables``: per-op-family measured tables (imported vendor data, what
-#: ``calibrate --import`` writes), each with its provenance; ``rows`` may then be empty. Both are read.
+#: version 2 adds ``tables``: per-op-family measured tables (imported vendor data), each with its
+#: provenance; ``rows`` may then be empty. Version 3 (what ``calibrate --import`` writes) packs their
+#: numeric columns (``pack_column``). All three are read.
 SCHEMA_TABLES = "rooflinecli.calibration/3"
 #: schema 2: the same tables with every column a JSON list (still read)
 SCHEMA_TABLES_LISTS = "rooflinecli.calibration/2"
