@@ -111,27 +111,6 @@ def refuse_overwriting_inputs(inputs: dict[str, str | os.PathLike[str] | None], 
         seen[k] = what
 
 
-def model_and_spec_files(cfgs, specs) -> dict[str, str]:
-    """The files a run reads to build its models and GPUs, for ``refuse_overwriting_inputs``: each
-    config.json given by path, each spec file (built-in ones too) and each calibration file a
-    measured spec names. ``report --model cfg.json --out cfg.json`` replaced the config."""
-    from rooflinecli.achievable import calibration_path
-
-    files: dict[str, str] = {}
-    for cfg in cfgs:
-        if cfg.source and not cfg.source.startswith("preset:"):
-            files[f"--model's config file ({cfg.name})"] = cfg.source
-    for spec in specs:
-        if spec is None:
-            continue
-        if spec.path:
-            files[f"--hw's spec file ({spec.id})"] = str(spec.path)
-        cal = calibration_path(spec)
-        if cal is not None:
-            files[f"{spec.id}'s calibration file"] = str(cal)
-    return files
-
-
 def packaged_dirs() -> tuple[Path, ...]:
     """The folders the tool is installed from: the package itself and the data folders that ship
     beside it (built-in spec files, kernels and their tuned configs). Paths the tool chooses on

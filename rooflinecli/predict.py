@@ -354,9 +354,6 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     warnings: list[str] = []
     if mode == ACHIEVABLE and (wl.efficiency or wl.launch_overhead_s):
         warnings.append("achievable mode: --efficiency and --launch-overhead-us apply to the roofline modes only (ignored)")
-    if wl.use_fitted_efficiency and not spec.efficiency:
-        warnings.append(f"--fitted-efficiency: {spec.id} has no fitted efficiency table, so efficiency stays 1.0 "
-                        "(measured specs carry one: `roofline calibrate --from-results`)")
 
     steps = np.arange(S, S + G, dtype=float)
     pre = predict_phase(cfg, spec, wl, "prefill", float(B), float(S))
@@ -394,7 +391,7 @@ def analyze(cfg: ModelConfig, spec: HardwareSpec, wl: Workload) -> Analysis:
     memory["per_gpu"] = True
 
     if S + G > cfg.max_position_embeddings:
-        from rooflinecli.whatif.rope import context_warning
+        from rooflinecli.rope import context_warning
 
         msg = context_warning(cfg, S + G) or ""
         warnings.append(msg.removeprefix("warning: ") or f"context {S + G} exceeds {cfg.name}'s trained limit of {cfg.max_position_embeddings}; see `roofline rope`")

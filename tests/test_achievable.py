@@ -232,7 +232,12 @@ def test_bad_mode_and_engine(h200m):
     with pytest.raises(RooflineError, match="--mode: unknown mode 'fast'"):
         predict_step_s(cfg, h200m, wl, "decode", 1, 16, mode="fast")
     with pytest.raises(RooflineError, match="no calibration for engine torch"):
-        predict_step_s(cfg, get_spec("mi300x"), wl, "decode", 1, 16, mode="achievable")
+        predict_step_s(cfg, get_spec("mi300x"), wl, "decode", 1, 16, mode="achievable", engine="torch")
+    # achievable without an engine on a GPU with no data of its own: the first serving engine, transferred
+    from rooflinecli.predict import predict_phase
+
+    p = predict_phase(cfg, get_spec("mi300x"), wl, "decode", 1.0, 16.0, mode="achievable")
+    assert (p.mode, p.engine) == ("achievable", "vllm") and float(p.time_s) >= float(p.roof_time_s) > 0
     with pytest.raises(RooflineError, match="h200: no calibration for engine torch .*this GPU has sglang, trtllm, vllm"):
         predict_step_s(cfg, get_spec("h200"), wl, "decode", 1, 16, mode="achievable", engine="torch")
     with pytest.raises(RooflineError, match="measured-roof needs a measured spec"):

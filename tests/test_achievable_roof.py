@@ -9,7 +9,8 @@ import pytest
 from rooflinecli.achievable import models_for, phase_achievable
 from rooflinecli.ceilings import measured_roof_bandwidth, measured_roof_spec
 from rooflinecli.achievable.calibration import Row
-from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fastest_stream, fit_target_s, stream_rates
+from rooflinecli.achievable.fit import STREAM_MIN_BYTES, fit_target_s, stream_rates
+from rooflinecli.ceilings import fastest_stream
 from rooflinecli.analysis import Workload
 from rooflinecli.predict import analyze
 from rooflinecli.hardware import get_spec

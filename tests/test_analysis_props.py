@@ -206,19 +206,6 @@ def test_efficiency_and_launch_overhead_slow_things_down():
     assert math.isclose(over.tpot_s - base.tpot_s, n_kernels * 5e-6, rel_tol=1e-9)
 
 
-def test_fitted_efficiency_from_a_measured_spec():
-    from dataclasses import replace
-
-    spec = replace(SPEC, kind="measured", efficiency={"gemm": {"memory": 0.5, "compute": 0.9}})
-    cfg = get_model("llama-3-8b")
-    plain = analyze(cfg, spec, Workload(1, 512, 4))
-    fitted = analyze(cfg, spec, Workload(1, 512, 4, use_fitted_efficiency=True))
-    gemm = [r for r in fitted.decode.ops if r.kind == "gemm"]
-    plain_gemm = {r.name: r for r in plain.decode.ops}
-    for r in gemm:
-        assert math.isclose(r.memory_time_s, 2 * plain_gemm[r.name].memory_time_s, rel_tol=1e-12)
-
-
 def test_memory_limits():
     cfg = get_model("llama-3-8b")
     a = analyze(cfg, SPEC, Workload(batch=8, prompt_len=4096, gen_len=4096))

@@ -262,7 +262,7 @@ def test_bad_quantization_config_is_one_line_naming_field_and_file(tmp_path, qc,
 
 def test_llama3_scaling_read_and_rope_starts_from_it():
     from rooflinecli.model_registry import get_preset
-    from rooflinecli.whatif.rope import rope_for_model
+    from rooflinecli.rope import rope_for_model
 
     cfg = get_preset("llama-3.1-405b")
     assert (cfg.rope_scaling.kind, cfg.rope_scaling.factor, cfg.rope_scaling.original_context) == ("llama3", 8.0, 8192)
@@ -275,7 +275,7 @@ def test_llama3_scaling_read_and_rope_starts_from_it():
 
 def test_yarn_deepseek_v2_lite_factor_40_over_4096():
     from rooflinecli.model_registry import get_preset
-    from rooflinecli.whatif.rope import context_warning, rope_for_model
+    from rooflinecli.rope import context_warning, rope_for_model
 
     cfg = get_preset("deepseek-v2-lite")
     assert cfg.rope_scaling.label == "yarn x40 over 4,096" and cfg.max_position_embeddings == 4096 * 40
@@ -425,7 +425,7 @@ def test_phi_4_by_hand():
 
 
 def test_phi_partial_rotary_and_longrope():
-    from rooflinecli.whatif.rope import rotary_dim_of
+    from rooflinecli.rope import rotary_dim_of
 
     cfg = parse(PHI_4_MINI)
     assert cfg.rotary_dim == 96 and rotary_dim_of(cfg) == 96  # 0.75 of head dim 128
@@ -674,7 +674,7 @@ def test_analyze_reads_the_quantization_and_weight_dtype_replaces_it(tmp_path):
 
 def test_rope_on_linear_scaling_without_an_original_context():
     from rooflinecli.model_registry import get_preset
-    from rooflinecli.whatif.rope import rope_for_model
+    from rooflinecli.rope import rope_for_model
 
     cfg = get_preset("gemma-3-27b")  # linear x8, max_position_embeddings 131,072: the scaled context
     ext = rope_for_model(cfg, target_context=262144)

@@ -25,7 +25,7 @@ Every model has the same explainable form: time = fixed cost + work / achieved r
   interleaved and the grouped times of the mixed-kernel rows is added (0 without those rows).
 - **Eager launch cost**: the median eager (host-bound) time of the tiny elementwise launches.
 - **Fastest HBM stream**: the highest bytes / time of the memory-bound rows of at least
-  ``STREAM_MIN_BYTES`` that does not exceed the datasheet (``fastest_stream``): what the
+  ``STREAM_MIN_BYTES`` that does not exceed the datasheet (``ceilings.fastest_stream``): what the
   measured roof (``ceilings.measured_roof_spec``) uses for HBM, since reads (decode attention)
   outrun the copy that the spec's bandwidth measures.
 - **Streamed GEMMs**: a ``gemm_stream`` row (one pass of decode-sized GEMMs over 32 layers of
@@ -493,14 +493,6 @@ def stream_rates(rows: list[Row]) -> list[tuple[float, str]]:
         shape = " ".join(f"{k}{v}" for k, v in r.shape.items())
         out.append((bw, f"{r.op} {shape}: {r.bytes / 1e9:.3g} GB at {bw / 1e9:,.0f} GB/s"))
     return sorted(out, key=lambda x: -x[0])
-
-
-def fastest_stream(streams, ceiling_bytes_per_s: float = float("inf")) -> tuple[float, str]:
-    """(bytes/s, which row) of the fastest of ``streams`` (``stream_rates``, fastest first) at or
-    under ``ceiling_bytes_per_s`` (a datasheet's bandwidth: a row over it did not stream from HBM,
-    or was mistimed); (0, "") if none. On H200, SDPA decode streams 4.58 TB/s against a
-    4.25 TB/s sustained copy."""
-    return next(((bw, where) for bw, where in streams if bw <= ceiling_bytes_per_s), (0.0, ""))
 
 
 def eager_launch_cost_s(rows: list[Row], floor_s: float) -> float:

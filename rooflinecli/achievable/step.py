@@ -125,7 +125,7 @@ class _Builder:
         ops = phase_ops(cfg, spec, wl, phase, self.batch, self.context)
         self.ops = {o.name: o for o in ops}
         self.order = [o.name for o in ops]
-        pure = Workload(**{**wl.__dict__, "efficiency": {}, "use_fitted_efficiency": False, "launch_overhead_s": 0.0})
+        pure = Workload(**{**wl.__dict__, "efficiency": {}, "launch_overhead_s": 0.0})
         # the measured roof (the fastest HBM stream measured): no achievable row goes below it
         self.roof = {t.op.name: t.time_s for t in time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, ops)}
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio

@@ -34,13 +34,10 @@ TOTAL_FIELDS: tuple[str, ...] = (
 
 def efficiencies(spec: HardwareSpec, wl: Workload, kind: str) -> tuple[float, float]:
     """(compute, memory) efficiency of an op kind: the user's ``efficiency`` when given for the
-    kind, else the spec's fitted table when ``use_fitted_efficiency``, else 1.0."""
+    kind, else 1.0 (the pure roofline; measured behaviour is the achievable model's, not a knob)."""
     if kind in wl.efficiency:
         e = float(wl.efficiency[kind])
         return e, e
-    if wl.use_fitted_efficiency:
-        fitted = spec.efficiency.get(kind, {})
-        return float(fitted.get("compute", 1.0)), float(fitted.get("memory", 1.0))
     return 1.0, 1.0
 
 

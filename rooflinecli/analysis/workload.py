@@ -57,7 +57,6 @@ class Workload:
     expert_skew: float = 1.0  # >= 1: routing imbalance (formulas.expected_experts_touched)
     kv_block_size: int | None = None  # paged KV cache: tokens per block
     price_per_gpu_hour: float | None = None  # USD
-    use_fitted_efficiency: bool = False  # take the spec's fitted {kind: {memory, compute}} table
     mla_decode: str = "absorbed"  # "absorbed" | "naive" (MLA models only)
     #: memory only: engines prefill in chunks of at most this many tokens (vLLM's default token
     #: budget is of this order), so the activation workspace is sized for one chunk; None sizes it

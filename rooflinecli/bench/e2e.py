@@ -52,13 +52,21 @@ def tiny_config(cfg: ModelConfig) -> ModelConfig:
 
 
 def layer_ops_prediction(cfg: ModelConfig, spec: HardwareSpec, phase: str, batch: int, context: int, fitted: bool = False) -> tuple[float, list[dict]]:
-    """Sum of the model's per-layer op times for one decoder layer (model-level ops left out)."""
+    """Sum of the model's per-layer op times for one decoder layer (model-level ops left out).
+    ``fitted``: each row's compute and memory times divided by the spec's per-kernel efficiency
+    fit (its ``[efficiency]`` table, a validation figure: no prediction mode uses it)."""
     from rooflinecli.analysis import Workload
     from rooflinecli.predict import layer_prediction
 
-    wl = Workload(batch=batch, prompt_len=context, gen_len=1, use_fitted_efficiency=fitted)
+    wl = Workload(batch=batch, prompt_len=context, gen_len=1)
     rows = [r for r in layer_prediction(cfg, spec, wl, phase) if r["group"] != "model"]
-    return float(sum(r["time_s"] for r in rows)), rows
+    if not fitted:
+        return float(sum(r["time_s"] for r in rows)), rows
+    total = 0.0
+    for r in rows:
+        eff = spec.efficiency.get(r["kind"], {}) if r["kind"] != "comm" else {}
+        total += max(r["compute_time_s"] / eff.get("compute", 1.0), r["memory_time_s"] / eff.get("memory", 1.0)) + r["comm_time_s"] + r["overhead_s"]
+    return total, rows
 
 
 class Layer:

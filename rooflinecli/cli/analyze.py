@@ -23,7 +23,7 @@ def _fmt():
 @workload_options
 def analyze_cmd(
     model=SHARED, hw: HwOption = DEFAULT_WORKLOAD.hw, batch=SHARED, prompt=SHARED, gen=SHARED, dtype=SHARED, weight_dtype=SHARED,
-    kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED, efficiency=SHARED, fitted_efficiency=SHARED, launch_overhead_us=SHARED,
+    kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED, efficiency=SHARED, launch_overhead_us=SHARED,
     price=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, expert_skew=SHARED, mla_decode=SHARED, weight_group_size=SHARED,
     mode=SHARED, engine=SHARED,
     ops: Annotated[bool, typer.Option("--ops/--no-ops", help="Print the per-op tables.")] = True,
@@ -46,7 +46,7 @@ def analyze_cmd(
 
     wl = workload_from_options(  # input errors first, before loading anything
         batch=batch, prompt=prompt, gen=gen, dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, tp=tp, ep=ep,
-        efficiency=efficiency, fitted_efficiency=fitted_efficiency, launch_overhead_us=launch_overhead_us, kv_block_size=kv_block_size,
+        efficiency=efficiency, launch_overhead_us=launch_overhead_us, kv_block_size=kv_block_size,
         prefill_chunk=prefill_chunk, expert_skew=expert_skew, mla_decode=mla_decode, weight_group_size=weight_group_size, engine=engine,
     )
     cfg, spec = get_model(model), get_spec(hw)
@@ -146,7 +146,7 @@ def render(a, show_ops: bool = True, notes: tuple[str, ...] | list[str] = ()) ->
     for note in notes:  # where the compute and KV dtypes come from, when the checkpoint has its own
         c.print(markup_safe(note))
     ach = a.mode == "achievable"
-    eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or ("fitted" if wl.use_fitted_efficiency and spec.efficiency else "1.0 (pure roofline)")
+    eff = ", ".join(f"{k}={v:g}" for k, v in wl.efficiency.items()) or "1.0 (pure roofline)"
     if ach:
         eff = "1.0 for the roof; the achievable times use the calibrated models"
     rspec = a.roof_spec or spec

@@ -236,3 +236,24 @@ def check_option_values(kwargs: dict) -> None:
             if name in PARAM_MAXIMA and v > PARAM_MAXIMA[name][0]:
                 limit, what = PARAM_MAXIMA[name]
                 raise RooflineError(f"{_option_name(name)}: {v:g} {what} is above the limit of {limit:,g}")
+
+
+def model_and_spec_files(cfgs, specs) -> dict[str, str]:
+    """The files a run reads to build its models and GPUs, for ``refuse_overwriting_inputs``: each
+    config.json given by path, each spec file (built-in ones too) and each calibration file a
+    measured spec names. ``report --model cfg.json --out cfg.json`` replaced the config."""
+    from rooflinecli.achievable import calibration_path
+
+    files: dict[str, str] = {}
+    for cfg in cfgs:
+        if cfg.source and not cfg.source.startswith("preset:"):
+            files[f"--model's config file ({cfg.name})"] = cfg.source
+    for spec in specs:
+        if spec is None:
+            continue
+        if spec.path:
+            files[f"--hw's spec file ({spec.id})"] = str(spec.path)
+        cal = calibration_path(spec)
+        if cal is not None:
+            files[f"{spec.id}'s calibration file"] = str(cal)
+    return files

@@ -21,7 +21,7 @@ from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, SHARED, Prices, w
 @workload_options
 def report_cmd(
     model=SHARED, hw: HwListOption = DEFAULT_WORKLOAD.hw, batch=SHARED, prompt=SHARED, gen=SHARED, dtype=SHARED, weight_dtype=SHARED,
-    kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED, efficiency=SHARED, fitted_efficiency=SHARED, launch_overhead_us=SHARED,
+    kv_dtype=SHARED, kv_bits=SHARED, tp=SHARED, ep=SHARED, efficiency=SHARED, launch_overhead_us=SHARED,
     price=SHARED, kv_block_size=SHARED, prefill_chunk=SHARED, expert_skew=SHARED, mla_decode=SHARED, weight_group_size=SHARED,
     results: Annotated[Optional[Path], typer.Option("--results", help="Measured results JSON (`roofline bench`): adds measured points and the validation table.")] = None,
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="Baseline results JSON: adds the comparison of the two runs (needs --results).")] = None,
@@ -48,14 +48,15 @@ def report_cmd(
     t0 = time.perf_counter()
     wl = workload_from_options(
         batch=batch, prompt=prompt, gen=gen, dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, kv_bits=kv_bits, tp=tp, ep=ep,
-        efficiency=efficiency, fitted_efficiency=fitted_efficiency, launch_overhead_us=launch_overhead_us, kv_block_size=kv_block_size,
+        efficiency=efficiency, launch_overhead_us=launch_overhead_us, kv_block_size=kv_block_size,
         prefill_chunk=prefill_chunk, expert_skew=expert_skew, mla_decode=mla_decode, weight_group_size=weight_group_size, engine=engine,
     )
     if baseline is not None and results is None:
         raise RooflineError("--baseline needs --results: the baseline is compared with the results run")
     if out is not None and out.exists() and out.is_dir():
         raise RooflineError(f"--out {out}: is a folder; give a file name such as {out / 'report.html'}")
-    from rooflinecli.output import model_and_spec_files, refuse_overwriting_inputs
+    from rooflinecli.cli.options import model_and_spec_files
+    from rooflinecli.output import refuse_overwriting_inputs
     from rooflinecli.hardware import get_spec
 
     for option, path in (("--results", results), ("--baseline", baseline)):

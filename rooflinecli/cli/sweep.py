@@ -44,7 +44,7 @@ def sweep_cmd(
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif import sweep as S
     from rooflinecli.whatif.grid import parse_grid, parse_list
-    from rooflinecli.whatif.rope import context_warning
+    from rooflinecli.rope import context_warning
 
     t0 = time.perf_counter()
     S.output_format(out)
@@ -64,7 +64,8 @@ def sweep_cmd(
     specs = get_specs(hw)
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
-    from rooflinecli.output import model_and_spec_files, refuse_overwriting_inputs
+    from rooflinecli.cli.options import model_and_spec_files
+    from rooflinecli.output import refuse_overwriting_inputs
 
     refuse_overwriting_inputs(model_and_spec_files(cfgs, specs), {"--out": out})
     dtypes = parse_list(dtype, "--dtype")

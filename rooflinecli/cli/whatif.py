@@ -88,7 +88,7 @@ def rope_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """NTK-aware RoPE base for a context extension: base' = base * s^(D/(D-2))."""
-    from rooflinecli.whatif.rope import rope_extension, rope_for_model
+    from rooflinecli.rope import rope_extension, rope_for_model
 
     if model is not None:
         from rooflinecli.model_registry import get_model
@@ -158,7 +158,7 @@ def speculative_cmd(
             source = "mtp"
         if hw is not None:
             from rooflinecli.hardware import get_spec
-            from rooflinecli.whatif.rope import context_warning
+            from rooflinecli.rope import context_warning
             from rooflinecli.whatif.speculative import verify_costs
 
             from rooflinecli.analysis import fit_warning
@@ -311,7 +311,7 @@ def kv_cmd(
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif.grid import parse_list
     from rooflinecli.whatif.kv_variants import VARIANTS, kv_rows, variant_models
-    from rooflinecli.whatif.rope import context_warning
+    from rooflinecli.rope import context_warning
 
     kinds = parse_list(variants, "--variants")
     for k in kinds:
@@ -383,7 +383,7 @@ def moe_cmd(
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif import moe as M
     from rooflinecli.whatif.grid import parse_grid
-    from rooflinecli.whatif.rope import context_warning
+    from rooflinecli.rope import context_warning
 
     cfg = get_model(model)
     M.require_moe(cfg)
@@ -481,7 +481,7 @@ def compare_cmd(
     from rooflinecli.whatif import compare as C
     from rooflinecli.whatif.grid import parse_list
     from rooflinecli.whatif.kv_variants import VARIANTS
-    from rooflinecli.whatif.rope import context_warning
+    from rooflinecli.rope import context_warning
 
     cfg = get_model(model)
     prompt, gen, fit_note = _fit_prompt_gen(cfg, prompt, gen)
@@ -553,7 +553,7 @@ def disagg_cmd(
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
     from rooflinecli.whatif.disagg import plan
-    from rooflinecli.whatif.rope import context_warning
+    from rooflinecli.rope import context_warning
 
     cfg, spec = get_model(model), get_spec(hw)
     prompt, gen, fit_note = _fit_prompt_gen(cfg, prompt, gen)

@@ -169,7 +169,6 @@ WORKLOAD_OPTIONS: dict[str, tuple[Any, Any]] = {
     "weight_group_size": (Annotated[int, typer.Option("--weight-group-size", min=1, help="int4 weights: elements per 2-byte scale.")], 128),
     "efficiency": (Annotated[str | None, typer.Option(
         "--efficiency", help="Fraction of the roofline reached: one number (0.8) or per op kind (gemm=0.8,attention=0.7,elementwise=..,moe=..).")], None),
-    "fitted_efficiency": (Annotated[bool, typer.Option("--fitted-efficiency", help="Use the spec's fitted efficiency table (measured specs).")], False),
     "launch_overhead_us": (Annotated[float, typer.Option("--launch-overhead-us", help="Fixed cost per kernel launch, microseconds.")], 0.0),
     "price": (Annotated[Prices | None, typer.Option(
         "--price", "--price-per-gpu-hour", parser=parse_prices, metavar="USD|GPU=USD,..",
@@ -227,7 +226,7 @@ def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gp
     from rooflinecli.analysis import Workload, parse_efficiency, validate_workload
 
     o = {name: options.get(name, shared_default(name)) for name in (
-        "dtype", "weight_dtype", "kv_dtype", "kv_bits", "weight_group_size", "tp", "ep", "efficiency", "fitted_efficiency",
+        "dtype", "weight_dtype", "kv_dtype", "kv_bits", "weight_group_size", "tp", "ep", "efficiency",
         "launch_overhead_us", "kv_block_size", "prefill_chunk", "expert_skew", "mla_decode", "engine")}
     unknown = set(options) - set(o) - {"mode"}
     if unknown:
@@ -237,7 +236,7 @@ def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gp
         kv_bits=o["kv_bits"], weight_group_size=o["weight_group_size"], tp=o["tp"], ep=o["ep"], efficiency=parse_efficiency(o["efficiency"]),
         launch_overhead_s=o["launch_overhead_us"] * 1e-6, expert_skew=o["expert_skew"], kv_block_size=o["kv_block_size"],
         prefill_chunk_tokens=o["prefill_chunk"] or None, price_per_gpu_hour=price_usd_per_gpu_hour,
-        use_fitted_efficiency=o["fitted_efficiency"], mla_decode=o["mla_decode"], engine=o["engine"],
+        mla_decode=o["mla_decode"], engine=o["engine"],
         weight_dtype_overrides=option_given("weight_dtype"),  # replaces a quantized checkpoint's own format
     )
     return validate_workload(wl)

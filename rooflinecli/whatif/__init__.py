@@ -1,5 +1,5 @@
 """Focused what-if calculations behind ``roofline kv``, ``moe``, ``attention-io``, ``compare``,
-``rope``, ``speculative``, ``disagg`` and ``sweep``.
+``speculative``, ``disagg`` and ``sweep`` (``roofline rope``: ``rooflinecli.rope``).
 
 Each module computes plain data (dataclasses, dicts, numpy arrays) from the cost formulas in
 ``rooflinecli.formulas`` and the analytical model in ``rooflinecli.analysis``; the CLI modules only
