@@ -204,7 +204,7 @@ fi
 # 8. the kernels' reference-pair tests on the GPU, last (coverage; bench already checked each case)
 tests=()
 for k in kernels_reference copy rmsnorm gemm flash_attention naive_attention decode_attention mla_decode moe; do
-    [ -f "tests/test_$k.py" ] && tests+=("tests/test_$k.py")
+    [ -f "tests/kernels/test_$k.py" ] && tests+=("tests/kernels/test_$k.py")
 done
 TEST_ARGS=(-q -p no:cacheprovider -rf --tb=line -k "${GPU_SUITE_TEST_FILTER:-matches_reference or split_k or paged}")
 [ "$DRY" = 1 ] && TEST_ARGS+=(--collect-only)  # the dry run checks the command line, runs nothing

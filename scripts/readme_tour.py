@@ -2,7 +2,7 @@
 """Regenerate (or check) the README's tour: the first ```console block under "A short tour".
 
 Each `$ roofline ...` line in that block is run as a subprocess at a fixed width, and its output
-(trailing spaces stripped) follows it. `tests/test_readme.py` runs the same commands and fails if the
+(trailing spaces stripped) follows it. `tests/project/test_readme.py` runs the same commands and fails if the
 README no longer matches, so the docs cannot drift from the tool.
 
     python scripts/readme_tour.py           # rewrite README.md's tour in place

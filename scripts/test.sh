@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: the whole test suite, with what it needs from the system.
 #
-#   scripts/test.sh [pytest args...]        e.g. scripts/test.sh -x tests/test_hw_cli.py
+#   scripts/test.sh [pytest args...]        e.g. scripts/test.sh -x tests/hardware/test_hw_cli.py
 #
 # The tests run in parallel, one pytest-xdist worker per core (-n auto; PYTEST_WORKERS=N sets the
 # count, PYTEST_WORKERS=0 runs them in one process), each test file on one worker (--dist loadfile:

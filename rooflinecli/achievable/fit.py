@@ -130,7 +130,7 @@ def smooth_max(a, b, p: float = SMOOTH_MAX_P):
 
 
 #: measured (N, K) whose ratio curves an unseen GEMM shape borrows: chosen by leaving each
-#: measured (N, K) of an H200 op grid (``tests/test_achievable.py``'s fixture: 155 GEMMs over 9
+#: measured (N, K) of an H200 op grid (``tests/model/test_achievable.py``'s fixture: 155 GEMMs over 9
 #: shapes) out in turn and predicting its M sweep: the 3 nearest in weight size give median |error| 4.1%, p90 10.4%; 1, 2
 #: or 4 nearest: 6.3 / 4.9 / 4.6% median; the mean over every shape: 5.2%, p90 10.4%
 NEAREST_FAMILIES = 3

@@ -30,7 +30,7 @@ from .profiles import EngineProfile
 #: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
 MOE_EXPERT_OPS = ("moe.expert_gate", "moe.expert_up", "moe.expert_down", "moe.expert_act")
 #: its kernels (``kernels.moe_torch``: GROUPED_KERNELS + ROUTE_KERNELS, restated here: the analysis
-#: core does not import the measuring code; tests/test_achievable.py checks they agree)
+#: core does not import the measuring code; tests/model/test_achievable.py checks they agree)
 MOE_TORCH_KERNELS = 21
 COMM_NOTE = "at the link roofline: collective latency not calibrated (one GPU measured)"
 #: analysis linear ops fused into one GEMM by ``fuse_qkv`` / ``fuse_gate_up``

@@ -120,7 +120,7 @@ def decode_compute_bound_batches(
     the bracket where the step first turns compute-bound. Compute time grows linearly with the
     batch and memory time no faster (weights are read once; expert weights touched saturate), so
     once compute-bound a step stays so and the bracket holds the first such batch: the answer
-    equals a scan of every batch (tests/test_analysis_search.py checks it against one)."""
+    equals a scan of every batch (tests/model/test_analysis_search.py checks it against one)."""
     dense = min(SEARCH_DENSE_BATCHES, max_batch)
     coarse = np.concatenate([np.arange(1, dense + 1), np.arange(2 * dense, max_batch + 1, dense)]).astype(float)
     if coarse[-1] < max_batch:

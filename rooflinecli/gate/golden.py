@@ -1,7 +1,7 @@
 """The analytical model's golden file: predictions for every preset model on fixed GPUs at a fixed
 workload, so that a change to any formula, spec file or preset that moves a number is a deliberate,
 reviewed update of ``tests/golden/predictions.json`` (``roofline golden --update``), never a
-silent drift. ``tests/test_golden.py`` recomputes every number and fails on any relative change
+silent drift. ``tests/gate/test_golden.py`` recomputes every number and fails on any relative change
 beyond ``RTOL``, listing what moved.
 """
 
@@ -76,7 +76,7 @@ def compute_golden() -> dict[str, Any]:
         entries[mid] = e
     return {
         "schema": SCHEMA,
-        "about": "Analytical predictions of rooflinecli for every preset model; tests/test_golden.py fails when any moves. "
+        "about": "Analytical predictions of rooflinecli for every preset model; tests/gate/test_golden.py fails when any moves. "
                  f"Regenerate deliberately with: {REGENERATE_COMMAND}",
         "workload": dict(WORKLOAD, compute_dtype="bf16", weight_dtype="bf16", kv_dtype="bf16", tp=1, efficiency="1.0 (datasheet roofline)"),
         "hardware": list(HARDWARE),

@@ -40,7 +40,7 @@ class Range:
 # Each range holds every shipped part with room to spare and is narrower than a unit slip: the
 # smallest shipped figure x 1,000 lies above ``hi`` and the largest / 1,000 below ``lo`` (RTX 4090
 # fp64 1.29 and MI300X fp64 163.4 TFLOP/s -> fp64 in [0.2, 1,000]; 64 GB/s PCIe links on L40S and
-# RTX 4090 -> links below 30 TB/s; B200 fp4 9,000 -> fp4 above 20). tests/test_hw_plausible.py
+# RTX 4090 -> links below 30 TB/s; B200 fp4 9,000 -> fp4 above 20). tests/hardware/test_hw_plausible.py
 # slips every shipped figure both ways.
 _BW = ("GB/s", "TB/s", "MB/s")
 RANGES: dict[str, Range] = {

@@ -1,0 +1,203 @@
+"""Per-GPU pooled baselines: ``roofline baseline update/show/path`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+
+import pytest
+from typer.testing import CliRunner
+
+from rooflinecli.gate.baseline import load_baseline, update_baseline
+from rooflinecli.cli import app
+from rooflinecli.errors import RooflineError
+from rooflinecli.gate.sim import slow_down, synthetic_results
+from rooflinecli.results import load_results
+
+runner = CliRunner()
+KEY = ("gemm", "triton", "M4096-N4096-K4096", "bf16")
+
+
+def _runs(tmp_path, n, **kw):
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"run{i}.json"
+        synthetic_results(seed=100 + i, created_utc=f"2026-02-{i + 1:02d}T00:00:00Z", **kw).save(p)
+        paths.append(p)
+    return paths
+
+
+def _row(res, key=KEY):
+    return next(r for r in res.rows if r.key == key)
+
+
+def test_update_pools_last_k_runs(tmp_path):
+    runs = _runs(tmp_path, 4)
+    bdir = tmp_path / "baselines"
+    for i, p in enumerate(runs):
+        r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(bdir), "--keep", "3"])
+        assert r.exit_code == 0, r.output
+        assert f"pooling {min(i + 1, 3)} run(s), 22 row(s)" in r.output
+    assert "1 old run(s) dropped" in r.output
+    path = bdir / "nvidia-h200.json"
+    base = load_results(path)  # itself a valid results file
+    kept = [load_results(p) for p in runs[1:]]
+    row = _row(base)
+    assert row.p50_s == pytest.approx(statistics.median(_row(k).p50_s for k in kept), rel=1e-15)
+    assert row.samples_s == tuple(s for k in kept for s in _row(k).samples_s)
+    assert row.p20_s <= row.p50_s <= row.p80_s
+    assert row.achieved_tflops == pytest.approx(row.flops / row.p50_s / 1e12)
+    info = load_baseline(path)
+    assert [x["source"] for x in info.runs] == [str(p) for p in runs[1:]] and info.keep == 3
+
+
+def test_same_run_is_not_pooled_twice_and_incorrect_rows_are_left_out(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    bdir = tmp_path / "b"
+    update_baseline(p, bdir)
+    out = update_baseline(p, bdir)
+    assert not out.added and out.runs == 1
+    res = load_results(p)
+    bad = replace(res, created_utc="2026-03-01T00:00:00Z", rows=tuple(replace(r, correct=False) if r.key == KEY else r for r in res.rows))
+    bad.save(tmp_path / "bad.json")
+    out = update_baseline(tmp_path / "bad.json", bdir)
+    assert out.added and out.skipped_incorrect == 1
+    base = load_results(bdir / "nvidia-h200.json")
+    assert len(_row(base).samples_s) == 20  # only the first run's samples for that row
+
+
+def test_refuses_other_gpu_and_non_runs(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    bdir = tmp_path / "b"
+    update_baseline(p, bdir)
+    # a baseline file named for the H200 but holding another GPU's runs is refused
+    raw = json.loads((bdir / "nvidia-h200.json").read_text())
+    raw["environment"]["gpu_name"] = "NVIDIA H100"
+    (bdir / "nvidia-h200.json").write_text(json.dumps(raw))
+    r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(bdir)])
+    assert r.exit_code == 2 and r.output.startswith("error: ") and "refusing to mix" in r.output
+    r = runner.invoke(app, ["baseline", "update", str(bdir / "nvidia-h200.json"), "--dir", str(tmp_path / "c")])
+    assert r.exit_code == 2 and "is itself a baseline" in r.output
+    r = runner.invoke(app, ["baseline", "update", str(p), "--keep", "0", "--dir", str(bdir)])
+    assert r.exit_code == 2 and "--keep must be >= 1" in r.output
+    with pytest.raises(RooflineError, match="no environment.gpu_name"):
+        res = load_results(p)
+        replace(res, environment={}, path="nogpu.json").save(tmp_path / "nogpu.json")
+        update_baseline(tmp_path / "nogpu.json", bdir)
+
+
+def test_show_path_and_regress_against_baseline(tmp_path):
+    runs = _runs(tmp_path, 3)
+    bdir = tmp_path / "b"
+    for p in runs:
+        update_baseline(p, bdir)
+    r = runner.invoke(app, ["baseline", "show", "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "nvidia-h200.json" in r.output and "NVIDIA H200" in r.output
+    r = runner.invoke(app, ["baseline", "show", "NVIDIA H200", "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "3 run(s) pooled" in r.output and "M4096-N4096-K4096" in r.output and "60" in r.output
+    r = runner.invoke(app, ["baseline", "show", "h100", "--dir", str(bdir)])
+    assert r.exit_code == 2 and "known: nvidia-h200" in r.output
+    r = runner.invoke(app, ["baseline", "path", str(runs[0]), "--dir", str(bdir)])
+    assert r.exit_code == 0 and r.output.strip() == str(bdir / "nvidia-h200.json")
+
+    new = tmp_path / "new.json"
+    synthetic_results(seed=999).save(new)
+    r = runner.invoke(app, ["regress", str(bdir / "nvidia-h200.json"), str(new), "-q"])
+    assert r.exit_code == 0, r.output
+    slow_down(load_results(new), 1.15, keys=[KEY]).save(tmp_path / "slow.json")
+    r = runner.invoke(app, ["regress", str(bdir / "nvidia-h200.json"), str(tmp_path / "slow.json"), "-q"])
+    assert r.exit_code == 1 and "1 regression(s)" in r.output
+
+
+def test_unwritable_baseline_folder_is_one_line_exit_2(tmp_path):
+    (p,) = _runs(tmp_path, 1)
+    blocker = tmp_path / "file_not_folder"
+    blocker.write_text("x")
+    r = runner.invoke(app, ["baseline", "update", str(p), "--dir", str(blocker)])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: baseline {blocker / 'nvidia-h200.json'}: cannot write") and r.output.count("\n") == 1
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "h200-2026-11-30"
+
+
+def test_old_runs_and_new_fields_pool_together(tmp_path):
+    """A run written before host_us_per_call/config/tuning/backend existed (the real H200 fixture)
+    and a newer run that records them pool into one baseline; regress reads it."""
+    old = FIXTURES / "results.json"
+    new_res = load_results(FIXTURES / "bench-run2-results.json")
+    cfg = {"gemm_kernel": {"kwargs": {"BLOCK_M": 64}, "num_warps": 4, "num_stages": 3}}
+    new_rows = tuple(replace(r, host_us_per_call=12.5, config=cfg if r.op == "gemm" else {}, tuning="committed", backend="")
+                     for r in new_res.rows)
+    new_path = tmp_path / "new.json"
+    replace(new_res, rows=new_rows, created_utc="2026-12-01T00:00:00Z").save(new_path)
+    bdir = tmp_path / "b"
+    update_baseline(old, bdir)
+    out = update_baseline(new_path, bdir)
+    assert out.runs == 2 and out.added
+    base = load_baseline(out.path).results
+    gemm = next(r for r in base.rows if r.op == "gemm" and r.impl == "triton")
+    assert gemm.config == cfg and gemm.tuning == "committed" and gemm.host_us_per_call == 12.5  # only the new run recorded it
+    assert len(gemm.samples_s) == 200
+    r = runner.invoke(app, ["baseline", "show", str(out.path), "--dir", str(bdir)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "2 run(s) pooled" in r.output, r.output
+    r = runner.invoke(app, ["regress", str(out.path), str(new_path), "-q"])
+    assert r.exit_code in (0, 1) and "compared" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_corrupt_stored_run_is_one_line(tmp_path):
+    bdir = tmp_path / "b"
+    out = update_baseline(_runs(tmp_path, 1)[0], bdir)
+    raw = json.loads(out.path.read_text())
+    raw["extra"]["baseline"]["runs"][0]["rows"][0]["bogus"] = 1
+    out.path.write_text(json.dumps(raw))
+    p2 = tmp_path / "next.json"
+    synthetic_results(seed=7, created_utc="2026-03-01T00:00:00Z").save(p2)
+    r = runner.invoke(app, ["baseline", "update", str(p2), "--dir", str(bdir)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert r.output.startswith("error: ") and "runs[0].rows[0]: unknown key 'bogus'" in r.output
+
+
+def _tight_run(tmp_path, name, scale, created, bimodal=False, seed=0):
+    import numpy as np
+
+    from rooflinecli.results import ResultRow, Results, quantiles_s
+
+    rng = np.random.default_rng(seed)
+    s = 100e-6 * scale * (1 + 0.002 * rng.standard_normal(30))
+    if bimodal:
+        s[:12] *= 1.15
+    s = tuple(float(x) for x in s)
+    p20, p50, p80 = quantiles_s(s)
+    row = ResultRow(op="k", impl="triton", shape="S", dtype="bf16", samples_s=s, p20_s=p20, p50_s=p50, p80_s=p80,
+                    flops=1e9, bytes=1e6, method="cuda_graph")
+    path = tmp_path / f"{name}.json"
+    Results(rows=(row,), environment={"gpu_name": "NVIDIA H200"}, created_utc=created, tool_version="0.1.0").save(path)
+    return path
+
+
+def test_a_pooled_baseline_is_judged_run_by_run(tmp_path):
+    """Three tight runs that drifted 4% apart: their concatenation has two modes and a wide spread, but no
+    run does, so the pooled baseline is not unstable; when most runs are bimodal, it is."""
+    import numpy as np
+
+    from rooflinecli import stats
+    from rooflinecli.gate.decision import compare
+
+    bdir = tmp_path / "drift"
+    for i, scale in enumerate((1.0, 1.04, 1.0)):
+        update_baseline(_tight_run(tmp_path, f"d{i}", scale, f"2026-02-0{i + 1}T00:00:00Z", seed=i), bdir)
+    pooled = load_results(bdir / "nvidia-h200.json")
+    assert bool(stats.bimodal_split(np.asarray(pooled.rows[0].samples_s))[0])  # the concatenation alone looks bimodal
+    cand = load_results(_tight_run(tmp_path, "cand", 1.0, "2026-03-01T00:00:00Z", seed=9))
+    c = compare(pooled, cand).comparisons[0]
+    assert c.verdict == "pass" and c.unstable_reason == "", c.reason
+    slow = load_results(_tight_run(tmp_path, "slow", 1.2, "2026-03-01T00:00:00Z", seed=9))
+    assert compare(pooled, slow).comparisons[0].verdict == "regression"
+
+    bdir = tmp_path / "bimodal"
+    for i, bi in enumerate((True, False, True)):
+        update_baseline(_tight_run(tmp_path, f"b{i}", 1.0, f"2026-02-0{i + 1}T00:00:00Z", bimodal=bi, seed=i), bdir)
+    c = compare(load_results(bdir / "nvidia-h200.json"), cand).comparisons[0]
+    assert c.verdict == "unstable" and c.unstable_reason.startswith("baseline bimodal in 2 of its 3 pooled runs (runs 1, 3)"), c.reason
