@@ -59,16 +59,15 @@ def default_engine(spec: HardwareSpec, engine: str | None = None, mode: str | No
     engine of the project's own calibration), except that ``achievable`` asked for on a GPU whose
     only calibrations are imported (or transferred) ones takes the first of those
     (imported or transferred: the first of vllm, trtllm, sglang)."""
-    from rooflinecli.achievable import IMPORTED_ENGINES, calibrated_engines, get_engine, has_calibration
     from rooflinecli.achievable import default_engine as spec_default
+    from rooflinecli.achievable import get_engine, has_calibration, serving_engine
 
     if engine is not None:
         get_engine(engine)
         return engine
     name = spec_default(spec)
     if _normal_mode(mode) == ACHIEVABLE and not has_calibration(spec, name):
-        serving = {e for e, _ in calibrated_engines(spec)}
-        name = next((e for e in IMPORTED_ENGINES if e in serving), name)
+        name = serving_engine(spec) or name
     return name
 
 

@@ -37,7 +37,7 @@ __all__ = [
     "get_engine",
     "has_calibration",
     "imported_calibrations",
-    "imported_engine",
+    "serving_engine",
     "measured_dir",
     "models_for",
     "phase_achievable",
@@ -101,13 +101,14 @@ def _own_calibration(spec) -> str | None:
 def default_engine(spec) -> str:
     """The engine a prediction on ``spec`` runs when none is named: "torch" (the engine of the
     project's own calibration). A datasheet spec thus stays on its roof unless an engine is named
-    (``--hw h100-sxm --engine vllm``); ``imported_engine(spec)`` is the engine it would take."""
+    (``--hw h100-sxm --engine vllm``); ``serving_engine(spec)`` is the serving engine it would take."""
     return "torch"
 
 
-def imported_engine(spec) -> str | None:
-    """The first of ``IMPORTED_ENGINES`` with an imported calibration of ``spec``'s GPU, or None."""
-    have = {e for g, e, _ in imported_calibrations() if g == gpu_id(spec)}
+def serving_engine(spec) -> str | None:
+    """The first of ``IMPORTED_ENGINES`` calibrated on ``spec``'s GPU, imported or transferred
+    (``calibrated_engines``), or None."""
+    have = {e for e, _ in calibrated_engines(spec)}
     return next((e for e in IMPORTED_ENGINES if e in have), None)
 
 

@@ -32,7 +32,7 @@ TOTAL_FIELDS: tuple[str, ...] = (
 )
 
 
-def efficiencies(spec: HardwareSpec, wl: Workload, kind: str) -> tuple[float, float]:
+def efficiencies(wl: Workload, kind: str) -> tuple[float, float]:
     """(compute, memory) efficiency of an op kind: the user's ``efficiency`` when given for the
     kind, else 1.0 (the pure roofline; measured behaviour is the achievable model's, not a knob)."""
     if kind in wl.efficiency:
@@ -79,7 +79,7 @@ def time_ops(spec: HardwareSpec, wl: Workload, compute_dtype: str, ops: list[OpC
     bw = spec.memory_bandwidth_bytes_per_s
     out = []
     for op in ops:
-        e_c, e_m = efficiencies(spec, wl, op.kind) if op.kind != "comm" else (1.0, 1.0)
+        e_c, e_m = efficiencies(wl, op.kind) if op.kind != "comm" else (1.0, 1.0)
         L = float(op.layers)
         flops = np.asarray(op.flops, dtype=float)
         byts = np.asarray(op.bytes, dtype=float)
