@@ -208,7 +208,7 @@ _HANDLED: dict[int, Any] = {}
 
 def _on_signal(signum, frame) -> None:  # pragma: no cover - exercised through a subprocess
     for tmp in list(_TEMPS):
-        _discard(tmp)
+        discard_temp(tmp)
     _TEMPS.clear()
     previous = _HANDLED.get(signum, signal.SIG_DFL)
     if callable(previous):
@@ -262,15 +262,16 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, make_parent
         os.replace(tmp, target)
         _untrack(tmp)
     except OSError as e:
-        _discard(tmp)
+        discard_temp(tmp)
         raise output_error(path, e) from None
     except BaseException:
-        _discard(tmp)
+        discard_temp(tmp)
         raise
     return Path(path)
 
 
-def _discard(tmp: str | os.PathLike[str] | None) -> None:
+def discard_temp(tmp: str | os.PathLike[str] | None) -> None:
+    """Remove a temporary file made by ``temp_beside`` (quietly when it is gone) and stop tracking it."""
     if tmp is None:
         return
     _untrack(tmp)
@@ -363,10 +364,10 @@ class atomic_output:
                 os.replace(self.tmp, self.target)
                 _untrack(self.tmp)
             except OSError as e:
-                _discard(self.tmp)
+                discard_temp(self.tmp)
                 raise output_error(self.path, e) from None
         else:
-            _discard(self.tmp)
+            discard_temp(self.tmp)
             if isinstance(exc, OSError) and not isinstance(exc, OutputError):
                 raise output_error(self.path, exc) from None
         return False

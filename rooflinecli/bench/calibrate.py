@@ -24,15 +24,13 @@ dependency), reloaded through ``rooflinecli.hardware.load_spec_file`` and only t
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.output import resolve_output, write_text_atomic
+from rooflinecli.output import discard_temp, resolve_output, temp_beside, write_text_atomic
 from rooflinecli.bench import timing
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec, load_spec_file
@@ -120,19 +118,19 @@ def write_spec_file(path: str | Path, doc: Mapping[str, Any], comment: str = "")
     path = Path(path)
     text = toml_dumps(doc, comment)
     resolve_output(path, make_parents=True)  # refuses devices, FIFOs, folders; makes hardware_specs/measured/
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".check.toml", dir=path.parent)
+    try:  # tracked: removed on SIGTERM / SIGHUP like every other temporary file
+        tmp = temp_beside(path, suffix=".check.toml")
     except OSError as e:
         raise RooflineError(f"{path}: cannot write there: {e.strerror or type(e).__name__}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         try:
             load_spec_file(tmp)
         except RooflineError as e:  # named after the file the user asked for, not the check copy
             raise RooflineError(f"{path}: the spec written would not load: {str(e).replace(tmp, str(path))}") from None
     finally:
-        os.unlink(tmp)
+        discard_temp(tmp)
     write_text_atomic(path, text)
     return load_spec_file(path)
 
