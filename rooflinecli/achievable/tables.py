@@ -2,7 +2,9 @@
 GEMMs by dtype, context and generation attention, collectives.
 
 Every table is interpolated the same way: the log of measured time over a roofline-shaped base
-time (``base_s``: max(FLOPs / P, bytes / BW), P and BW the fastest rates the table itself reaches),
+time (``base_s``: max(FLOPs / P, bytes / BW), P and BW the fastest rates the table itself reaches;
+for attention BW the fastest at that working set or above, ``envelope``: an L2-resident KV cache
+streams faster than HBM), GEMM glitches removed first (``_despiked``),
 multilinear over the log of the grid's axes, with the ratio held flat beyond the grid's edges, so
 that outside the measured shapes the time follows the roofline's shape from the nearest measured
 point. Measured (the leave-shape-out error, ``validation_report``), this beats a parametric fit
@@ -24,6 +26,7 @@ shapes, which a smooth form cannot follow, while neighbouring grid points share 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,9 +38,24 @@ GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvf
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
+def _axis_neighbours(g: np.ndarray, ax: int, shift: int) -> np.ndarray:
+    """``g`` moved ``shift`` cells along ``ax``, NaN where that runs past the edge."""
+    nb = np.roll(g, shift, axis=ax)
+    edge = [slice(None)] * g.ndim
+    edge[ax] = slice(0, shift) if shift > 0 else slice(shift, None)
+    nb[tuple(edge)] = np.nan
+    return nb
+
+
 def _filled(grid: np.ndarray) -> np.ndarray:
-    """NaN cells replaced by the mean of their filled axis neighbours, repeated until none is left."""
+    """NaN cells filled, repeated until none is left: each with the mean over the axes of its
+    neighbours' trend (the line through the two nearest filled cells along that axis; the nearest
+    alone where it has one filled cell there), held within the measured range. An attention
+    table's unmeasured corner (many long sequences) so follows the ratio's trend toward it."""
     g = grid.copy()
+    if not np.isfinite(g).any():
+        return np.zeros_like(g)
+    lo, hi = np.nanmin(g), np.nanmax(g)
     for _ in range(64):
         nan = np.isnan(g)
         if not nan.any():
@@ -45,18 +63,16 @@ def _filled(grid: np.ndarray) -> np.ndarray:
         acc, cnt = np.zeros_like(g), np.zeros_like(g)
         for ax in range(g.ndim):
             for shift in (1, -1):
-                nb = np.roll(g, shift, axis=ax)
-                edge = [slice(None)] * g.ndim
-                edge[ax] = 0 if shift == 1 else -1
-                nb[tuple(edge)] = np.nan
-                ok = ~np.isnan(nb)
-                acc[ok] += nb[ok]
+                nb, nb2 = _axis_neighbours(g, ax, shift), _axis_neighbours(g, ax, 2 * shift)
+                trend = np.where(np.isnan(nb2), nb, 2.0 * nb - nb2)
+                ok = ~np.isnan(trend)
+                acc[ok] += trend[ok]
                 cnt[ok] += 1
         fill = nan & (cnt > 0)
-        g[fill] = acc[fill] / cnt[fill]
+        g[fill] = np.clip(acc[fill] / cnt[fill], lo, hi)
         if not fill.any():
             break
-    return np.where(np.isnan(g), np.nanmean(g) if np.isfinite(g).any() else 0.0, g)
+    return np.where(np.isnan(g), np.nanmean(g), g)
 
 
 def _interp_axis(x: np.ndarray, axis: np.ndarray):
@@ -85,33 +101,79 @@ def multilinear(grid: np.ndarray, axes: list[np.ndarray], points: list[np.ndarra
     return out
 
 
+#: a measured cell this much (log) slower than the median of its axis neighbours is a glitch of the
+#: measurement (1.35x: isolated spikes, e.g. B200 vLLM fp8 GEMMs of 8 us measured at 18 us between
+#: 8 us neighbours), replaced by what they predict before interpolating; a slow step that runs
+#: across the other axes (a library's kernel choice over a range of shapes) is kept
+SPIKE_LOG = 0.3
+
+
+#: attention grids keep their spikes: removing them raised L40S decode's leave-shape-out p90 (21.4%
+#: -> 22.1%; their slow cells are a kernel's steps in B and length, not glitches)
+ATTENTION_SPIKE_LOG = None
+
+
+def _despiked(grid: np.ndarray, axes: list, spike_log: float | None = SPIKE_LOG) -> np.ndarray:
+    """``grid`` (NaN where unmeasured) with each upward spike set to what its neighbours predict:
+    per axis whose two neighbours are measured, their interpolation (in the log of the axis); a
+    cell over the median of these by more than ``spike_log`` is a spike. A measurement only adds
+    time, so only slow outliers are taken as glitches. ``spike_log`` None: ``grid`` unchanged."""
+    if spike_log is None:
+        return grid
+    preds = []
+    for ax, a in enumerate(axes):
+        if a.size < 3:
+            continue
+        sl = lambda lo, hi: tuple(slice(lo, hi) if d == ax else slice(None) for d in range(grid.ndim))  # noqa: E731
+        w = ((a[1:-1] - a[:-2]) / (a[2:] - a[:-2])).reshape([-1 if d == ax else 1 for d in range(grid.ndim)])
+        p = np.full(grid.shape, np.nan)
+        p[sl(1, -1)] = (1 - w) * grid[sl(0, -2)] + w * grid[sl(2, None)]
+        preds.append(p)
+    if not preds:
+        return grid
+    preds = np.stack(preds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # cells with no axis to predict them from
+        med = np.nanmedian(preds, axis=0)
+    voices = np.isfinite(preds).sum(axis=0)  # an edge cell with one predicting axis is not judged
+    spike = np.isfinite(grid) & (voices >= min(2, len(preds))) & (grid - med > spike_log)
+    return np.where(spike, med, grid)
+
+
 @dataclass
 class Grid:
-    """log(time / base) on a grid over the log of its axes; ``measured`` marks the cells the data has."""
+    """log(time / base) on a grid over the log of its axes: ``raw`` as measured (NaN where the data
+    has no cell), ``ratio`` what is interpolated (spikes removed, ``_despiked``; gaps filled)."""
 
     axes: list  # sorted log values per axis
-    ratio: np.ndarray  # filled
+    ratio: np.ndarray  # despiked, filled
     measured: np.ndarray  # bool, same shape
+    raw: np.ndarray | None = None  # as measured, NaN where not
+    spike_log: float | None = SPIKE_LOG  # ``_despiked``'s threshold; None: spikes kept
 
     def at(self, *log_points) -> np.ndarray:
         return multilinear(self.ratio, self.axes, list(log_points))
 
     def leave_slice_out(self, axis: int) -> np.ndarray:
-        """Relative errors (predicted / measured - 1) of every measured cell of an interior slice of
-        ``axis``, each predicted with its slice left out (interpolated from the slices either side)."""
+        """Relative errors (predicted / measured - 1) of every measured cell of each interior slice
+        of ``axis``, each predicted by the grid refitted without that slice (spikes and gaps of the
+        rest, then interpolated from the slices either side), against the cell as measured."""
+        raw = self.raw if self.raw is not None else np.where(self.measured, self.ratio, np.nan)
         ax = self.axes[axis]
         errs = []
         for i in range(1, ax.size - 1):
+            rest = _filled(_despiked(np.delete(raw, i, axis=axis), [np.delete(a, i) if d == axis else a for d, a in enumerate(self.axes)], self.spike_log))
             w = (ax[i] - ax[i - 1]) / (ax[i + 1] - ax[i - 1])
-            lo, mid, hi = (np.take(self.ratio, j, axis=axis) for j in (i - 1, i, i + 1))
-            m = np.take(self.measured, i, axis=axis)
-            pred = (1 - w) * lo + w * hi
-            errs.append(np.exp(pred[m] - mid[m]) - 1.0)
+            lo, hi = np.take(rest, i - 1, axis=axis), np.take(rest, i, axis=axis)
+            mid = np.take(raw, i, axis=axis)
+            m = np.isfinite(mid)
+            errs.append(np.exp((1 - w) * lo[m] + w * hi[m] - mid[m]) - 1.0)
         return np.concatenate(errs) if errs else np.zeros(0)
 
 
-def _grid(keys: list[np.ndarray], ratio: np.ndarray) -> Grid:
-    """A Grid of ``ratio`` (log) over the log of ``keys`` (one array per axis); repeated points: mean."""
+def _grid(keys: list[np.ndarray], ratio: np.ndarray, spike_log: float | None = SPIKE_LOG) -> Grid:
+    """A Grid of ``ratio`` (log) over the log of ``keys`` (one array per axis); repeated points:
+    mean; upward spikes over ``spike_log`` removed (None: kept)."""
     axes, index = [], []
     for k in keys:
         lk = np.log(np.asarray(k, dtype=float))
@@ -124,7 +186,7 @@ def _grid(keys: list[np.ndarray], ratio: np.ndarray) -> Grid:
     np.add.at(cnt, tuple(index), 1)
     measured = cnt > 0
     g = np.where(measured, acc / np.maximum(cnt, 1), np.nan)
-    return Grid(axes, _filled(g), measured)
+    return Grid(axes, _filled(_despiked(g, axes, spike_log)), measured, g, spike_log)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -148,15 +210,44 @@ def generation_flops_bytes(B, N, H, KVH, D, kv_bytes):
 
 @dataclass
 class Rates:
+    """The roofline-shaped base of a table: FLOPs at ``flops_per_s``, bytes at ``bytes_per_s`` or,
+    where ``step_log_bytes`` is set (attention), at the fastest rate the table reaches at that many
+    bytes or more (``envelope``): an L2-resident working set streams several times faster than one
+    from HBM (L40S decode: 3.9 TB/s up to about 100 MB, 0.76 TB/s beyond), so the ratio left to
+    interpolate has no cliff at the cache's size."""
+
     flops_per_s: float
     bytes_per_s: float
+    step_log_bytes: np.ndarray | None = None  # the log bytes at which each step of the rate ends
+    step_bytes_per_s: np.ndarray | None = None
+
+    def bytes_rate(self, nbytes):
+        if self.step_log_bytes is None:
+            return self.bytes_per_s
+        i = np.searchsorted(self.step_log_bytes, np.log(np.maximum(nbytes, 1.0)), side="left")
+        return self.step_bytes_per_s[np.minimum(i, self.step_bytes_per_s.size - 1)]
 
     def base_s(self, flops, nbytes):
-        return np.maximum(np.asarray(flops, dtype=float) / self.flops_per_s, np.asarray(nbytes, dtype=float) / self.bytes_per_s)
+        nbytes = np.asarray(nbytes, dtype=float)
+        return np.maximum(np.asarray(flops, dtype=float) / self.flops_per_s, nbytes / self.bytes_rate(nbytes))
+
+    def scaled(self, flops_factor: float, bytes_factor: float) -> Rates:
+        steps = None if self.step_bytes_per_s is None else self.step_bytes_per_s * bytes_factor
+        return Rates(self.flops_per_s * flops_factor, self.bytes_per_s * bytes_factor, self.step_log_bytes, steps)
 
 
 def _rates(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> Rates:
     return Rates(float(np.max(flops / t)), float(np.max(nbytes / t)))
+
+
+def envelope(flops: np.ndarray, nbytes: np.ndarray, t: np.ndarray) -> Rates:
+    """Rates whose byte rate at B bytes is the fastest measured among the rows of B bytes or more
+    (non-increasing in B: a cache-resident size is fast, a larger one not)."""
+    o = np.argsort(nbytes, kind="stable")
+    x, bw = np.log(nbytes[o]), (nbytes / t)[o]
+    env = np.maximum.accumulate(bw[::-1])[::-1]
+    end = np.flatnonzero(np.r_[env[1:] != env[:-1], True])
+    return Rates(float(np.max(flops / t)), float(env[0]), x[end], env[end])
 
 
 def carried(t, base, target_base):
@@ -226,7 +317,7 @@ class Lazy(dict):
 
 def LazyGrids(rows: dict) -> Lazy:
     """(H, KVH, D, kv) -> Grid over (B, length), built on first use from its rows (B, length, log ratio)."""
-    return Lazy(rows, lambda key: _grid(list(rows[key][:2]), rows[key][2]))
+    return Lazy(rows, lambda key: _grid(list(rows[key][:2]), rows[key][2], ATTENTION_SPIKE_LOG))
 
 
 @dataclass
@@ -238,6 +329,25 @@ class AttentionTable:
     rates: Rates
     kernel: str = ""
     target: Rates | None = None  # transferred tables: the target GPU's rates (``carried``)
+    #: (H, KVH, D, kv) -> the rows as measured (B, length, seconds, FLOPs, bytes), for ``leave_slices_out``
+    measured: dict = field(default_factory=dict, repr=False)
+
+    def leave_slices_out(self) -> np.ndarray:
+        """Relative errors of every measured point of every head shape, each slice of its (B,
+        length) grid left out in turn (``Grid.leave_slice_out``); the base's rates are refitted
+        without the head shape's rows, so no held-out time sets the base it is judged on."""
+        keys = list(self.measured)
+        cols = [np.concatenate([self.measured[k][j] for k in keys]) for j in range(5)]
+        owner = np.repeat(np.arange(len(keys)), [self.measured[k][0].size for k in keys])
+        _, _, t, fl, nb = cols
+        errs = []
+        for i, k in enumerate(keys):
+            B, L, tk, flk, nbk = self.measured[k]
+            rest = owner != i
+            rates = envelope(fl[rest], nb[rest], t[rest]) if rest.any() else self.rates
+            g = _grid([B, L], np.log(tk / rates.base_s(flk, nbk)), ATTENTION_SPIKE_LOG)
+            errs += [g.leave_slice_out(0), g.leave_slice_out(1)]
+        return np.concatenate(errs) if errs else np.zeros(0)
 
     def _fb(self, B, L, H, KVH, D, kv):
         f = context_flops_bytes if self.phase == "context" else generation_flops_bytes
@@ -388,7 +498,7 @@ def fit_attention_table(table: dict, phase: str) -> AttentionTable:
     kvb = np.array([KV_BYTES.get(k, 2.0) for k in c["kv_dtype"]])
     f = context_flops_bytes if phase == "context" else generation_flops_bytes
     fl, nb = f(c["B"], L, c["H"], c["KVH"], c["D"], kvb)
-    rates = _rates(fl, nb, t)
+    rates = envelope(fl, nb, t)
     ratio = np.log(t / rates.base_s(fl, nb))
     kv_names, kv_idx = np.unique(c["kv_dtype"], return_inverse=True)
     keys = np.stack([c["H"], c["KVH"], c["D"], kv_idx.astype(float)], axis=1)
@@ -396,11 +506,13 @@ def fit_attention_table(table: dict, phase: str) -> AttentionTable:
     inv = inv.ravel()
     order = np.argsort(inv, kind="stable")
     bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
-    rows = {}
+    rows, measured = {}, {}
     for i, (h, k, d, kv) in enumerate(uniq.tolist()):
         sel = order[bounds[i]:bounds[i + 1]]
-        rows[(int(h), int(k), int(d), str(kv_names[int(kv)]))] = (c["B"][sel], L[sel], ratio[sel])
-    return AttentionTable(phase, LazyGrids(rows), rates, table.get("kernels", {}).get("attention", ""))
+        key = (int(h), int(k), int(d), str(kv_names[int(kv)]))
+        rows[key] = (c["B"][sel], L[sel], ratio[sel])
+        measured[key] = (c["B"][sel], L[sel], t[sel], fl[sel], nb[sel])
+    return AttentionTable(phase, LazyGrids(rows), rates, table.get("kernels", {}).get("attention", ""), measured=measured)
 
 
 def fit_comm(tables: dict) -> CommTable | None:
@@ -482,7 +594,7 @@ def leave_shape_out(tm: TableModels) -> dict:
         out[f"gemm {dt}"] = np.concatenate([g.grid.leave_slice_out(1), g.grid.leave_slice_out(2)])
     for name, at in (("context attention", tm.context), ("generation attention", tm.generation)):
         if at is not None:
-            out[name] = np.concatenate([np.concatenate([gr.leave_slice_out(0), gr.leave_slice_out(1)]) for gr in at.grids.values()])
+            out[name] = at.leave_slices_out()
     if tm.comm is not None:
         errs = [tm.comm.leave_size_out(s, o, g) for (s, o, g) in tm.comm.curves if o == "all_reduce"]
         if errs:
@@ -589,7 +701,7 @@ def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
     (pd, bd), (pg, bg) = ceilings_of(donor), (gpu if isinstance(gpu, tuple) else ceilings_of(gpu))
 
     def scale(r: Rates) -> Rates:
-        return Rates(r.flops_per_s * pg / pd, r.bytes_per_s * bg / bd)
+        return r.scaled(pg / pd, bg / bd)
 
     def carried_to(at):
         return (lambda: replace(at(), target=scale(at().rates)) if at() else None)
