@@ -1,7 +1,7 @@
 """Hugging Face ``config.json`` -> ``ModelConfig``, from a local path, with no network.
 
 Model types: ``MODEL_TYPES`` (Llama, Mistral/Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3,
-GPT-2, Gemma 1/2/3, Phi-3/4, Falcon, GPT-J, GPT-NeoX, gpt-oss, Jamba), and the multimodal
+GPT-2, Gemma 1/2/3, Phi-3/4, Falcon, GPT-J, GPT-NeoX, gpt-oss, Jamba, Llama-4), and the multimodal
 ``MULTIMODAL_TYPES`` whose ``text_config`` is the language model. Field names and defaults follow
 the ``transformers`` config classes of each type; ``rope_scaling`` is read here, a
 ``quantization_config`` by ``rooflinecli.quant``. Every problem (missing file, not JSON, a key given
@@ -39,6 +39,7 @@ MODEL_TYPES: tuple[str, ...] = (
     "gptj",
     "jamba",
     "llama",
+    "llama4_text",
     "mistral",
     "mixtral",
     "phi3",
@@ -52,6 +53,7 @@ MODEL_TYPES: tuple[str, ...] = (
 #: the vision tower (``vision_config``) is reported, its cost left out
 MULTIMODAL_TYPES: dict[str, str] = {
     "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
     "llava": "llama",
     "llava_next": "llama",
     "mistral3": "mistral",
@@ -64,6 +66,9 @@ _TEXT_DEFAULTS: dict[str, dict[str, float]] = {
     "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
               "vocab_size": 32000, "max_position_embeddings": 2048},
     "gemma3_text": {"vocab_size": 262208, "max_position_embeddings": 131072, "rope_theta": 1_000_000.0},
+    "llama4_text": {"hidden_size": 5120, "intermediate_size": 8192, "num_hidden_layers": 48, "num_attention_heads": 40,
+                    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048, "max_position_embeddings": 131072,
+                    "rope_theta": 500_000.0},
 }
 #: text_config model types that share a layout above
 _TEXT_ALIASES: dict[str, str] = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
@@ -87,6 +92,7 @@ INT_MAX: dict[str, int] = {
     "num_experts_per_tok": 100_000, "decoder_sparse_step": 10_000, "moe_layer_freq": 10_000,
     "num_kv_heads": 100_000, "experts_per_token": 100_000, "attn_layer_period": 10_000, "expert_layer_period": 10_000,
     "sliding_window_pattern": 10_000, "num_ln_in_parallel_attn": 10, "mamba_expand": 1_000, "mamba_d_conv": 1_000,
+    "interleave_moe_layer_step": 10_000, "no_rope_layer_interval": 10_000, "spatial_merge_size": 1_000,
 }
 #: every other config integer (widths, vocab, context): below 2**40 (about 1.1e12)
 INT_MAX_DEFAULT = 2**40
@@ -285,7 +291,7 @@ def _text_model(f: _Fields, model_type: str) -> tuple[_Fields, str, Any]:
     vc = f.raw.get("vision_config")
     if vc is not None and not isinstance(vc, dict):
         raise f.fail("vision_config", "must be an object")
-    params, what = _vision_params(_Fields(vc or {}, f.where, f.prefix + "vision_config."), model_type, tf)
+    params, what = _vision_params(_Fields(vc or {}, f.where, f.prefix + "vision_config."), model_type, tf, f)
     note = (f"vision tower ({what}) reported, not timed: costs are the language model's, per token"
             if params is not None else f"vision tower ({what}) neither counted nor timed: costs are the language model's, per token")
     if text is not None and taken:
@@ -293,9 +299,10 @@ def _text_model(f: _Fields, model_type: str) -> tuple[_Fields, str, Any]:
     return tf, text_type, VisionTower(model_type=model_type, params=params, note=note)
 
 
-def _vision_params(v: _Fields, model_type: str, text: _Fields) -> tuple[float | None, str]:
+def _vision_params(v: _Fields, model_type: str, text: _Fields, top: _Fields) -> tuple[float | None, str]:
     """Parameters of the vision encoder and its projector into the language model: CLIP / SigLIP
-    ViTs (Llava, Gemma-3, Mistral-3) and Qwen2-VL's ViT; None for a layout not counted."""
+    ViTs (Llava, Gemma-3), Pixtral (Llava, Mistral-3), Llama-4's ViT and Qwen2-VL's ViT; None for
+    a layout not counted. ``top`` is the multimodal config itself (the projector's own fields)."""
     if not v.raw:
         return None, "no vision_config"
     d_text = text.raw.get("hidden_size")
@@ -315,11 +322,13 @@ def _vision_params(v: _Fields, model_type: str, text: _Fields) -> tuple[float | 
         block = 3 * e * e + 3 * e + e * e + e + 2 * (e * i + i) + i * e + e + 2 * e
         merger = e + (e * m * m) ** 2 + e * m * m + e * m * m * out + out
         return float(depth * block + c * t * p * p * e + merger), f"Qwen2.5-VL ViT, {depth} blocks of width {e}"
+    if model_type == "llama4":
+        return _llama4_vision_params(v, d_text)
     vt = v.raw.get("model_type", "")
     if vt not in ("clip_vision_model", "siglip_vision_model", "pixtral"):
         return None, f"model_type {json.dumps(vt)}"
     if vt == "pixtral":
-        return None, "Pixtral ViT"
+        return _pixtral_params(v, model_type, d_text, top)
     h, i, L = v.int_("hidden_size"), v.int_("intermediate_size"), v.int_("num_hidden_layers")
     p, size, c = v.int_("patch_size"), v.int_("image_size"), v.int_("num_channels", 3)
     patches = (size // p) ** 2
@@ -335,6 +344,46 @@ def _vision_params(v: _Fields, model_type: str, text: _Fields) -> tuple[float | 
     else:
         proj = 0
     return float(layers + embed + proj), f"{vt.removesuffix('_vision_model')} ViT, {L} layers of width {h}"
+
+
+def _llama4_vision_params(v: _Fields, d_text: Any) -> tuple[float, str]:
+    """Llama-4's ViT (transformers' ``Llama4VisionModel``): an unfolded patch projection without
+    bias, a class token and (patches + 1) learned positions, pre- and post-LayerNorm; per layer
+    q, k, v, o with biases, fc1/fc2 (GELU) with biases, two LayerNorms; the pixel-shuffle adapter
+    (intermediate_size -> projector_input_dim -> projector_output_dim, no biases); the projector
+    vision_output_dim -> the text hidden size (no bias). Its 2D RoPE has no weights."""
+    h, i, L = v.int_("hidden_size", 768), v.int_("intermediate_size", 5632), v.int_("num_hidden_layers", 34)
+    p, size, c = v.int_("patch_size", 14), v.int_("image_size", 448), v.int_("num_channels", 3)
+    p_in, p_out, out = v.int_("projector_input_dim", 4096), v.int_("projector_output_dim", 4096), v.int_("vision_output_dim", 7680)
+    patches = (size // p) ** 2
+    layers = L * (4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h)
+    embed = c * p * p * h + h + (patches + 1) * h + 2 * 2 * h
+    adapter = i * p_in + p_out * p_out
+    proj = out * d_text if isinstance(d_text, int) else 0
+    return float(layers + embed + adapter + proj), f"Llama-4 ViT, {L} layers of width {h}"
+
+
+def _pixtral_params(v: _Fields, model_type: str, d_text: Any, top: _Fields) -> tuple[float, str]:
+    """Pixtral's ViT (transformers' ``PixtralVisionModel``): a patch conv without bias and an
+    RMSNorm before the blocks; per block q, k, v, o without biases (width -> width), a gated MLP
+    (gate, up, down, no biases) and two RMSNorms; 2D RoPE without weights. Then the projector:
+    Llava's two linears (vision width x feature layers -> text, text -> text, biases by
+    ``multimodal_projector_bias``, default true); Mistral-3's RMSNorm, patch merger
+    (width x spatial_merge_size^2 -> width, no bias) and the same two linears (bias default false)."""
+    h, i, L = v.int_("hidden_size"), v.int_("intermediate_size"), v.int_("num_hidden_layers")
+    p, c = v.int_("patch_size"), v.int_("num_channels", 3)
+    layers = L * (4 * h * h + 3 * h * i + 2 * h)
+    embed = c * p * p * h + h
+    proj = 0
+    if isinstance(d_text, int):
+        layer = top.raw.get("vision_feature_layer", -1)
+        feature_layers = len(layer) if isinstance(layer, list) and layer else 1
+        bias = top.bool_("multimodal_projector_bias", model_type != "mistral3")
+        proj = h * feature_layers * d_text + d_text * d_text + (2 * d_text if bias else 0)
+        if model_type == "mistral3":
+            m = top.int_("spatial_merge_size", 2)
+            proj += h + h * m * m * h
+    return float(layers + embed + proj), f"Pixtral ViT, {L} layers of width {h}"
 
 
 def _check_heads(f: _Fields, heads: int, kv_heads: int, heads_key: str = "num_attention_heads") -> None:
@@ -496,11 +545,13 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
 
     # Qwen2/Qwen2-MoE always put biases on q/k/v (no config key); others read attention_bias.
     attention_bias = True if model_type in ("qwen2", "qwen2_moe") else f.bool_("attention_bias", False)
-    attention_out_bias = attention_bias if model_type in ("llama", "deepseek_v2", "deepseek_v3", "gpt_oss") else False
+    attention_out_bias = attention_bias if model_type in ("llama", "llama4_text", "deepseek_v2", "deepseek_v3", "gpt_oss") else False
     window, window_layers = _sliding_window(f, model_type, L)
     moe = _moe(f, model_type, L)
-    intermediate = f.int_("intermediate_size")
+    intermediate = f.int_("intermediate_size_mlp", 16384) if model_type == "llama4_text" else f.int_("intermediate_size")
     extra: dict[str, Any] = {}
+    if model_type == "llama4_text":
+        extra = dict(window_kind="chunked", notes=_llama4_notes(f))
     if model_type in _GEMMA:
         extra = dict(norms_per_layer=2 if model_type == "gemma" else 4)
         caps = [f"{k} {f.raw[k]:g}" for k in ("attn_logit_softcapping", "final_logit_softcapping")
@@ -536,8 +587,8 @@ def _decoder(f: _Fields, model_type: str, name: str) -> ModelConfig:
         gated_mlp=model_type in _GATED_TYPES,
         activation=f.str_(act_key, "gelu_pytorch_tanh" if model_type in _GEMMA else "silu") or "gelu_pytorch_tanh",
         tie_embeddings=f.bool_("tie_word_embeddings", tied_default),
-        max_position_embeddings=f.int_("max_position_embeddings", 2048 if model_type == "llama" else 4096),
-        rope_theta=f.float_("rope_theta", 10000.0),
+        max_position_embeddings=f.int_("max_position_embeddings", {"llama": 2048, "llama4_text": 131072}.get(model_type, 4096)),
+        rope_theta=f.float_("rope_theta", 500_000.0 if model_type == "llama4_text" else 10000.0),
         position_embedding="rope",
         norm="rmsnorm",
         attention_bias=attention_bias,
@@ -596,8 +647,8 @@ def _with_rope_scaling(f: _Fields, cfg: ModelConfig) -> ModelConfig:
         raise r.fail("factor", f"must be in [1, 1e6] (a stretch of the context), got {factor:g}")
     if kind == "llama3":
         low, high = r.float_("low_freq_factor"), r.float_("high_freq_factor")
-        if not high > low:
-            raise r.fail("high_freq_factor", f"({high:g}) must be above low_freq_factor ({low:g})")
+        if high < low:  # equal: one hard cut between scaled and unscaled bands (Llama-4 Scout: 1 and 1)
+            raise r.fail("high_freq_factor", f"({high:g}) must not be below low_freq_factor ({low:g})")
     if kind == "yarn":
         fast, slow = r.float_("beta_fast", 32.0), r.float_("beta_slow", 1.0)
         if not fast >= slow:
@@ -636,6 +687,8 @@ def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tu
     ("sliding_attention" / "full_attention") overrides these."""
     if model_type in ("llama", "gpt2", "gemma") or model_type.startswith("deepseek"):
         return None, ()
+    if model_type == "llama4_text":
+        return _llama4_chunks(f, L)
     if model_type == "jamba":
         if f.raw.get("sliding_window") is not None:
             raise f.fail("sliding_window", "is set: a sliding window on a hybrid's attention layers is not modelled")
@@ -654,16 +707,8 @@ def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tu
             window = None
         first = f.int_("max_window_layers", L, positive=False)
         layers = tuple(i for i in range(L) if i >= first) if window is not None else ()
-    types = f.raw.get("layer_types")
-    if types is not None:
-        allowed = ("full_attention", "sliding_attention")
-        if not isinstance(types, list) or len(types) != L:
-            got = f"{len(types)} entries" if isinstance(types, list) else json.dumps(types)[:80]
-            raise f.fail("layer_types", f"must be a list of {L} strings, one per layer (num_hidden_layers); got {got}")
-        for i, t in enumerate(types):
-            if t not in allowed:
-                raise f.fail("layer_types", f"entry {i} is {json.dumps(t)[:80]}; modelled: {', '.join(allowed)}")
-        listed = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+    listed = _layers_of_type(f, L, "sliding_attention")
+    if listed is not None:
         if listed and window is None:
             if qwen and f.raw.get("sliding_window") is not None:
                 raise f.fail("use_sliding_window", "is false (or missing) but layer_types lists sliding_attention layers")
@@ -674,7 +719,59 @@ def _sliding_window(f: _Fields, model_type: str, L: int) -> tuple[int | None, tu
     return window, layers
 
 
+def _layers_of_type(f: _Fields, L: int, kind: str) -> tuple[int, ...] | None:
+    """The layers a ``layer_types`` list marks ``kind`` (the others: "full_attention"); None
+    without the list. A list of another length, or another entry, is refused naming the field."""
+    types = f.raw.get("layer_types")
+    if types is None:
+        return None
+    allowed = tuple(sorted((kind, "full_attention")))
+    if not isinstance(types, list) or len(types) != L:
+        got = f"{len(types)} entries" if isinstance(types, list) else json.dumps(types)[:80]
+        raise f.fail("layer_types", f"must be a list of {L} strings, one per layer (num_hidden_layers); got {got}")
+    for i, t in enumerate(types):
+        if t not in allowed:
+            raise f.fail("layer_types", f"entry {i} is {json.dumps(t)[:80]}; modelled: {', '.join(allowed)}")
+    return tuple(i for i, t in enumerate(types) if t == kind)
+
+
+def _llama4_chunks(f: _Fields, L: int) -> tuple[int | None, tuple[int, ...]]:
+    """(chunk size, layers attending within chunks) of a Llama-4 text config: the RoPE layers
+    (``no_rope_layers[i]`` 1; without the list, all but every ``no_rope_layer_interval``-th) attend
+    inside chunks of ``attention_chunk_size`` tokens; the NoPE layers attend the whole context. An
+    explicit ``layer_types`` ("chunked_attention" / "full_attention") overrides these."""
+    chunk = f.int_("attention_chunk_size", 8192, nullable=True)
+    flags = f.raw.get("no_rope_layers")
+    if flags:
+        if not isinstance(flags, list) or len(flags) < L or any(v not in (0, 1) or isinstance(v, bool) for v in flags):
+            got = f"{len(flags)} entries" if isinstance(flags, list) and len(flags) < L else json.dumps(flags)[:80]
+            raise f.fail("no_rope_layers", f"must be a list of {L} entries of 0 (NoPE, full attention) or 1 (RoPE, chunked), one per layer; got {got}")
+        layers = tuple(i for i in range(L) if flags[i])
+    else:
+        interval = f.int_("no_rope_layer_interval", 4)
+        layers = tuple(i for i in range(L) if (i + 1) % interval)
+    listed = _layers_of_type(f, L, "chunked_attention")
+    if listed is not None:
+        layers = listed
+    if chunk is None or not layers:
+        return None, ()
+    return chunk, layers
+
+
+def _llama4_notes(f: _Fields) -> tuple[str, ...]:
+    notes = ["chunked attention is costed as a sliding window of the chunk size (KV held and read: min(N, chunk)), "
+             "an upper bound: a token attends only the tokens of its own chunk"]
+    if f.bool_("use_qk_norm", True):
+        notes.append("q/k L2 norms on the RoPE layers have no weights and are elementwise: not counted")
+    tuning = f.raw.get("attn_temperature_tuning", True)
+    if tuning not in (False, 0, None):
+        notes.append("attention temperature tuning on the NoPE layers scales the queries: elementwise, not counted")
+    return tuple(notes)
+
+
 def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
+    if model_type == "llama4_text":
+        return _llama4_moe(f, L)
     if model_type in ("mixtral", "gpt_oss", "jamba"):
         E = f.int_("num_local_experts" if model_type != "jamba" else "num_experts")
         if model_type == "jamba" and E == 1:
@@ -712,6 +809,29 @@ def _moe(f: _Fields, model_type: str, L: int) -> MoEConfig | None:
         gate = False
     else:
         return None
+    return _checked_moe(f, E, k, width, shared, shared_width, dense, gate)
+
+
+def _llama4_moe(f: _Fields, L: int) -> MoEConfig:
+    """Llama-4's feed-forward: on the MoE layers (``moe_layers``, else every
+    ``interleave_moe_layer_step``-th from step - 1) ``num_local_experts`` routed experts of width
+    ``intermediate_size``, top ``num_experts_per_tok``, plus one shared expert of the same width;
+    the other layers a dense MLP of width ``intermediate_size_mlp``."""
+    E, k = f.int_("num_local_experts", 16), f.int_("num_experts_per_tok", 1)
+    width = f.int_("intermediate_size", 8192)
+    listed = f.raw.get("moe_layers")
+    if listed is not None:
+        moe_layers = set(f.int_list("moe_layers"))
+        if any(not 0 <= i < L for i in moe_layers):
+            raise f.fail("moe_layers", f"lists layer {max(moe_layers, key=abs)}; layers are 0 to {L - 1}")
+    else:
+        step = f.int_("interleave_moe_layer_step", 1)
+        moe_layers = set(range(step - 1, L, step))
+    dense = tuple(i for i in range(L) if i not in moe_layers)
+    return _checked_moe(f, E, k, width, 1, width, dense, False)
+
+
+def _checked_moe(f: _Fields, E: int, k: int, width: int, shared: int, shared_width: int, dense: tuple[int, ...], gate: bool) -> MoEConfig:
     if k > E:
         raise f.fail("num_experts_per_tok", f"({k}) must not exceed the number of experts ({E})")
     return MoEConfig(

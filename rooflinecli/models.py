@@ -111,6 +111,10 @@ class ModelConfig:
     moe: MoEConfig | None = None
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] = ()  # indices of layers that use the window
+    #: "sliding" (each token attends the last ``sliding_window`` tokens) or "chunked" (Llama-4: each
+    #: token attends inside its own chunk of ``sliding_window`` tokens); both are costed as a window
+    #: of that size (KV held and read per sequence: min(N, window)), an upper bound for chunks
+    window_kind: str = "sliding"
     compressed: CompressedAttention | None = None
     published_params: float | None = None  # total the publisher states, for reference
     router_bias: bool = False  # DeepSeek-V3: per-expert score-correction bias (E params per layer)

