@@ -38,10 +38,9 @@ def analyze_cmd(
     """
     from dataclasses import replace
 
-    from rooflinecli.cli.workload_options import option_given, tokens_within_trained_context
+    from rooflinecli.cli.workload_options import checkpoint_workload, tokens_within_trained_context
     from rooflinecli.predict import analyze, resolve_mode
     from rooflinecli.hardware import get_spec
-    from rooflinecli.quant import checkpoint_dtypes
     from rooflinecli.model_registry import get_model
 
     wl = workload_from_options(  # input errors first, before loading anything
@@ -55,7 +54,7 @@ def analyze_cmd(
     wl = replace(wl, mode=resolve_mode(spec, mode, engine), price_per_gpu_hour=(price or Prices()).for_gpu(spec))
     fitted, fit_note = tokens_within_trained_context(cfg, prompt=wl.prompt_len, gen=wl.gen_len)
     wl = replace(wl, prompt_len=fitted["prompt"], gen_len=fitted["gen"])
-    wl, dtype_notes = checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), [spec])
+    wl, dtype_notes = checkpoint_workload(cfg, wl, [spec])
     a = analyze(cfg, spec, wl)
     if fit_note:  # once the analysis stands: an input error stays one line
         typer.echo(fit_note, err=True)

@@ -70,12 +70,11 @@ def report_cmd(
     refuse_overwriting_inputs(model_and_spec_files([cfg], [*specs, measured]), {"--out": out})
     from dataclasses import replace
 
-    from rooflinecli.cli.workload_options import option_given, tokens_within_trained_context
-    from rooflinecli.quant import checkpoint_dtypes
+    from rooflinecli.cli.workload_options import checkpoint_workload, tokens_within_trained_context
 
     fitted, fit_note = tokens_within_trained_context(cfg, prompt=wl.prompt_len, gen=wl.gen_len)
     wl = replace(wl, prompt_len=fitted["prompt"], gen_len=fitted["gen"])
-    wl, dtype_notes = checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), specs)
+    wl, dtype_notes = checkpoint_workload(cfg, wl, specs)
     res = load_results(results) if results is not None else None
     base = load_results(baseline) if baseline is not None else None
     inputs = {

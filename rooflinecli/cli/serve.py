@@ -78,10 +78,13 @@ def serve_cmd(
                                engine=engine, prefill_chunk=token_budget)
     from dataclasses import replace
 
-    wl = replace(wl, mode=mode)
+    from rooflinecli.cli.workload_options import checkpoint_workload, echo_dtype_notes
+
+    wl, dtype_notes = checkpoint_workload(cfg, replace(wl, mode=mode), [spec])
     if search:
         _search(cfg, spec, wl, gpus=gpus, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, min_tps_user=min_tokens_per_s_per_user,
                 token_budget=token_budget, memory_fraction=memory_fraction, out=out, json_out=json_out)
+        echo_dtype_notes(dtype_notes)
         return
     from rooflinecli.serve.run import Load, parse_disagg, serve_point
 
@@ -116,6 +119,7 @@ def serve_cmd(
                                       isl_spread=isl_spread, osl_spread=osl_spread, trace=trace, stream=stream, token_budget=token_budget,
                                       memory_fraction=memory_fraction, max_seqs=max_seqs)
     _echo_notes(res["notes"])
+    echo_dtype_notes(dtype_notes)
     if json_out:
         from rooflinecli.fmt import json_dumps
 

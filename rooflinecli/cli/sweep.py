@@ -10,7 +10,7 @@ import typer
 
 from rooflinecli.errors import one_line
 from rooflinecli.cli.options import dtype_parser, forgive_gpu_names, forgive_model_names
-from rooflinecli.cli.workload_options import SHARED, workload_options
+from rooflinecli.cli.workload_options import SHARED, checkpoint_workload, echo_dtype_notes, workload_options
 from rooflinecli.dtypes import COMPUTE_DTYPES, KV_DTYPES, WEIGHT_DTYPES
 from rooflinecli.errors import RooflineError
 
@@ -73,7 +73,7 @@ def sweep_cmd(
     for wd in wds or ():
         check_dtype(wd, WEIGHT_DTYPES, "weight dtype (--weight-dtype)")
     kvs = [check_dtype(k, KV_DTYPES, "KV dtype (--kv-dtype)") for k in parse_list(kv_dtype, "--kv-dtype")]
-    combos = S.make_combos(cfgs, specs, dtypes, kvs, wds, mode, engine, kv_bits)
+    combos, dtype_notes = _checkpoint_combos(S.make_combos(cfgs, specs, dtypes, kvs, wds, mode, engine, kv_bits))
     total_rows = B.size * N.size * len(combos) * len(phases)
     if total_rows > MAX_SWEEP_ROWS:  # before any work: a typo must not run for hours
         raise RooflineError(f"--batch x --context x combos x phases: {total_rows:,} rows is above the limit of {MAX_SWEEP_ROWS:,}; narrow a grid")
@@ -91,6 +91,8 @@ def sweep_cmd(
             f"{_gb(size.peak_memory_bytes)} (streamed in chunks of up to {S.CHUNK_ROWS:,} rows)",
             err=True,
         )
+    if not quiet:
+        echo_dtype_notes(dtype_notes)
     for cfg in cfgs:
         if not quiet:
             w = context_warning(cfg, int(N[-1]))
@@ -116,6 +118,24 @@ def sweep_cmd(
             f"to {one_line(out)} in {time.perf_counter() - t0:.2f} s",
             err=True,
         )
+
+
+def _checkpoint_combos(combos) -> tuple[list, list[str]]:
+    """Each combination with the compute and KV dtypes its model's checkpoint implies where
+    --dtype / --kv-dtype / --kv-bits were not given (``checkpoint_workload``), and the notes saying
+    so, once each."""
+    from dataclasses import replace
+
+    from rooflinecli.analysis import Workload
+
+    out, notes = [], []
+    for c in combos:
+        wl = Workload(batch=1, prompt_len=1, gen_len=1, compute_dtype=c.dtype, weight_dtype=c.weight_dtype, kv_dtype=c.kv_dtype,
+                      kv_bits=c.kv_bits, weight_dtype_overrides=c.weight_dtype_overrides)
+        wl, said = checkpoint_workload(c.cfg, wl, [c.spec])
+        out.append(replace(c, dtype=wl.compute_dtype, kv_dtype=wl.kv_dtype, kv_bits=wl.kv_bits))
+        notes += [n for n in said if n not in notes]
+    return out, notes
 
 
 def _gb(n: int) -> str:

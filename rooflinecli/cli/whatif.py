@@ -18,7 +18,8 @@ import typer
 from rooflinecli.fmt import fmt_bytes, fmt_count, fmt_num, fmt_time
 from rooflinecli.fmt import json_default as _json_default
 from rooflinecli.cli.options import HW_HELP, HwOption, JsonOption, dtype_parser, forgive_gpu_names, forgive_model_names, tokens_option
-from rooflinecli.cli.workload_options import DEFAULT_WORKLOAD, REQUIRED, SHARED, Prices, workload_options
+from rooflinecli.cli.workload_options import (DEFAULT_WORKLOAD, REQUIRED, SHARED, Prices, checkpoint_workload, checkpoint_workload_fields,
+                                              echo_dtype_notes, workload_options)
 from rooflinecli.errors import RooflineError
 from rooflinecli.quant import weights_label
 
@@ -138,6 +139,7 @@ def speculative_cmd(
     check_inputs(draft_tokens, acceptance, draft_cost_ratio or 0.0)  # before any model work
 
     source = "given"
+    dtype_notes: list[str] = []
     step_time = None
     verify = None  # the verification pass's cost in plain steps, per k = 1.. (with a model)
     warning = None
@@ -165,7 +167,7 @@ def speculative_cmd(
 
             warning = "\n".join(w for w in (fit_note, context_warning(cfg, context + 1)) if w) or None  # a step at N holds N + 1 positions
             spec = get_spec(hw)
-            wl_kw = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep)
+            wl_kw, dtype_notes = checkpoint_workload_fields(cfg, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep), [spec])
             fit = fit_warning(cfg, spec, _workload(batch, context, 1, **wl_kw), context, context, batch)
             warning = "\n".join(w for w in (warning, f"warning: {fit}" if fit else None) if w) or None
             # the table's k = 1..8 and the k asked for, each verification pass timed by the model
@@ -177,8 +179,10 @@ def speculative_cmd(
                       verify[draft_tokens] if verify else 1.0)
     table = speedup_by_draft_tokens(acceptance, res.draft_cost_ratio, max(8, draft_tokens), verify)
     _warn(warning)
+    echo_dtype_notes(dtype_notes)
     if as_json:
-        timed = {**mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep} if hw is not None else {}
+        timed = {**mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep, "compute_dtype": wl_kw["compute_dtype"],
+                 "kv": _workload(batch, context, 1, **wl_kw).kv_label, "dtype_notes": dtype_notes} if hw is not None else {}
         _echo_json({**res.to_json(), **timed, "by_draft_tokens": [{"draft_tokens": k, "expected_tokens_per_step": t, "speedup": s} for k, t, s in table]})
         return
     c = _console()
@@ -322,17 +326,19 @@ def kv_cmd(
     cfg, spec = get_model(model), get_spec(hw)
     context, fit_note = _fit_context(cfg, context)
     mk = _mode_kwargs(spec, mode, engine)
-    wl = _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, kv_block_size, tp, ep, **mk)
+    wl, dtype_notes = checkpoint_workload_fields(cfg, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, kv_block_size, tp, ep, **mk), [spec])
+    kv_dtype, kv_bits = wl["kv_dtype"], wl["kv_bits"]  # as applied: the checkpoint's own unless given
     _check_parallel(cfg, _workload(batch, context, 1, **wl))
     rows = kv_rows(cfg, spec, batch, context, wl, kinds)
     for note in variant_models(cfg, kinds)[1]:
         _warn(note)
     _warn(fit_note)
     _warn(context_warning(cfg, context + 1))  # the step at N holds N + 1 positions, as analyze counts them
+    echo_dtype_notes(dtype_notes)
     if as_json:
         _echo_json({"model": cfg.name, "hw": spec.id, **mk, "batch": batch, "context_tokens": context, "tp": tp, "ep": ep,
-                    "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
-                    "variants": [r.to_json() for r in rows]})
+                    "compute_dtype": wl["compute_dtype"], "kv_bytes_per_element": _kv_bpe(kv_dtype, kv_bits), "kv_block_size": kv_block_size,
+                    "dtype_notes": dtype_notes, "variants": [r.to_json() for r in rows]})
         return
     c = _console()
     kv = f"{kv_bits:g}-bit" if kv_bits is not None else kv_dtype
@@ -394,8 +400,9 @@ def moe_cmd(
         raise RooflineError(f"--batch: '{batch}' gives {len(B):,} batches; the table takes at most {MOE_MAX_BATCHES:,} (e.g. 1..1M:x2)")
     spec = get_spec(hw)
     mk = _mode_kwargs(spec, mode, engine)
-    wl = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, expert_skew=skew, **mk))
-    wl1 = _workload(int(B[0]), context, 1, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, 1, expert_skew=skew, **mk))
+    fields, dtype_notes = checkpoint_workload_fields(cfg, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, expert_skew=skew, **mk), [spec])
+    wl = _workload(int(B[0]), context, 1, **fields)
+    wl1 = _workload(int(B[0]), context, 1, **{**fields, "ep": 1})
     m = cfg.moe
     ps = M.param_summary(cfg)
     touched = M.experts_touched(cfg, B, skew)
@@ -409,8 +416,10 @@ def moe_cmd(
 
     fit = fit_warning(cfg, spec, wl, context, context, B)
     _warn(f"warning: {fit}" if fit else None)
+    echo_dtype_notes(dtype_notes)
     out = {
         "model": cfg.name, "hw": spec.id, **mk, "context_tokens": context, "skew": skew, "ep": ep, "tp": tp,
+        "compute_dtype": wl.compute_dtype, "kv": wl.kv_label, "dtype_notes": dtype_notes,
         "num_routed_experts": m.num_routed_experts, "top_k": m.top_k, "num_shared_experts": m.num_shared_experts,
         "num_moe_layers": cfg.num_moe_layers, "routed_expert_bytes": expert_b,
         "routed_experts_per_gpu": m.num_routed_experts / ep,
@@ -489,6 +498,8 @@ def compare_cmd(
     if not specs:
         raise RooflineError("--hw: give at least one GPU")
     wl = _workload(batch, prompt, gen, **_wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, engine=engine))
+    wl, dtype_notes = checkpoint_workload(cfg, wl, specs)
+    dtype = wl.compute_dtype  # as applied: the checkpoint's own unless --dtype was given
     _check_parallel(cfg, wl)
     prices = price or Prices()
     prices.check_gpus(specs)
@@ -509,9 +520,10 @@ def compare_cmd(
         title = f"{cfg.name} across GPUs"
     _warn(fit_note)
     _warn(context_warning(cfg, prompt + gen))
+    echo_dtype_notes(dtype_notes)
     if as_json:
         _echo_json({"model": cfg.name, "batch": batch, "prompt_tokens": prompt, "gen_tokens": gen, "dtype": dtype,
-                    "weight_dtype": weight_dtype, "kv": wl.kv_label, "tp": tp, "ep": ep, "rows": rows})
+                    "weight_dtype": weight_dtype, "kv": wl.kv_label, "tp": tp, "ep": ep, "dtype_notes": dtype_notes, "rows": rows})
         return
     ach = any(r["mode"] == "achievable" for r in rows)  # mode and roof columns only when they differ
     table = [
@@ -558,11 +570,13 @@ def disagg_cmd(
     cfg, spec = get_model(model), get_spec(hw)
     prompt, gen, fit_note = _fit_prompt_gen(cfg, prompt, gen)
     mk = _mode_kwargs(spec, mode, engine)
-    p = plan(cfg, spec, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **mk), prompt, gen, rate, ttft_target, tpot_target, max_batch)
+    fields, dtype_notes = checkpoint_workload_fields(cfg, _wl_kwargs(dtype, weight_dtype, kv_dtype, kv_bits, None, tp, ep, **mk), [spec])
+    p = plan(cfg, spec, fields, prompt, gen, rate, ttft_target, tpot_target, max_batch)
     _warn(fit_note)
     _warn(context_warning(cfg, prompt + gen))
+    echo_dtype_notes(dtype_notes)
     if as_json:
-        _echo_json({**p.to_json(), **mk})
+        _echo_json({**p.to_json(), **mk, "compute_dtype": fields["compute_dtype"], "dtype_notes": dtype_notes})
         return
     c = _console()
     c.print(f"{cfg.name} on {spec.id} ({_mode_phrase(mk)}; instances of {p.gpus_per_instance} GPU): {rate:g} req/s of {prompt:,} in + {gen:,} out tokens; "

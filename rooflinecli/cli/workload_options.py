@@ -242,6 +242,33 @@ def workload_from_options(*, batch: int, prompt: int, gen: int, price_usd_per_gp
     return validate_workload(wl)
 
 
+def checkpoint_workload(cfg, wl, specs=()):
+    """(workload, notes): ``wl`` with the compute dtype ``cfg``'s ``quantization_config`` implies
+    (W8A8 fp8 / int8, NVFP4) and the KV-cache dtype it declares, where the running command was not
+    given --dtype / --kv-dtype / --kv-bits; a given option stays and a note says what it replaces
+    (``quant.checkpoint_dtypes``; ``specs``: the command's GPUs, for the peaks). Every command that
+    takes a model and a workload reads its dtypes through here, so analyze, report, compare, sweep,
+    serve and the what-ifs time one checkpoint alike."""
+    from rooflinecli.quant import checkpoint_dtypes
+
+    return checkpoint_dtypes(cfg, wl, option_given("dtype"), option_given("kv_dtype") or option_given("kv_bits"), specs)
+
+
+def checkpoint_workload_fields(cfg, fields: dict, specs=()) -> tuple[dict, list[str]]:
+    """``checkpoint_workload`` for commands that hand ``Workload`` fields on as keywords (kv, moe,
+    speculative, disagg): (the fields with compute_dtype, kv_dtype and kv_bits as applied, notes)."""
+    from rooflinecli.analysis import Workload
+
+    wl, notes = checkpoint_workload(cfg, Workload(batch=1, prompt_len=1, gen_len=1, **fields), specs)
+    return {**fields, "compute_dtype": wl.compute_dtype, "kv_dtype": wl.kv_dtype, "kv_bits": wl.kv_bits}, notes
+
+
+def echo_dtype_notes(notes) -> None:
+    """Print ``checkpoint_workload``'s notes, one ``note:`` line each, on stderr."""
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
 def tokens_within_trained_context(cfg, **tokens: int) -> tuple[dict[str, int], str | None]:
     """The shared token options (``prompt`` and ``gen``, or a decode step's ``context``) a command
     was not given, shrunk to fit ``cfg``'s trained context, so that a command at its defaults warns
