@@ -25,7 +25,8 @@ def describe_attention(cfg: ModelConfig) -> str:
         c = cfg.compressed
         s += f", c{c.ratio:g} top-{c.top_k if c.top_k is not None else 'all'} +{c.window}"
     if cfg.sliding_window is not None and cfg.sliding_window_layers:
-        s += f", SWA {cfg.sliding_window} ({len(cfg.sliding_window_layers)}/{cfg.num_layers})"
+        kind = "chunks" if cfg.window_kind == "chunked" else "SWA"
+        s += f", {kind} {cfg.sliding_window} ({len(cfg.sliding_window_layers)}/{cfg.num_layers})"
     return s
 
 

@@ -144,6 +144,14 @@ def test_model_show_names_chunked_attention_and_the_vision_tower():
     assert "871,932,416 params" in r.output and "reported, not timed" in r.output
 
 
+def test_kv_what_if_names_the_chunks():
+    r = runner.invoke(app, ["kv", "--model", "llama-4-scout", "--hw", "h200", "--context", "100000", "--variants", "gqa", "--json"])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["variants"]
+    assert row["attention"] == "8 KV x 128, chunks 8192 (36/48)"
+    assert row["kv_cache_bytes"] == (12 * 100_000 + 36 * 8192) * 2 * 8 * 128 * 2
+
+
 def test_llama_3_band_factors_may_be_equal():
     raw = dict(preset_raw("llama-3.1-8b"))
     raw["rope_scaling"] = dict(raw["rope_scaling"], low_freq_factor=1.0, high_freq_factor=1.0)
