@@ -60,7 +60,7 @@ def list_cmd(json_out: JsonOption = False) -> None:
         rows.append([
             s.id,
             s.name,
-            s.kind if s.base is None else f"{s.kind} ({s.base})",
+            s.kind if s.base is None or s.id.startswith(s.base + "-") else f"{s.kind} ({s.base})",  # "h200-measured" names its base already
             _num(s.peak_dense_tflops["bf16"]) + _est(s, "peak_dense_tflops.bf16"),
             (_num(fp8) + _est(s, "peak_dense_tflops.fp8")) if fp8 is not None else "-",
             _num(s.memory_capacity_gb),

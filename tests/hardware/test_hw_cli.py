@@ -274,7 +274,7 @@ def test_missing_spec_file_and_unknown_id(tmp_path):
     assert r.exit_code == 2 and r.stderr.strip() == f"error: {missing}: no such spec file"
     r = run("hw", "show", "h100")
     assert r.exit_code == 2
-    assert r.stderr.strip().startswith("error: unknown GPU 'h100' (did you mean 'h100-pcie' or 'h100-sxm'?); known: a100-sxm")
+    assert r.stderr.strip().startswith("error: unknown GPU 'h100' (did you mean 'h100-pcie' or 'h100-sxm' or 'h100-sxm-imported'?); known: a100-sxm")
 
 
 def test_every_case_mutates_a_valid_file():
