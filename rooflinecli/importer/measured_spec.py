@@ -48,11 +48,9 @@ class Ceiling:
 
 
 def _quantile(values: list[float], q: float) -> float:
-    s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    import numpy as np
+
+    return float(np.quantile(values, q))
 
 
 def _gemm_rows(cal) -> list[tuple[str, float, float, float, float]]:
