@@ -133,6 +133,28 @@ def causal_pairs(S, window=None):
     return W * S - W * (W - 1) / 2.0
 
 
+def chunked_attended_tokens(position, chunk):
+    """Tokens a query at 0-based ``position`` attends under chunked attention (Llama-4's
+    ``attention_chunk_size`` C): those of its own chunk up to itself, positions C*floor(p/C) .. p,
+    (p mod C) + 1 of them. The new token of a decode step at context N sits at position N: it
+    attends (N mod C) + 1 tokens, 1 on a chunk's first position and C on its last."""
+    if _scalars(position, chunk):
+        return float(position % chunk + 1)
+    return np.mod(np.asarray(position, dtype=float), chunk) + 1.0
+
+
+def chunked_causal_pairs(S, chunk):
+    """Query-key pairs a chunked causal attention over S tokens scores, per (batch, head): the sum
+    of ``chunked_attended_tokens`` over positions 0 .. S-1, k*C*(C+1)/2 + r*(r+1)/2 with
+    S = k*C + r (each whole chunk one causal triangle, the last chunk a partial one). A prefill of
+    S tokens after P cached ones scores chunked_causal_pairs(P + S) - chunked_causal_pairs(P)."""
+    S = np.asarray(S, dtype=float)
+    C = float(chunk)
+    k = np.floor(S / C)
+    r = S - k * C
+    return k * C * (C + 1) / 2.0 + r * (r + 1) / 2.0
+
+
 def attention_prefill_flops(B, H, S, D, causal=True, window=None, Dv=None):
     """QK^T plus PV FLOPs over B sequences of S tokens: 2*B*H*S*S*D each without masking;
     a causal mask keeps S(S+1)/2 pairs, a sliding window W keeps about W*S."""

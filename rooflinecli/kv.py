@@ -3,7 +3,9 @@
 Per layer and token a standard attention layer caches K and V: 2*H_kv*D elements
 (``formulas.kv_cache_bytes``); an MLA layer caches one latent plus the shared RoPE key:
 kv_lora_rank + rope_dim elements (``formulas.mla_kv_cache_bytes``). A sliding-window layer holds
-at most W tokens (``formulas.effective_context``); compressed attention (``cfg.compressed``) caches
+at most W tokens (``formulas.effective_context``), and so does a chunked layer (Llama-4) of chunk
+W: it needs only the current chunk's (N mod W) + 1 tokens, but an engine allocates for a whole
+chunk, so capacity and fit count min(N, W); compressed attention (``cfg.compressed``) caches
 ceil(N/ratio) entries plus a local window (``formulas.compressed_entries``); a paged cache rounds
 each sequence up to whole blocks (``formulas.paged_tokens``). Only attention layers cache K and V:
 a hybrid's Mamba layers keep a fixed state per sequence instead (``mamba_state_bytes``).
@@ -43,7 +45,8 @@ def kv_cache_bytes_for(cfg: ModelConfig, N, B, bytes_per_element: float, block_s
     """KV-cache bytes of B sequences at context N (numpy arrays broadcast; scalars give a float).
 
     Full layers hold N tokens (or the compressed entries of N when ``cfg.compressed``), window
-    layers min(N, W); with ``block_size`` each layer's entries round up to whole pages.
+    and chunked layers min(N, W) (what an engine allocates; a chunked layer needs (N mod W) + 1);
+    with ``block_size`` each layer's entries round up to whole pages.
     A hybrid's Mamba layers add their fixed state per sequence (``mamba_state_bytes``).
     """
     n_window = sum(1 for i in range(cfg.num_layers) if cfg.uses_window(i))

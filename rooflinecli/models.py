@@ -111,9 +111,9 @@ class ModelConfig:
     moe: MoEConfig | None = None
     sliding_window: int | None = None
     sliding_window_layers: tuple[int, ...] = ()  # indices of layers that use the window
-    #: "sliding" (each token attends the last ``sliding_window`` tokens) or "chunked" (Llama-4: each
-    #: token attends inside its own chunk of ``sliding_window`` tokens); both are costed as a window
-    #: of that size (KV held and read per sequence: min(N, window)), an upper bound for chunks
+    #: "sliding" (each token attends the last ``sliding_window`` tokens) or "chunked" (Llama-4: the
+    #: token at position p attends the (p mod C) + 1 tokens of its own chunk of C = ``sliding_window``,
+    #: ``formulas.chunked_attended_tokens``); both allocate KV for min(N, window) tokens per sequence
     window_kind: str = "sliding"
     compressed: CompressedAttention | None = None
     published_params: float | None = None  # total the publisher states, for reference

@@ -199,7 +199,9 @@ def mlp_groups(cfg: ModelConfig) -> dict[str, int]:
 
 
 def cached_entries(cfg: ModelConfig, group: str, N):
-    """Entries a layer of this attention group caches at context N."""
+    """Entries a layer of this attention group caches at context N. A chunked layer (Llama-4)
+    needs only its current chunk, but an engine allocates for a whole one: min(N, chunk), as a
+    sliding window's, and as ``kv.kv_cache_bytes_for`` holds."""
     if group == "window":
         return F.effective_context(N, cfg.sliding_window)
     if group == "compressed":
@@ -209,8 +211,11 @@ def cached_entries(cfg: ModelConfig, group: str, N):
 
 
 def entries_read(cfg: ModelConfig, group: str, N):
-    """Entries a decode query of this attention group reads at context N."""
+    """Entries a decode query of this attention group reads at context N (a chunked layer: the
+    (N mod chunk) + 1 tokens of the new token's own chunk, itself included)."""
     if group == "window":
+        if cfg.window_kind == "chunked":
+            return F.chunked_attended_tokens(N, cfg.sliding_window)
         return F.effective_context(N, cfg.sliding_window)
     if group == "compressed":
         c = cfg.compressed
@@ -221,6 +226,8 @@ def entries_read(cfg: ModelConfig, group: str, N):
 def prefill_pairs(cfg: ModelConfig, group: str, S):
     """Scored (query, key) pairs per (sequence, head) of a causal prefill over S tokens."""
     if group == "window":
+        if cfg.window_kind == "chunked":
+            return F.chunked_causal_pairs(S, cfg.sliding_window)
         return F.causal_pairs(S, cfg.sliding_window)
     if group == "compressed":
         c = cfg.compressed
@@ -280,7 +287,7 @@ def _attention_core(cfg, wl, phase, group, layers, seqs, ctx) -> list[OpCost]:
     up-projection of the cached latents."""
     b_a, b_kv = wl.act_bytes_per_element, wl.kv_bytes_per_element
     h = cfg.num_heads / wl.tp
-    window = f"chunks of {cfg.sliding_window} (as a window)" if cfg.window_kind == "chunked" else f"window {cfg.sliding_window}"
+    window = f"chunks of {cfg.sliding_window}" if cfg.window_kind == "chunked" else f"window {cfg.sliding_window}"
     window_note = {"window": window, "compressed": "compressed", "full": ""}[group]
     name = "attn.core" if group == "full" else f"attn.core.{group}"
     if phase == "prefill":

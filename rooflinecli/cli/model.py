@@ -208,7 +208,7 @@ def _render_show(cfg, s: dict[str, Any], kv_label: str) -> None:
     if cfg.sliding_window is not None:
         if cfg.window_kind == "chunked":
             t.add_row("chunked attention", f"{cfg.sliding_window}-token chunks on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers "
-                      "(costed as a window of that size); full attention on the rest")
+                      "(position p attends the (p mod chunk) + 1 tokens of its chunk; KV allocated for one chunk); full attention on the rest")
         else:
             t.add_row("sliding window", f"{cfg.sliding_window} tokens on {len(cfg.sliding_window_layers)} of {cfg.num_layers} layers")
     if cfg.attention_sinks:

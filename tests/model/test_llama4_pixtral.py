@@ -87,7 +87,7 @@ def test_llama_4_kv_by_hand_chunked_layers_hold_one_chunk(preset):
     assert kv.kv_cache_bytes_for(cfg, 32768, 2, 2.0) == 2 * (12 * 32768 + 36 * 8192) * per_layer_token == 5_637_144_576
 
 
-def test_llama_4_decode_reads_one_chunk_on_chunked_layers():
+def test_llama_4_decode_reads_its_own_chunk_on_chunked_layers():
     from rooflinecli.analysis import Workload
     from rooflinecli.hardware import get_spec
     from rooflinecli.predict import analyze
@@ -96,7 +96,8 @@ def test_llama_4_decode_reads_one_chunk_on_chunked_layers():
     a = analyze(cfg, get_spec("h200"), Workload(batch=1, prompt_len=32768, gen_len=1, mode="roof"))
     attn = {op.group: op for op in a.decode.ops if op.kind == "attention"}
     per_token = 2 * 8 * 128 * 2
-    assert attn["window"].kv_read_bytes == 36 * 8192 * per_token and "chunks of 8192" in attn["window"].note
+    # the new token at position 32,768 = 4 x 8,192 opens a chunk: it attends itself alone
+    assert attn["window"].kv_read_bytes == 36 * 1 * per_token and attn["window"].note == "chunks of 8192"
     assert attn["full"].kv_read_bytes == 12 * 32768 * per_token
 
 
@@ -139,7 +140,8 @@ def test_bad_llama_4_fields_are_one_line(tmp_path, change, message):
 def test_model_show_names_chunked_attention_and_the_vision_tower():
     r = runner.invoke(app, ["model", "show", "llama-4-scout"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    assert "8192-token chunks on 36 of 48 layers" in r.output
+    assert "8192-token chunks on 36 of 48 layers" in r.output and "(p mod chunk) + 1 tokens of its chunk" in r.output
+    assert "as a window" not in r.output
     assert not any(line.startswith("│ sliding window") for line in r.output.splitlines())
     assert "871,932,416 params" in r.output and "reported, not timed" in r.output
 
@@ -150,6 +152,8 @@ def test_kv_what_if_names_the_chunks():
     (row,) = json.loads(r.stdout)["variants"]
     assert row["attention"] == "8 KV x 128, chunks 8192 (36/48)"
     assert row["kv_cache_bytes"] == (12 * 100_000 + 36 * 8192) * 2 * 8 * 128 * 2
+    # the step reads the 1,697 tokens of position 100,000's chunk (100,000 = 12 x 8,192 + 1,696)
+    assert row["kv_read_bytes_per_step"] == (12 * 100_000 + 36 * 1697) * 2 * 8 * 128 * 2
 
 
 def test_llama_3_band_factors_may_be_equal():
