@@ -70,6 +70,11 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     # routed experts of one MoE layer: T tokens into the layer, hidden d, expert width I, top-k of E,
     # the experts split over tp x ep GPUs
     "moe": ("dtype", "T", "d", "I", "k", "E", "tp", "ep"),
+    # MLA attention calls by heads per GPU H: context (B sequences of S tokens), generation (B at N
+    # cached tokens); the absorbed decode BMMs (op pre / post) of T tokens
+    "context_mla": ("kv_dtype", "B", "S", "H"),
+    "generation_mla": ("kv_dtype", "B", "N", "H"),
+    "mla_bmm": ("op", "dtype", "T", "H"),
 }
 TEXT_COLUMNS = ("dtype", "kv_dtype", "op")
 

@@ -23,6 +23,7 @@ from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.models import ModelConfig
 
+from . import mla
 from .fit import FittedModels
 from .profiles import EngineProfile
 
@@ -162,8 +163,29 @@ class _Builder:
             dt = "fp8"
         return tm.get(dt) or tm["bf16"]
 
-    def gemm(self, M, N, K, nbytes):
+    def unconverted_share(self, parts: tuple[str, ...]) -> float:
+        """Share of the weights of the linear ops ``parts`` that the checkpoint stores 16-bit: modules
+        its ``quantization_config`` leaves out (an LM head the format does not convert, ignore
+        lists, layer by layer); 0 without a quantization_config. Those GEMMs run in bf16 whatever
+        the compute dtype of the rest."""
+        from rooflinecli import params as P
+
+        cfg = self.cfg
+        if cfg.quantization is None:
+            return 0.0
+        lins = {"lm_head": P.lm_head_linear(cfg)}
+        for prefix, group in (("attn", P.attention_linears(cfg)), ("mlp", P.dense_mlp_linears(cfg)), ("moe", P.shared_expert_linears(cfg))):
+            lins.update({f"{prefix}.{lin.name}": lin for lin in group})
+        shares = [1.0 if lins.get(n) is None and n == "lm_head" else 0.0 if lins.get(n) is None else 1.0 - P.converted_fraction(cfg, lins[n])
+                  for n in parts]
+        return float(np.mean(shares)) if shares else 0.0
+
+    def gemm(self, M, N, K, nbytes, bf16: bool = False):
+        """Seconds (and fixed seconds) of one GEMM in the compute dtype (``bf16``: a 16-bit weight's bf16 GEMM)."""
         tm = self.m.tables
+        if tm is not None and bf16:
+            t = (tm.gemm.get("bf16") or self.gemm_table()).time_s(M, N, K)
+            return t, np.minimum(t, self.m.graph_floor_s)
         if tm is not None:  # the engine's measured GEMM table of the compute dtype (fp8: quantization included)
             g = self.gemm_table()
             t = g.time_s(M, N, K)
@@ -172,7 +194,7 @@ class _Builder:
             return t, np.minimum(t, self.m.graph_floor_s)
         # the vendor-kernel fits are of bf16 GEMMs: another compute dtype runs their compute term
         # ``gemm_speedup`` times faster (bf16-equivalent FLOPs), the bytes as they are
-        flops = 2.0 * M * N * K / self.gemm_speedup
+        flops = 2.0 * M * N * K / (1.0 if bf16 else self.gemm_speedup)
         t, t0 = self.m.gemm.time_s(M, N, K, flops, nbytes)
         if self.m.sustained_gemm_flops_per_s:
             t = np.maximum(t, t0 + flops / self.m.sustained_gemm_flops_per_s)
@@ -224,9 +246,15 @@ class _Builder:
         M = self.last if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
+        s16 = self.unconverted_share(parts) if self.wl.compute_dtype not in ("bf16", "fp16") else 0.0
+        if s16 > 0:  # stored 16-bit (left out of the quantization): a bf16 GEMM
+            t16, t016 = self.gemm(M, N, d_in, nbytes / count, bf16=True)
+            t, t0 = (1.0 - s16) * t + s16 * t16, (1.0 - s16) * t0 + s16 * t016
+            note += "; stored 16-bit (left out of the quantization): bf16 GEMM" if s16 == 1.0 else f"; {s16:.0%} stored 16-bit (left out of the quantization): bf16 GEMM"
         if self.m.tables is not None:
             g = self.gemm_table()
-            note += f"; {g.dtype} GEMM table ({g.kernel})"
+            if s16 < 1.0:
+                note += f"; {g.dtype} GEMM table ({g.kernel})"
             self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count), clamp=False, timed_as_a_whole=True)
             return
         if self.graph and self.m.gemm_stream[0].size:  # weights streamed once per step, as gemm_stream times them
@@ -346,7 +374,7 @@ class _Builder:
         return True
 
     def attention_core(self, name: str):
-        if self.attention_table(name):
+        if mla.attention(self, name) or self.attention_table(name):
             return
         op = self.ops[name]
         cfg, wl = self.cfg, self.wl
@@ -438,7 +466,7 @@ class _Builder:
             elif name == "final_norm":
                 self.norms("final_norm", 1, cfg.hidden_size, 1, ("final_norm",))
             elif op.kind == "attention":
-                if name == self._first_attention():
+                if name == self._first_attention() and mla.attention_family(self) is None:  # an MLA call includes them
                     self._rope_and_kv(cfg.num_attention_layers, h, hkv, D)  # a hybrid's Mamba layers have none
                 self.attention_core(name)
             elif name.endswith(".act") and name.startswith("mlp") and cfg.gated_mlp:
@@ -454,6 +482,8 @@ class _Builder:
                 names = tuple(n for n in MOE_EXPERT_OPS if n in self.ops)
                 self.moe_experts_torch(names)
                 done.update(names)
+            elif op.kind == "gemm" and mla.bmm(self, name):
+                pass
             elif op.kind in ("moe", "gemm"):
                 self.fitted_form_op(name)
             else:

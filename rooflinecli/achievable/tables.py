@@ -446,12 +446,12 @@ class TableModels:
     each a value or None, or given as a zero-argument function that fits it when first read (a
     dense model never fits the MoE table)."""
 
-    FAMILIES = ("context", "generation", "comm", "moe")
+    FAMILIES = ("context", "generation", "comm", "moe", "mla")
 
     def __init__(self, gemm=None, context=None, generation=None, comm=None, moe=None, provenance=None,
-                 engine: str = "", transferred_from: str | None = None):
+                 engine: str = "", transferred_from: str | None = None, mla=None):
         self.gemm = {} if gemm is None else gemm
-        self._family = {"context": context, "generation": generation, "comm": comm, "moe": moe}
+        self._family = {"context": context, "generation": generation, "comm": comm, "moe": moe, "mla": mla}
         self.provenance = dict(provenance or {})  # table -> provenance
         self.engine = engine
         self.transferred_from = transferred_from  # the measured GPU these tables were carried from, if any
@@ -466,6 +466,7 @@ class TableModels:
     generation = property(lambda self: self._get("generation"))
     comm = property(lambda self: self._get("comm"))
     moe = property(lambda self: self._get("moe"))
+    mla = property(lambda self: self._get("mla"))  # ``mla.MlaTables``
 
     def describe(self) -> dict:
         return {"engine": self.engine, "gemm_dtypes": sorted(self.gemm), "tables": {k: v.get("table_path") for k, v in self.provenance.items()}}
@@ -564,7 +565,14 @@ def fit_tables(cal) -> TableModels:
         moe=(lambda: fit_moe(t["moe"])) if "moe" in t else None,
         provenance={k: v["provenance"] for k, v in t.items()},
         engine=cal.engine,
+        mla=lambda: _fit_mla(t),
     )
+
+
+def _fit_mla(tables: dict):
+    from .mla import fit_mla
+
+    return fit_mla(tables)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -601,6 +609,8 @@ def leave_shape_out(tm: TableModels) -> dict:
             out["all-reduce"] = np.concatenate(errs)
     if tm.moe is not None and tm.moe.curves:
         out["moe experts"] = tm.moe.leave_tokens_out()
+    if tm.mla is not None:
+        out.update(tm.mla.leave_shape_out())
     return out
 
 
@@ -630,6 +640,8 @@ def cross_errors(fit: TableModels, check_cal) -> dict:
             errs.append(t / (c["latency_us"][m] * 1e-6) - 1.0)
         if errs:
             out[name] = np.concatenate(errs)
+    if fit.mla is not None:
+        out.update(fit.mla.cross_errors(check_cal.tables))
     return out
 
 
@@ -646,6 +658,7 @@ def validation_report(target: str | None = None) -> dict:
     from rooflinecli.errors import RooflineError
 
     from .calibration import load_calibration
+    from .mla import TARGETS as MLA_TARGETS
 
     entries = _shipped()
     if target is not None:
@@ -672,7 +685,7 @@ def validation_report(target: str | None = None) -> dict:
     for g, e, _ in chosen:
         for fam, errs in leave_shape_out(fitted[(g, e)]).items():
             s = _stats(errs)
-            tgt = TARGETS.get(fam)
+            tgt = TARGETS.get(fam) or MLA_TARGETS.get(fam)
             lso.append({"gpu": g, "engine": e, "family": fam, **s, "target": f"{tgt[0]:.0%} / {tgt[1]:.0%}" if tgt else "-",
                         "meets_target": None if tgt is None else bool(s["median_abs_error"] <= tgt[0] and s["p90_abs_error"] <= tgt[1])})
         for g2, e2, _ in entries:
@@ -712,6 +725,7 @@ def transferred(tm: TableModels, donor: str, gpu) -> TableModels:
         generation=carried_to(lambda: tm.generation),
         comm=lambda: tm.comm,
         moe=lambda: tm.moe,
+        mla=lambda: tm.mla.transferred(scale) if tm.mla is not None else None,
         provenance=tm.provenance,
         engine=f"{tm.engine}, transferred from {donor}",
         transferred_from=donor,

@@ -58,6 +58,12 @@ TABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("comm", "custom_allreduce_perf"): ("device", "framework", "version", "kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"),
     ("moe", "moe_perf"): ("device", "framework", "version", "kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
                           "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"),
+    # MLA (DeepSeek's latent attention): ``num_heads`` are the heads on one GPU (128 / TP for DeepSeek-V3)
+    ("mla", "context_mla_perf"): ("device", "framework", "version", "kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size",
+                                  "isl", "step", "tp_size", "latency"),
+    ("mla", "generation_mla_perf"): ("device", "framework", "version", "kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size",
+                                     "step", "tp_size", "latency"),
+    ("mla_bmm", "mla_bmm_perf"): ("device", "framework", "version", "op_name", "kernel_source", "bmm_dtype", "num_tokens", "num_heads", "latency"),
 }
 #: the key columns of each table (rows repeating them are merged)
 KEYS: dict[str, tuple[str, ...]] = {
@@ -67,6 +73,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "nccl_perf": ("op_name", "nccl_dtype", "num_gpus", "message_size"),
     "custom_allreduce_perf": ("kernel_source", "allreduce_dtype", "num_gpus", "message_size"),
     "moe_perf": ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution"),
+    "context_mla_perf": ("kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "tp_size"),
+    "generation_mla_perf": ("kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "step", "tp_size"),
+    "mla_bmm_perf": ("op_name", "kernel_source", "bmm_dtype", "num_tokens", "num_heads"),
 }
 #: a newer clean table with fewer than this share of the rows of the largest clean one is a partial
 #: re-collection (a few shapes for a new model): the largest answers, and the newer one is named
@@ -74,7 +83,7 @@ PARTIAL_SHARE = 0.5
 #: MoE routing distribution kept: the collector's power law (real routers are imbalanced), else balanced
 MOE_DISTRIBUTIONS = ("power_law_1.01", "balanced")
 #: columns an older table may lack -> the value they mean (None: checked by the audit instead)
-OPTIONAL_COLUMNS = {"device": None, "window_size": 0, "beam_width": 1}
+OPTIONAL_COLUMNS = {"device": None, "window_size": 0, "beam_width": 1, "tp_size": 1}
 #: a latency column under another name is a table in other units: refused, not converted
 UNIT_COLUMNS = re.compile(r"^latency_|_(us|ms|ns|s)$")
 #: words in collection_meta.yaml comments that declare the table a copy of another
@@ -432,20 +441,15 @@ def _comm_table(cols: dict, op_col: str | None, dtype_col: str) -> tuple[dict, l
     return {"columns": out, "kernels": kernels}, skipped
 
 
-def _moe_table(cols: dict) -> tuple[dict, list[str]]:
-    dist = cols["distribution"].astype(str)
-    keep_dist = next((d for d in MOE_DISTRIBUTIONS if (dist == d).any()), None)
-    skipped = []
-    if keep_dist is None:
-        return {"columns": {k: [] for k in ("dtype", "T", "d", "I", "k", "E", "tp", "ep", "latency_us")}, "kernels": {}}, ["no power-law or balanced routing rows"]
-    if (dist != keep_dist).any():
-        skipped.append(f"{int((dist != keep_dist).sum())} rows of other routing distributions than {keep_dist}")
-    ks, dts = cols["kernel_source"].astype(str), cols["moe_dtype"].astype(str)
+def _one_kernel_per_dtype(dts, ks, rows, skipped: list[str], skip_empty: bool = False):
+    """Rows to keep and the kernel kept per modelled dtype: among ``rows``, for each dtype of
+    ``GEMM_DTYPES`` the kernel with most rows; other dtypes and kernels are counted in
+    ``skipped`` (as are dtypes with no such row, with ``skip_empty``)."""
     keep = np.zeros(len(ks), dtype=bool)
     kernels = {}
     for dt in sorted(set(dts)):
-        sel = (dts == dt) & (dist == keep_dist)
-        if dt not in GEMM_DTYPES:
+        sel = (dts == dt) & rows
+        if dt not in GEMM_DTYPES or (skip_empty and not sel.any()):
             skipped.append(f"{int((dts == dt).sum())} rows of dtype {dt} (not modelled)")
             continue
         if not sel.any():
@@ -455,11 +459,72 @@ def _moe_table(cols: dict) -> tuple[dict, list[str]]:
         if (sel & (ks != k)).any():
             skipped.append(f"{int((sel & (ks != k)).sum())} {dt} rows of other kernels than {k}")
         keep |= sel & (ks == k)
+    return keep, kernels
+
+
+def _moe_table(cols: dict) -> tuple[dict, list[str]]:
+    dist = cols["distribution"].astype(str)
+    keep_dist = next((d for d in MOE_DISTRIBUTIONS if (dist == d).any()), None)
+    skipped = []
+    if keep_dist is None:
+        return {"columns": {k: [] for k in ("dtype", "T", "d", "I", "k", "E", "tp", "ep", "latency_us")}, "kernels": {}}, ["no power-law or balanced routing rows"]
+    if (dist != keep_dist).any():
+        skipped.append(f"{int((dist != keep_dist).sum())} rows of other routing distributions than {keep_dist}")
+    ks, dts = cols["kernel_source"].astype(str), cols["moe_dtype"].astype(str)
+    keep, kernels = _one_kernel_per_dtype(dts, ks, dist == keep_dist, skipped)
     out = {"dtype": [GEMM_DTYPES[d] for d in dts[keep]], "T": cols["num_tokens"][keep].astype(int).tolist(), "d": cols["hidden_size"][keep].astype(int).tolist(),
            "I": cols["inter_size"][keep].astype(int).tolist(), "k": cols["topk"][keep].astype(int).tolist(), "E": cols["num_experts"][keep].astype(int).tolist(),
            "tp": cols["moe_tp_size"][keep].astype(int).tolist(), "ep": cols["moe_ep_size"][keep].astype(int).tolist(),
            "latency_us": _sig(np.asarray(cols["latency"], dtype=float)[keep] * 1e3)}
     return {"columns": out, "kernels": kernels, "distribution": keep_dist}, skipped
+
+
+#: the MLA attention kernel's compute dtype imported (the tables' ``mla_dtype``)
+MLA_DTYPES = ("bfloat16",)
+#: mla_bmm ``op_name`` -> ours: the absorbed up-projections of decode, q_nope into the latent
+#: space before attention (pre), the attention output out of it after (post)
+MLA_BMM_OPS = {"mla_gen_pre": "pre", "mla_gen_post": "post"}
+
+
+def _mla_table(cols: dict, length: str) -> tuple[dict, list[str]]:
+    """Context (B sequences of S tokens, causal, no cached prefix) or generation (B sequences at N
+    cached tokens) MLA calls by heads per GPU H. A (H, B, length) measured under several TP sizes
+    (the same call on one GPU) is merged as its median."""
+    ks, kv, dt = cols["kernel_source"].astype(str), cols["kv_cache_dtype"].astype(str), cols["mla_dtype"].astype(str)
+    skipped = []
+    keep = np.isin(dt, MLA_DTYPES) & np.isin(kv, list(KV_DTYPES))
+    if (~keep).any():
+        skipped.append(f"{int((~keep).sum())} rows of another attention or KV dtype than {', '.join(MLA_DTYPES)} / {', '.join(KV_DTYPES)}")
+    if length == "S":
+        prefix = cols["step"].astype(int) != 0
+        if (keep & prefix).any():
+            skipped.append(f"{int((keep & prefix).sum())} rows with a cached prefix (step > 0)")
+        keep &= ~prefix
+    k = _most_rows(ks, keep)
+    if (keep & (ks != k)).any():
+        skipped.append(f"{int((keep & (ks != k)).sum())} rows of other kernels than {k}")
+    keep &= ks == k
+    src = "isl" if length == "S" else "step"
+    sub = {"kv": kv[keep], "B": cols["batch_size"][keep].astype(int), "L": cols[src][keep].astype(int), "H": cols["num_heads"][keep].astype(int),
+           "latency": np.asarray(cols["latency"], dtype=float)[keep]}
+    n = len(sub["latency"])
+    sub = _merge_repeats(sub, ("kv", "B", "L", "H"))
+    if len(sub["latency"]) < n:
+        skipped.append(f"{n - len(sub['latency'])} rows repeating a (heads, batch, length) under another TP size: merged as their median")
+    out = {"kv_dtype": [KV_DTYPES[x] for x in sub["kv"]], "B": sub["B"].astype(int).tolist(), length: sub["L"].astype(int).tolist(),
+           "H": sub["H"].astype(int).tolist(), "latency_us": _sig(sub["latency"] * 1e3)}
+    return {"columns": out, "kernels": {"attention": k}}, skipped
+
+
+def _mla_bmm_table(cols: dict) -> tuple[dict, list[str]]:
+    """The absorbed decode BMMs (pre, post) by dtype, T tokens and heads per GPU H: one kernel per
+    dtype (the one with most rows)."""
+    ops, ks, dts = cols["op_name"].astype(str), cols["kernel_source"].astype(str), cols["bmm_dtype"].astype(str)
+    skipped: list[str] = []
+    keep, kernels = _one_kernel_per_dtype(dts, ks, np.isin(ops, list(MLA_BMM_OPS)), skipped, skip_empty=True)
+    out = {"op": [MLA_BMM_OPS[o] for o in ops[keep]], "dtype": [GEMM_DTYPES[d] for d in dts[keep]], "T": cols["num_tokens"][keep].astype(int).tolist(),
+           "H": cols["num_heads"][keep].astype(int).tolist(), "latency_us": _sig(np.asarray(cols["latency"], dtype=float)[keep] * 1e3)}
+    return {"columns": out, "kernels": kernels}, skipped
 
 
 #: our table name -> (data table, framework folder: None = the engine's own, builder)
@@ -470,6 +535,9 @@ IMPORTS = {
     "nccl": ("nccl_perf", "nccl", lambda c: _comm_table(c, "op_name", "nccl_dtype")),
     "custom_allreduce": ("custom_allreduce_perf", None, lambda c: _comm_table(c, None, "allreduce_dtype")),
     "moe": ("moe_perf", None, _moe_table),
+    "context_mla": ("context_mla_perf", None, lambda c: _mla_table(c, "S")),
+    "generation_mla": ("generation_mla_perf", None, lambda c: _mla_table(c, "N")),
+    "mla_bmm": ("mla_bmm_perf", None, _mla_bmm_table),
 }
 #: tables a calibration cannot do without (the rest are used where present)
 REQUIRED_TABLES = ("gemm",)

@@ -213,3 +213,85 @@ def test_validate_calibration_prints_the_errors_of_a_shipped_calibration() -> No
     assert doc["transfer"] and all(x["from"] != "a100-sxm" for x in doc["transfer"])
     r = runner.invoke(app, ["validate", "--calibration", "a100-sxm.tensorflow"])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "no imported calibration 'a100-sxm.tensorflow'" in r.output
+
+
+# ---- MLA tables --------------------------------------------------------------------------------
+
+
+def _mla(folder: Path, table: str, framework: str, version: str, scale: float = 1.0) -> None:
+    from rooflinecli.achievable.mla import context_flops_bytes, generation_flops_bytes
+
+    rows = []
+    for tp, h in ((1, 128), (1, 64), (2, 64), (8, 16)):  # H 64 measured under TP 1 and 2: one call, merged
+        for b in (1, 4, 16):
+            for n in (1, 127, 1023, 8191):
+                if table == "context_mla_perf":
+                    fl, nb = context_flops_bytes(b, n, h, 2.0)
+                    isl, step = n, 0
+                else:
+                    fl, nb = generation_flops_bytes(b, n, h, 2.0)
+                    isl, step = 1, n
+                t_ms = scale * (0.01 + max(fl / 600e12, nb / 3e12) * 1e3) * (1.0 + 0.01 * tp)
+                rows.append((framework.upper(), version, "NVIDIA H200", "mla", "default", "bfloat16", "bfloat16", h, b, isl, tp, step, t_ms))
+    if table == "context_mla_perf":
+        rows.append(rows[0][:11] + (5,) + rows[0][12:])  # a cached prefix: not a plain context call
+    names = ["framework", "version", "device", "op_name", "kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "tp_size",
+             "step", "latency"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({nm: [r[i] for r in rows] for i, nm in enumerate(names)}), folder / f"{table}.parquet")
+
+
+def _bmm(folder: Path, framework: str, version: str) -> None:
+    rows = [(framework.upper(), version, "NVIDIA H200", op, ks, dt, t, h, 0.005 + t * h * 1e-7)
+            for op in ("mla_gen_pre", "mla_gen_post") for dt, ks in (("bfloat16", "bmm"), ("fp8", "fp8_bmm")) for t in (1, 8, 64, 512) for h in (16, 128)]
+    names = ["framework", "version", "device", "op_name", "kernel_source", "bmm_dtype", "num_tokens", "num_heads", "latency"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({nm: [r[i] for r in rows] for i, nm in enumerate(names)}), folder / "mla_bmm_perf.parquet")
+
+
+@pytest.fixture()
+def mla_data(tmp_path: Path) -> Path:
+    s = tmp_path / "data" / "h200_sxm"
+    _meta(s / "gemm/trtllm/1.3.0", "trtllm", "1.3.0", ["gemm_perf"])
+    _gemm(s / "gemm/trtllm/1.3.0", "trtllm", "1.3.0")
+    _meta(s / "mla/trtllm/1.3.0", "trtllm", "1.3.0", ["context_mla_perf", "generation_mla_perf"])
+    _mla(s / "mla/trtllm/1.3.0", "context_mla_perf", "trtllm", "1.3.0")
+    _mla(s / "mla/trtllm/1.3.0", "generation_mla_perf", "trtllm", "1.3.0")
+    _meta(s / "mla_bmm/trtllm/1.3.0", "trtllm", "1.3.0", ["mla_bmm_perf"])
+    _bmm(s / "mla_bmm/trtllm/1.3.0", "trtllm", "1.3.0")
+    # SGLang's folder holds a bit-identical copy of TensorRT-LLM's generation table: not imported
+    _meta(s / "mla/sglang/0.5.14", "sglang", "0.5.14", ["generation_mla_perf"])
+    _mla(s / "mla/sglang/0.5.14", "generation_mla_perf", "trtllm", "1.3.0")
+    return tmp_path / "data"
+
+
+def test_mla_tables_imported_with_their_conventions(mla_data: Path) -> None:
+    doc = build_calibration(DataRoot(mla_data, "test"), "h200", "trtllm")
+    ctx, gen, bmm = (doc["tables"][n] for n in ("context_mla", "generation_mla", "mla_bmm"))
+    # 4 (TP, H) x 3 B x 4 lengths measured; H 64 under TP 1 and 2 merged: 3 heads x 12 points
+    assert len(ctx["columns"]["latency_us"]) == 36 and len(gen["columns"]["latency_us"]) == 36
+    assert any("cached prefix" in s for s in ctx["provenance"]["skipped_rows"])
+    assert any("another TP size" in s for s in gen["provenance"]["skipped_rows"])
+    assert sorted(set(ctx["columns"]["H"])) == [16, 64, 128] and max(gen["columns"]["N"]) == 8191
+    assert set(bmm["columns"]["op"]) == {"pre", "post"} and bmm["kernels"] == {"bf16": "bmm", "fp8": "fp8_bmm"}
+    a = {x.path: x for x in audit(DataRoot(mla_data, "test"))}
+    copy = a["h200_sxm/mla/sglang/0.5.14/generation_mla_perf.parquet"]
+    assert not copy.clean and "bit-identical" in copy.verdict
+
+
+def test_mla_grid_reads_its_points_as_measured(mla_data: Path) -> None:
+    doc = build_calibration(DataRoot(mla_data, "test"), "h200", "trtllm")
+    from rooflinecli.achievable.calibration import parse_calibration
+    from rooflinecli.achievable.mla import TABLE_DIMS, fit_mla
+    from rooflinecli.importer.aiconfigurator import encode
+
+    cal = parse_calibration(json.loads(gzip.decompress(encode(doc, Path("x.json.gz")))), "x")
+    mt = fit_mla(cal.tables)
+    c = cal.tables["generation_mla"]["columns"]
+    i = int(np.flatnonzero((np.asarray(c["H"]) == 16) & (np.asarray(c["B"]) == 4) & (np.asarray(c["N"]) == 1023))[0])
+    assert mt.generation.time_s("bf16", 16, 4, 1023) == pytest.approx(c["latency_us"][i] * 1e-6, rel=1e-3)
+    # between grid points the time follows the base; beyond the grid the ratio is held
+    t = mt.generation.time_s("bf16", 16, 4, np.array([1023.0, 2047.0, 8191.0]))
+    assert t[0] < t[1] < t[2]
+    assert set(mt.leave_shape_out()) == {"context MLA", "generation MLA", "MLA BMM"}
+    assert TABLE_DIMS == (512, 128, 64, 128)
