@@ -221,3 +221,41 @@ def test_kimi_k2_stored_bytes_match_its_safetensors_index():
     stored = sum(P.stored_weight_bytes(cfg).values())
     assert abs(stored / KIMI_K2_SAFETENSORS_BYTES - 1) < 1e-6  # 1,029,173,203,808 B counted: 52,912 B short
     assert abs(P.total_params(cfg) / 1.03e12 - 1) < 0.01  # 1.026T: the checkpoint's 1.03T (no MTP module is stored)
+
+
+def _scout_fp8():
+    """Llama-4-Scout as an fbgemm FP8 checkpoint that converts only the routed experts: attention,
+    the shared expert, the router, the LM head and the vision tower stay 16-bit, named as the
+    multimodal checkpoint names them (``language_model.model.layers.<i>...``)."""
+    raw = preset_raw("llama-4-scout")
+    keep = [f"language_model.model.layers.{i}.{m}" for i in range(L) for m in ("self_attn", "feed_forward.shared_expert", "feed_forward.router")]
+    raw["quantization_config"] = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                                  "modules_to_not_convert": keep + ["lm_head", "vision_model", "multi_modal_projector"]}
+    return parse(raw)
+
+
+def test_llama_4_fp8_checkpoint_stores_the_routed_experts_in_fp8_by_hand():
+    cfg = _scout_fp8()
+    w = P.stored_weight_bytes(cfg)
+    # 48 MoE layers x 16 routed experts: gate, up, down in fp8, one fp32 scale per output row
+    assert w["routed_experts"] == L * 16 * (EXPERT * 1 + (8192 + 8192 + 5120) * 4) == 96_702_824_448
+    assert w["attention"] == L * ATTN * 2 and w["shared_experts"] == L * EXPERT * 2
+    assert w["lm_head"] == EMB * 2 and w["embeddings"] == EMB * 2 and w["router"] == L * D * 16 * 2
+    total = sum(w.values())
+    assert total == 96_702_824_448 + 2 * (L * (ATTN + EXPERT + D * 16) + NORMS + 2 * EMB)
+    # against 2 bytes a weight: the routed experts are 89.9% of the weights, so the file is 55% as large
+    assert total / (2 * P.total_params(cfg)) == pytest.approx(0.551, abs=0.001)
+    assert cfg.quantization.compute_dtype == "fp8" and P.total_params(cfg) == 107_769_861_120
+
+
+def test_llama_4_fp8_checkpoint_decode_reads_one_fp8_expert_per_layer():
+    from rooflinecli.analysis import Workload
+    from rooflinecli.hardware import get_spec
+    from rooflinecli.predict import analyze
+
+    cfg = _scout_fp8()
+    a = analyze(cfg, get_spec("h200"), Workload(batch=1, prompt_len=1024, gen_len=16))
+    # batch 1, top-1: each MoE layer reads one routed expert (fp8 + scales), the 16-bit rest, one embedding row
+    per_step = (L * (EXPERT + (8192 + 8192 + 5120) * 4) + 2 * (L * (ATTN + EXPERT + D * 16) + NORMS + EMB) + 2 * D)
+    assert a.decode.totals["weights_bytes"] == pytest.approx(per_step, rel=1e-9)
+    assert a.memory["weights_bytes_per_gpu"] == pytest.approx(sum(P.stored_weight_bytes(cfg).values()), rel=1e-12)
