@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rooflinecli.bench import timing
-from rooflinecli.bench.e2e import _rel_error as rel_error
 from rooflinecli.bench.primitives import EPS, SDPA_BACKENDS, inv_freq, qk_norm, rope, rope_tables, sdpa_call, silu_mul, write_kv
 from rooflinecli.models import ModelConfig
 
@@ -48,6 +47,18 @@ USABLE = 0.85
 REPLAYS = 10
 
 TINY_BATCHES, TINY_CONTEXTS, TINY_PREFILL, TINY_TRITON = (1, 2), (8, 16), (8,), ((2, 16),)
+
+
+def rel_error(out, ref) -> float:
+    """``||out - ref|| / ||ref||`` in float64 (infinite when ``out`` is not finite)."""
+    import math
+
+    import torch
+
+    o, r = out.double(), ref.double()
+    if not torch.isfinite(o).all():
+        return math.inf
+    return float(torch.linalg.vector_norm(o - r) / max(float(torch.linalg.vector_norm(r)), 1e-12))
 
 
 def unsupported_reason(cfg: ModelConfig) -> str | None:
@@ -288,6 +299,10 @@ class TorchOps:
         """q [B, H, D], caches [B, Hkv, N, D] -> [B, H, D]."""
         return sdpa_call(q[:, :, None], k_cache, v_cache, False, self.sdpa_backend)()[:, :, 0]
 
+    def attention(self, q, k, v):
+        """Causal prefill attention: q [B, H, S, D], k and v [B, Hkv, S, D] -> [B, H, S, D]."""
+        return sdpa_call(q, k, v, True, self.sdpa_backend)()
+
     def experts(self, x, w1, w2, ids, weights):
         """The routed experts of an MoE layer: torch._grouped_mm (``kernels.moe_torch``)."""
         from kernels.moe_torch import experts
@@ -297,16 +312,18 @@ class TorchOps:
 
 class TritonOps(TorchOps):
     name = "triton"
-    KERNELS = "kernels.rmsnorm (norms), kernels.gemm (qkv, o, gate_up, down, router, lm_head), kernels.decode_attention, kernels.moe (routed experts)"
+    KERNELS = ("kernels.rmsnorm (norms), kernels.gemm (qkv, o, gate_up, down, router, lm_head), kernels.decode_attention, "
+               "kernels.flash_attention (causal prefill), kernels.moe (routed experts)")
     TORCH_GLUE = "embedding, q/k norms, RoPE, KV-cache write, silu*mul, residual adds, q/k/v biases, MoE routing (torch ops: no kernel of ours)"
 
     def __init__(self) -> None:
         from kernels.decode_attention import decode_attention
+        from kernels.flash_attention import flash_attention
         from kernels.gemm import gemm
         from kernels.rmsnorm import rmsnorm
 
         super().__init__()
-        self._gemm, self._rms, self._dec = gemm, rmsnorm, decode_attention
+        self._gemm, self._rms, self._dec, self._flash = gemm, rmsnorm, decode_attention, flash_attention
         import torch
 
         if torch.cuda.is_available():  # committed configs, and graph-timed tuning for the rest
@@ -324,53 +341,93 @@ class TritonOps(TorchOps):
     def decode_attention(self, q, k_cache, v_cache):
         return self._dec(q.contiguous(), k_cache, v_cache)
 
+    def attention(self, q, k, v):
+        return self._flash(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+
     def experts(self, x, w1, w2, ids, weights):
         from kernels.moe import moe
 
         return moe(x, w1, w2, ids, weights)
 
 
+class ReferenceOps(TorchOps):
+    """The torch ops in float32 (inputs upcast, the result cast back to bf16): the reference the
+    torch and Triton engines are checked against. The glue (RoPE, q/k norms, silu*mul, adds) and
+    the routed experts run as in the torch engine."""
+
+    name = "reference"
+
+    def rmsnorm(self, x, w):
+        import torch.nn.functional as F
+
+        return F.rms_norm(x.float(), (x.shape[-1],), w.float(), EPS).to(x.dtype)
+
+    def linear(self, x, w, b=None):
+        import torch.nn.functional as F
+
+        return F.linear(x.float(), w.float(), None if b is None else b.float()).to(x.dtype)
+
+    def decode_attention(self, q, k_cache, v_cache):
+        return sdpa_call(q.float()[:, :, None], k_cache.float(), v_cache.float(), False, "default")()[:, :, 0].to(q.dtype)
+
+    def attention(self, q, k, v):
+        return sdpa_call(q.float(), k.float(), v.float(), True, "default")().to(q.dtype)
+
+
+def decode_layer(ops, L, cfg: ModelConfig, h, cos, sin, kc, vc, pos: int):
+    """One layer of a decode step: h [B, d] -> [B, d]; K/V of the new token written into the
+    layer's caches kc, vc [B, Hkv, C, D] at ``pos`` (its slot of a rolling buffer)."""
+    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    B = h.shape[0]
+    qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, H + 2 * Hkv, D)
+    q, k = qkv[:, :H], qkv[:, H : H + Hkv]
+    if cfg.qk_norm:
+        q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
+    q = rope(q, cos, sin)
+    write_kv(kc, vc, rope(k, cos, sin), qkv[:, H + Hkv :], pos)
+    o = ops.decode_attention(q, kc, vc).reshape(B, H * D)
+    h = h + ops.linear(o, L["o"])
+    return h + mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg)
+
+
+def prefill_layer(ops, L, cfg: ModelConfig, h, cos, sin, kc, vc):
+    """One layer of a prefill: h [B, S, d] -> [B, S, d]; the prompt's K/V written into the first S
+    entries of the layer's caches kc, vc [B, Hkv, C >= S, D]; causal attention over them."""
+    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    B, S, d = h.shape
+    x = h.reshape(B * S, d)
+    qkv = ops.linear(ops.rmsnorm(x, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, S, H + 2 * Hkv, D)
+    q, k = qkv[:, :, :H], qkv[:, :, H : H + Hkv]
+    if cfg.qk_norm:
+        q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
+    q = rope(q, cos, sin).transpose(1, 2)
+    kc[:, :, :S] = rope(k, cos, sin).transpose(1, 2)
+    vc[:, :, :S] = qkv[:, :, H + Hkv :].transpose(1, 2)
+    o = ops.attention(q, kc[:, :, :S], vc[:, :, :S])
+    x = x + ops.linear(o.transpose(1, 2).reshape(B * S, H * D), L["o"])
+    return (x + mlp(ops, ops.rmsnorm(x, L["norm2"]), L, cfg)).view(B, S, d)
+
+
 def decode_step(W: Weights, ops, tokens, cos, sin, k_caches, v_caches, pos: int):
     """One decode step: tokens [B] -> logits [B, V]; K/V of the new token written at ``pos``."""
     import torch.nn.functional as F
 
-    cfg = W.cfg
-    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     h = F.embedding(tokens, W.embed)
-    B = h.shape[0]
     for L, kc, vc in zip(W.layers, k_caches, v_caches):
-        qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(B, H + 2 * Hkv, D)
-        q, k = qkv[:, :H], qkv[:, H : H + Hkv]
-        if cfg.qk_norm:
-            q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
-        q = rope(q, cos, sin)
-        write_kv(kc, vc, rope(k, cos, sin), qkv[:, H + Hkv :], pos)
-        o = ops.decode_attention(q, kc, vc).reshape(B, H * D)
-        h.add_(ops.linear(o, L["o"]))
-        h.add_(mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg))
+        h = decode_layer(ops, L, W.cfg, h, cos, sin, kc, vc, pos)
     return ops.linear(ops.rmsnorm(h, W.final_norm), W.lm_head)
 
 
-def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str = "default"):
-    """Eager prefill of one sequence (torch ops): tokens [S] -> last-token logits [1, V]."""
+def prefill(W: Weights, tokens, cos, sin, k_caches, v_caches, sdpa_backend: str = "default", ops=None):
+    """Eager prefill of one sequence: tokens [S] -> last-token logits [1, V]; ``ops`` the engine
+    (torch ops on ``sdpa_backend`` when not given)."""
     import torch.nn.functional as F
 
-    cfg, ops = W.cfg, TorchOps()
-    H, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    h = F.embedding(tokens, W.embed)
-    S = h.shape[0]
+    ops = ops or TorchOps(sdpa_backend)
+    h = F.embedding(tokens, W.embed)[None]
     for L, kc, vc in zip(W.layers, k_caches, v_caches):
-        qkv = ops.linear(ops.rmsnorm(h, L["norm1"]), L["qkv"], L["qkv_bias"]).view(S, H + 2 * Hkv, D)
-        q, k = qkv[:, :H], qkv[:, H : H + Hkv]
-        if cfg.qk_norm:
-            q, k = qk_norm(q, L["q_norm"]), qk_norm(k, L["k_norm"])
-        q = rope(q, cos, sin).transpose(0, 1)[None]
-        kc[0, :, :S] = rope(k, cos, sin).transpose(0, 1)
-        vc[0, :, :S] = qkv[:, H + Hkv :].transpose(0, 1)
-        o = sdpa_call(q, kc[:, :, :S], vc[:, :, :S], True, sdpa_backend)()
-        h.add_(ops.linear(o[0].transpose(0, 1).reshape(S, H * D), L["o"]))
-        h.add_(mlp(ops, ops.rmsnorm(h, L["norm2"]), L, cfg))
-    return ops.linear(ops.rmsnorm(h[-1:], W.final_norm), W.lm_head)
+        h = prefill_layer(ops, L, W.cfg, h, cos, sin, kc, vc)
+    return ops.linear(ops.rmsnorm(h[0, -1:], W.final_norm), W.lm_head)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from rooflinecli.analysis import Workload
 from rooflinecli.predict import layer_prediction
@@ -38,3 +39,47 @@ def test_tiny_config_keeps_the_kernels_head_dim():
     assert cfg.head_dim == 64 and cfg.num_heads % cfg.num_kv_heads == 0
     total, _ = layer_ops_prediction(cfg, get_spec("h200"), "prefill", 1, 19)
     assert total > 0
+
+
+def _tiny_run(model: str = "llama-3-8b"):
+    from rooflinecli.bench.e2e import TINY_SHAPES, run_e2e
+
+    return run_e2e(tiny_config(get_model(model)), get_spec("h200"), None, TINY_SHAPES, "cpu", 10)
+
+
+def test_tiny_layer_runs_the_whole_model_decoder_and_checks_both_engines():
+    """The layer is ``e2e_full``'s: our kernels and the torch engine both within the tolerance of
+    the float32 reference, each phase timed with the samples asked for and predicted per layer."""
+    from rooflinecli.bench.e2e import LAYER_TOLERANCE
+
+    out = _tiny_run()
+    assert [p["phase"] for p in out["phases"]] == ["prefill", "decode"]
+    for p in out["phases"]:
+        assert p["correct"] and p["error"] == "", p["error"]
+        assert 0 < p["max_rel_error"] <= LAYER_TOLERANCE and 0 < p["torch_rel_error"] <= LAYER_TOLERANCE
+        assert len(p["samples_s"]) >= 10 and p["p20_s"] <= p["measured_s"] <= p["p80_s"]
+        assert p["predicted_s_datasheet"] == pytest.approx(sum(o["predicted_s_datasheet"] for o in p["ops"]))
+        assert p["predicted_s_measured"] is None and "eager_p50_s" not in p  # no measured spec; the CPU has no eager/graph pair
+    assert out["layer"]["num_heads"] == 2 and out["measured_spec"] is None
+
+
+def test_a_wrong_kernel_fails_the_check_and_skips_the_timing(monkeypatch):
+    from rooflinecli.bench import e2e_full as E
+
+    real = E.TritonOps.linear
+    monkeypatch.setattr(E.TritonOps, "linear", lambda self, x, w, b=None: 1.5 * real(self, x, w, b))
+    for p in _tiny_run()["phases"]:
+        assert not p["correct"] and p["error"].startswith("triton rel error") and "measured_s" not in p
+        assert p["torch_rel_error"] <= 3e-2  # the torch engine still passes
+
+
+def test_the_reference_is_float32_torch():
+    """ReferenceOps computes in float32: closer to a float64 GEMM than the bf16 torch engine."""
+    from rooflinecli.bench import e2e_full as E
+
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(16, 256, generator=g).bfloat16(), torch.randn(64, 256, generator=g).bfloat16()
+    exact = x.double() @ w.double().T
+    ref, bf = E.ReferenceOps().linear(x, w), E.TorchOps().linear(x, w)
+    assert ref.dtype == torch.bfloat16
+    assert E.rel_error(ref, exact) <= E.rel_error(bf, exact)
