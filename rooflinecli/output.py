@@ -32,7 +32,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -241,6 +240,8 @@ def _untrack(tmp: str | os.PathLike[str] | None) -> None:
 
 def temp_beside(target: Path, suffix: str = ".tmp") -> str:
     """A new hidden temporary file beside ``target`` (its path), tracked for removal on SIGTERM."""
+    import tempfile  # here, not at the top: it imports random and hashlib, start-up time the commands that write nothing need not pay
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     os.close(fd)
     _track(tmp)
