@@ -21,8 +21,12 @@ def default_calibration_path(gpu: str, engine: str) -> Path:
     return measured_dir() / f"{gpu}.{engine}.calibration.json.gz"
 
 
-def run_import(system: str | None, framework: str | None, data: Path | None, out: Path | None, audit_out: Path | None, compare: Path | None) -> None:
-    """Audit the data, build the (system, framework) calibration and write it atomically."""
+def run_import(system: str | None, framework: str | None, data: Path | None, out: Path | None, audit_out: Path | None, compare: Path | None,
+               write_spec: bool = True) -> None:
+    """Audit the data, build the (system, framework) calibration and write it atomically; with
+    ``write_spec``, also the GPU's measured spec (``<gpu>-imported.toml`` beside the calibration,
+    from every imported calibration of the GPU there, this one included), derived before anything
+    is written so that a refusal leaves nothing behind."""
     from rooflinecli.importer.aiconfigurator import FRAMEWORKS, SYSTEMS, audit, build_calibration, compare_with_audit, encode, find_data_root, system_folder
     from rooflinecli.output import refuse_overwriting_inputs, write_bytes_atomic, write_json_atomic
 
@@ -50,7 +54,9 @@ def run_import(system: str | None, framework: str | None, data: Path | None, out
     doc = build_calibration(root, sysname, framework, audits)
     mine = [a for a in audits if a.system == sysname]
     doc["audit"] = [a.to_dict() for a in mine]
-    write_bytes_atomic(out, encode(doc, out))
+    data_bytes = encode(doc, out)
+    spec_plan = _imported_spec_plan(gpu, framework, out, data_bytes) if write_spec else None
+    write_bytes_atomic(out, data_bytes)
     if audit_out is not None:
         write_json_atomic(audit_out, [a.to_dict() for a in audits])
     for name, t in doc["tables"].items():
@@ -66,6 +72,45 @@ def run_import(system: str | None, framework: str | None, data: Path | None, out
         for d in c["differ"][:20]:
             typer.echo(f"  differs: {d['path']}: ours '{d['ours']}', reference '{d['reference']}'")
     typer.echo(f"wrote {one_line(out)} ({out.stat().st_size / 1e6:.2f} MB, from {' '.join(x for x in (root.package, root.package_version) if x)})")
+    if spec_plan is not None:
+        _write_imported_spec(*spec_plan)
+
+
+def _imported_spec_plan(gpu: str, framework: str, out: Path, data_bytes: bytes):
+    """(path, spec document, comment) of the measured spec the import implies, or None with a line
+    saying why there is none (a GPU without a datasheet spec, tables without a large GEMM): the
+    calibration is still written. Refuses tables faster than the datasheet (they are not of this
+    GPU). An engine's calibration already beside ``out`` joins this one."""
+    import gzip
+    import json
+
+    from rooflinecli.achievable import IMPORTED_ENGINES
+    from rooflinecli.achievable.calibration import parse_calibration
+    from rooflinecli.hardware import builtin_specs
+    from rooflinecli.importer.measured_spec import LARGE_GEMM, SPEC_NAME, gpu_ceilings, imported_calibrations_of, measured_spec_doc, spec_comment
+
+    base = builtin_specs().get(gpu)
+    if base is None:
+        typer.echo(f"no measured spec: '{gpu}' has no datasheet spec in hardware_specs/ to base one on")
+        return None
+    text = gzip.decompress(data_bytes) if out.name.endswith(".gz") else data_bytes
+    mine = parse_calibration(json.loads(text), str(out))
+    cals = [(e, c) for e, c in imported_calibrations_of(gpu, out.parent) if e != framework] + [(framework, mine)]
+    cals.sort(key=lambda ec: IMPORTED_ENGINES.index(ec[0]) if ec[0] in IMPORTED_ENGINES else len(IMPORTED_ENGINES))
+    if not gpu_ceilings(base, cals):  # raises for a figure above the datasheet: those tables are not of this GPU
+        typer.echo(f"no measured spec: no GEMM of these tables gives a ceiling (none with M, N, K >= {LARGE_GEMM}, nor weight-streaming shapes)")
+        return None
+    doc = measured_spec_doc(base, cals, cals[0][1].source)
+    return out.parent / SPEC_NAME.format(gpu=gpu), doc, spec_comment(base, doc)
+
+
+def _write_imported_spec(path: Path, doc: dict, comment: str) -> None:
+    from rooflinecli.bench.calibrate import write_spec_file
+
+    spec = write_spec_file(path, doc, comment)
+    figures = ", ".join([f"{d} {v:,.1f} TFLOP/s" for d, v in sorted(doc.get("peak_dense_tflops", {}).items())]
+                        + ([f"HBM {doc['memory']['bandwidth_gb_per_s']:,.1f} GB/s"] if "bandwidth_gb_per_s" in doc.get("memory", {}) else []))
+    typer.echo(f"wrote {one_line(path)} (measured spec '{spec.id}' on '{spec.base}': {figures})")
 
 
 def run_validate_calibration(target: str | None, as_json: bool) -> None:

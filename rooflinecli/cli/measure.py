@@ -212,12 +212,13 @@ def calibrate(
     data: Annotated[Path | None, typer.Option("--data", help="With --import: a data folder in the <system>/<family>/<framework>/<version>/ layout instead of the installed package.")] = None,
     audit_out: Annotated[Path | None, typer.Option("--audit-out", help="With --import: also write the audit of every table (JSON).")] = None,
     audit_compare: Annotated[Path | None, typer.Option("--audit-compare", help="With --import: a reference audit (JSON list with 'path' and 'verdict') to count agreement with.")] = None,
+    import_spec: Annotated[bool, typer.Option("--spec/--no-spec", help="With --import: also write the GPU's measured spec, <gpu>-imported.toml beside the calibration, from every imported calibration of the GPU there.")] = True,
 ) -> None:
     """Measure copy bandwidth, L2 bandwidth, matmul peaks (burst and sustained) and the op grid; write a measured spec file and its calibration file."""
     if import_tables:
         from rooflinecli.cli.calibration_import import run_import
 
-        return run_import(system, engine, data, out, audit_out, audit_compare)
+        return run_import(system, engine, data, out, audit_out, audit_compare, import_spec)
     from rooflinecli.output import inside_package, refuse_overwriting_inputs
     from rooflinecli.bench.calibrate import SPEC_COMMENT, add_efficiency, default_out_path, read_spec_doc, write_spec_file
     from rooflinecli.hardware import get_spec, parse_spec

@@ -125,7 +125,7 @@ def find_data_root(data: Path | None = None) -> DataRoot:
             p = p / "systems" / "data"
         if not any((p / s).is_dir() and any((p / s / f).is_dir() for f in ("gemm", "attention", "comm")) for s in _dirs(p)):
             raise RooflineError(f"--data {data}: not a measured-data folder (expected <system>/gemm|attention|comm/<framework>/<version>/*.parquet)")
-        return DataRoot(p, "data folder")
+        return _package_root(p) or DataRoot(p, "data folder")
     import importlib.metadata
     import importlib.util
 
@@ -142,6 +142,21 @@ def find_data_root(data: Path | None = None) -> DataRoot:
                 version = ""
             return DataRoot(root, dist, version)
     raise RooflineError("calibrate --import: neither aiconfigurator-core nor aisimulate is installed; pip install aiconfigurator-core, or pass --data <folder>")
+
+
+def _package_root(p: Path) -> DataRoot | None:
+    """``p`` as a package's data when it is ``<site>/<package>/systems/data`` of an installed
+    (unpacked) package beside its ``.dist-info``: provenance names the package and its version."""
+    import importlib.metadata
+
+    pkg = p.resolve().parent.parent
+    if pkg.name not in PACKAGES:
+        return None
+    for info in sorted(pkg.parent.glob(f"{pkg.name}-*.dist-info")):
+        version = importlib.metadata.PathDistribution(info).version
+        if version:
+            return DataRoot(p, pkg.name.replace("_", "-"), version)
+    return None
 
 
 def _dirs(p: Path) -> list[str]:

@@ -116,7 +116,7 @@ def measured_spec_doc(base, calibrations: list[tuple[str, Any]], source: dict) -
     for c in ceilings:
         group, name = c.key.split(".")
         doc.setdefault(group, {})[name] = c.value
-    pkg = f"{source.get('package', '?')} {source.get('package_version', '?')}"
+    pkg = " ".join(x for x in (source.get("package"), source.get("package_version")) if x) or "?"
     doc["measured_with"] = {
         "source": f"{pkg} ({source.get('license', 'license not stated')}): measured per-op tables of engines {', '.join(sorted({e for e, _ in calibrations}))}",
         "tool": "roofline calibrate --import",

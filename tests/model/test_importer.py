@@ -295,3 +295,72 @@ def test_mla_grid_reads_its_points_as_measured(mla_data: Path) -> None:
     assert t[0] < t[1] < t[2]
     assert set(mt.leave_shape_out()) == {"context MLA", "generation MLA", "MLA BMM"}
     assert TABLE_DIMS == (512, 128, 64, 128)
+
+
+def _large_gemm(folder: Path, framework: str, version: str, bf16_tflops: float, hbm_gb_per_s: float) -> None:
+    """GEMMs that give ceilings: M, N, K >= 4096 (compute-bound at ``bf16_tflops``, fp8 at 1.6x)
+    and weight-streaming M <= 16 with a weight of 1-2 GiB (at ``hbm_gb_per_s``)."""
+    rows = []
+    for dt, rate in (("bfloat16", bf16_tflops), ("fp8", 1.6 * bf16_tflops)):
+        for m in (4096, 6144, 8192):
+            for n in (4096, 8192, 16384):
+                for k in (4096, 8192, 16384):
+                    rows.append((dt, m, n, k, 2.0 * m * n * k / (rate * 1e12) * 1e3))
+    for m in (1, 2, 4, 8, 16):
+        for n, k in ((16384, 32768), (32768, 16384), (32768, 32768), (24576, 32768)):
+            rows.append(("bfloat16", m, n, k, 2.0 * (m * k + n * k + m * n) / (hbm_gb_per_s * 1e9) * 1e3))
+    cols = {"framework": [framework.upper()] * len(rows), "version": [version] * len(rows), "device": ["NVIDIA H200"] * len(rows),
+            "op_name": ["gemm"] * len(rows), "kernel_source": ["torch.nn.functional.linear"] * len(rows)}
+    for i, nm in enumerate(("gemm_dtype", "m", "n", "k", "latency")):
+        cols[nm] = [r[i] for r in rows]
+    _meta(folder, framework, version, ["gemm_perf"])
+    pq.write_table(pa.table(cols), folder / "gemm_perf.parquet")
+
+
+def _import(data: Path, out: Path, engine: str, *extra: str):
+    return runner.invoke(app, ["calibrate", "--import", "--system", "h200", "--engine", engine, "--data", str(data), "--out", str(out), *extra])
+
+
+def test_cli_without_ceiling_shapes_writes_the_calibration_and_says_why_no_spec(data: Path, tmp_path: Path) -> None:
+    r = _import(data, tmp_path / "h200.vllm.calibration.json.gz", "vllm")
+    assert r.exit_code == 0, r.output
+    assert "no measured spec: no GEMM of these tables gives a ceiling" in r.output
+    assert (tmp_path / "h200.vllm.calibration.json.gz").is_file() and not (tmp_path / "h200-imported.toml").exists()
+
+
+def test_cli_writes_the_measured_spec_from_every_engine_beside_it(tmp_path: Path) -> None:
+    from rooflinecli.hardware import load_spec_file
+
+    data = tmp_path / "data"
+    _large_gemm(data / "h200_sxm/gemm/vllm/0.24.0", "vllm", "0.24.0", 700.0, 3900.0)
+    _large_gemm(data / "h200_sxm/gemm/trtllm/1.2.0", "trtllm", "1.2.0", 760.0, 3700.0)
+    out = tmp_path / "cal"
+    out.mkdir()
+    r = _import(data, out / "h200.vllm.calibration.json.gz", "vllm")
+    assert r.exit_code == 0, r.output
+    spec = load_spec_file(out / "h200-imported.toml")
+    assert spec.kind == "measured" and spec.base == "h200" and spec.id == "h200-imported"
+    assert spec.peak_dense_tflops["bf16"] == pytest.approx(700.0, rel=1e-3) and spec.memory_bandwidth_gb_per_s == pytest.approx(3900.0, rel=1e-3)
+    assert spec.peak_dense_tflops["fp8"] == pytest.approx(1120.0, rel=1e-3)
+    assert "wrote" in r.output and "measured spec 'h200-imported' on 'h200'" in r.output
+    # a second engine's import joins the first: each ceiling the highest engine's
+    r = _import(data, out / "h200.trtllm.calibration.json.gz", "trtllm")
+    assert r.exit_code == 0, r.output
+    spec = load_spec_file(out / "h200-imported.toml")
+    assert spec.peak_dense_tflops["bf16"] == pytest.approx(760.0, rel=1e-3) and spec.memory_bandwidth_gb_per_s == pytest.approx(3900.0, rel=1e-3)
+    assert "engines trtllm, vllm" in (out / "h200-imported.toml").read_text() or "engines vllm, trtllm" in (out / "h200-imported.toml").read_text()
+    # --no-spec leaves the spec as it was
+    before = (out / "h200-imported.toml").read_bytes()
+    _large_gemm(data / "h200_sxm/gemm/sglang/0.5.6", "sglang", "0.5.6", 800.0, 4000.0)
+    r = _import(data, out / "h200.sglang.calibration.json.gz", "sglang", "--no-spec")
+    assert r.exit_code == 0 and (out / "h200-imported.toml").read_bytes() == before
+
+
+def test_cli_refuses_tables_faster_than_the_datasheet_and_writes_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _large_gemm(data / "h200_sxm/gemm/vllm/0.24.0", "vllm", "0.24.0", 1500.0, 3900.0)  # above the H200's 989 TFLOP/s
+    out = tmp_path / "h200.vllm.calibration.json.gz"
+    r = _import(data, out, "vllm")
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "above the datasheet's" in lines[0] and "not of this GPU" in lines[0], r.output
+    assert not out.exists() and not (out.parent / "h200-imported.toml").exists()
