@@ -301,24 +301,41 @@ def json_text(obj: Any, level: int = 0) -> str:
 
     from rooflinecli.fmt import json_default, json_safe
 
+    encode = json.JSONEncoder(allow_nan=False, default=json_default, separators=(", ", ": ")).encode
+
     def compact(x: Any) -> str:
-        return json.dumps(x, allow_nan=False, default=json_default, separators=(", ", ": "))
+        try:  # the C encoder alone; only a value holding NaN or an infinity takes the slow walk
+            return encode(x)
+        except ValueError:
+            return encode(json_safe(x))
 
     def rows(x: Any) -> bool:
-        return isinstance(x, list) and bool(x) and all(isinstance(v, dict) for v in x)
+        return isinstance(x, (list, tuple)) and bool(x) and all(isinstance(v, dict) for v in x)
 
     def nested(x: Any) -> bool:  # an object that holds a list of objects somewhere below
-        return isinstance(x, dict) and any(rows(v) or nested(v) for v in x.values())
+        for v in x.values():
+            if isinstance(v, dict):
+                if nested(v):
+                    return True
+            elif isinstance(v, (list, tuple)) and v and isinstance(v[0], dict) and rows(v):
+                return True
+        return False
+
+    def row(v: Any, lvl: int) -> str:
+        t = compact(v)
+        # a row holding a list of objects is indented; the compact text of one shows "[{" (the C
+        # encoder writes no space there), so the walk runs only for the rows that may be one
+        return enc(v, lvl) if "[{" in t and nested(v) else t
 
     def enc(x: Any, lvl: int) -> str:
         pad, inner = "  " * lvl, "  " * (lvl + 1)
-        if isinstance(x, dict) and (lvl < 2 or nested(x)) and x:
+        if isinstance(x, dict) and x and (lvl < 2 or nested(x)):
             return "{\n" + ",\n".join(f"{inner}{json.dumps(str(k))}: {enc(v, lvl + 1)}" for k, v in x.items()) + f"\n{pad}}}"
         if rows(x):
-            return "[\n" + ",\n".join(f"{inner}{enc(v, lvl + 1) if nested(v) else compact(v)}" for v in x) + f"\n{pad}]"
+            return "[\n" + ",\n".join(f"{inner}{row(v, lvl + 1)}" for v in x) + f"\n{pad}]"
         return compact(x)
 
-    return enc(json_safe(obj), level)
+    return enc(obj, level)
 
 
 def write_output(path: str | os.PathLike[str], text: str, *, make_parents: bool = False) -> Path | None:

@@ -142,7 +142,7 @@ def loo_efficiencies(points: Sequence[Point]) -> dict[tuple[str, str, str], dict
                 if not eff[kind]:
                     del eff[kind]
             else:
-                eff[kind][regime] = float(np.clip(m, EFF_MIN, EFF_MAX))
+                eff[kind][regime] = min(max(float(m), EFF_MIN), EFF_MAX)  # np.clip's result, without a numpy call per key
         out[key] = eff
     return out
 
@@ -150,7 +150,11 @@ def loo_efficiencies(points: Sequence[Point]) -> dict[tuple[str, str, str], dict
 def loo_predictions(points: Sequence[Point]) -> list[float]:
     """Each point predicted with an efficiency fitted on every other shape (leave one
     (op, shape, dtype) out). A group left empty falls back to efficiency 1 (the plain roof)."""
-    by_key = loo_efficiencies(points)
+    return predictions_with(points, loo_efficiencies(points))
+
+
+def predictions_with(points: Sequence[Point], by_key: Mapping[tuple[str, str, str], dict[str, dict[str, float]]]) -> list[float]:
+    """Each point predicted with its key's efficiencies (``loo_efficiencies``' result)."""
     return [predict(p, by_key[p.shape_key]) for p in points]
 
 

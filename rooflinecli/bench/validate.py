@@ -15,6 +15,8 @@ table rendering in ``validate_render``.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rooflinecli.bench.e2e_validation import ROOF_SLACK, e2e_full_flags, e2e_full_stats, end_to_end_checks, end_to_end_full_checks
-from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, loo_predictions, points_from_rows, rel_error
+from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, points_from_rows, predictions_with, rel_error
 from rooflinecli.bench.kernel_targets import Target, kernel_targets, paired_speedups
 from rooflinecli.bench.predict import compute_dtype_for, roof
 from rooflinecli.errors import RooflineError
@@ -68,6 +70,11 @@ class RowCheck:
         return None if t is None else rel_error(t, self.measured_s)
 
     def to_json(self) -> dict[str, Any]:
+        ai, m = self.ai, self.measured_s
+
+        def err(t: float | None) -> float | None:  # error(basis), without its lookup table per row
+            return None if t is None else rel_error(t, m)
+
         return {
             "op": self.op,
             "impl": self.impl,
@@ -80,15 +87,15 @@ class RowCheck:
             "p80_s": self.p80_s,
             "flops": self.flops,
             "bytes": self.bytes,
-            "ai_flops_per_byte": self.ai if np.isfinite(self.ai) else None,
-            "achieved_tflops": self.flops / self.measured_s / 1e12,
-            "achieved_gb_per_s": self.bytes / self.measured_s / 1e9,
+            "ai_flops_per_byte": ai if math.isfinite(ai) else None,
+            "achieved_tflops": self.flops / m / 1e12,
+            "achieved_gb_per_s": self.bytes / m / 1e9,
             "predicted_datasheet_s": self.predicted_datasheet_s,
-            "error_datasheet": self.error("datasheet"),
+            "error_datasheet": err(self.predicted_datasheet_s),
             "predicted_measured_s": self.predicted_measured_s,
-            "error_measured": self.error("measured"),
+            "error_measured": err(self.predicted_measured_s),
             "predicted_fitted_s": self.predicted_fitted_s,
-            "error_fitted": self.error("fitted"),
+            "error_fitted": err(self.predicted_fitted_s),
             "above_roof": self.above_roof,
             "above_measured_roof": self.above_measured_roof,
             "measured_bound_s": self.measured_bound_s,
@@ -241,9 +248,9 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
     fit_spec = ms or ds
     # leave-one-shape-out efficiency, fitted on our kernels only, applied to every row of a shape
     ours = points_from_rows(timed, fit_spec, impls=("triton",))
-    loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), loo_predictions(ours)))
-    eff_all = fit_efficiency(ours)
     eff_without = loo_efficiencies(ours)  # per (op, shape, dtype): fitted on every other shape
+    loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), predictions_with(ours, eff_without)))
+    eff_all = fit_efficiency(ours)
     bound_ms = fastest_ceilings(ms) if ms is not None else None  # what a measured kernel must not beat
     checks = []
     for r in timed:

@@ -396,7 +396,7 @@ def validate(
         raise RooflineError("validate: name a results file, or pass --calibration")
     import json
 
-    from rooflinecli.output import refuse_overwriting_inputs, write_json_atomic, write_text_atomic
+    from rooflinecli.output import json_text, refuse_overwriting_inputs, write_text_atomic
     from rooflinecli.bench.validate import validate as run_validate
     from rooflinecli.bench.validate_render import summary_table, to_markdown
     from rooflinecli.results import load_results
@@ -404,14 +404,13 @@ def validate(
     refuse_overwriting_inputs({"the results file": results}, {"--out": out, "--markdown": markdown})
     v = run_validate(load_results(results), hw, measured)
     data = v.to_json()
+    text = json_text(data) + "\n" if out is not None or as_json else ""  # a row a line: the C encoder writes each
     if out is not None:
-        write_json_atomic(out, data)
+        write_text_atomic(out, text)
     if markdown is not None:
         write_text_atomic(markdown, to_markdown(v))
     if as_json:
-        from rooflinecli.fmt import json_dumps
-
-        typer.echo(json_dumps(data))
+        typer.echo(text, nl=False)
         return
     _show_validation(v, summary_table(v))
     for path in (out, markdown):

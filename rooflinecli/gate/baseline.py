@@ -37,7 +37,7 @@ from typing import Any
 from rooflinecli.errors import RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
-from rooflinecli.results import RESULTS_KIND, ResultRow, Results, _row_json, check_row, load_results, pooled_median_s, quantiles_s, summary_mismatch
+from rooflinecli.results import RESULTS_KIND, ResultRow, Results, _row_json, check_row, load_results, pooled_median_s, quantiles_s, row_from_checked, summary_mismatch
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
@@ -70,9 +70,9 @@ def baseline_path_for(results: Results, directory: str | Path = DEFAULT_DIR) -> 
     return baseline_path(gpu, directory)
 
 
-def _stored_run(res: Results) -> dict[str, Any]:
+def _stored_run(res: Results, fingerprint: str) -> dict[str, Any]:
     return {
-        "fingerprint": run_fingerprint(res),
+        "fingerprint": fingerprint,
         "source": res.path,
         "created_utc": res.created_utc,
         "tool_version": res.tool_version,
@@ -132,19 +132,22 @@ def _stored_row(raw: Any, where: str) -> ResultRow:
     if bad is not None:
         raise RooflineError(f"{where}: stored {bad[0]} {bad[1]:.6g} s disagrees with its {len(r['samples_s']):,} samples "
                             f"({bad[0]} of the samples: {bad[2]:.6g} s); summaries are derived from samples, never trusted")
-    return ResultRow(**r)
+    return row_from_checked(r)
 
 
-def pool_runs(runs: list[dict[str, Any]], source: str = "baseline") -> tuple[ResultRow, ...]:
-    """Pool stored runs (oldest first) into baseline rows (see the module doc)."""
+def pool_runs(runs: list[dict[str, Any]], source: str = "baseline", checked: dict[int, list[ResultRow]] | None = None) -> tuple[ResultRow, ...]:
+    """Pool stored runs (oldest first) into baseline rows (see the module doc). ``checked``: the
+    rows of runs (by index) that are already loaded and checked (the run being added), so that
+    they are not parsed and checked a second time."""
     per_key: dict[tuple, list[ResultRow]] = {}
     order: list[tuple] = []
     for i, run in enumerate(runs):
         rows_raw = run.get("rows") if isinstance(run, dict) else None
         if not isinstance(rows_raw, list):
             raise RooflineError(f"{source}: extra.baseline.runs[{i}] has no 'rows' list")
-        for j, raw in enumerate(rows_raw):
-            row = _stored_row(raw, f"{source}: extra.baseline.runs[{i}].rows[{j}]")
+        known = (checked or {}).get(i)
+        for j, raw in enumerate(rows_raw if known is None else known):
+            row = _stored_row(raw, f"{source}: extra.baseline.runs[{i}].rows[{j}]") if known is None else raw
             if row.key not in per_key:
                 per_key[row.key] = []
                 order.append(row.key)
@@ -208,10 +211,11 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
         fp = run_fingerprint(res)
         added = all(r.get("fingerprint") != fp for r in runs)
         if added:
-            runs.append(_stored_run(res))
+            runs.append(_stored_run(res, fp))
         dropped = max(0, len(runs) - keep)
         runs = runs[dropped:]
-        rows = pool_runs(runs, str(path))
+        # the run added was loaded and checked above: its rows pool as they are
+        rows = pool_runs(runs, str(path), {len(runs) - 1: [r for r in res.rows if r.correct]} if added else None)
         if not rows:
             raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
         newest = runs[-1]
