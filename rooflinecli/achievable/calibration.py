@@ -407,8 +407,22 @@ def _tables(raw, path: str) -> dict:
             raise RooflineError(f"{where}: no rows")
         if not isinstance(t.get("provenance"), dict):
             raise RooflineError(f"{where}: provenance: missing (every imported table says where it comes from)")
-        out[name] = {"columns": {**cols, **arrays}, "provenance": t["provenance"], "kernels": dict(t.get("kernels") or {})}
+        out[name] = {"columns": {**cols, **arrays}, "provenance": t["provenance"], "kernels": dict(t.get("kernels") or {}),
+                     "layout_kernels": _layout_kernels(t.get("layout_kernels"), where)}
     return out
+
+
+def _layout_kernels(raw, where: str) -> list[dict]:
+    """A table's kernels measured only at some layouts (the MoE table's other kernels: dtype, kernel
+    and their [d, I, k, E, tp, ep] layouts); [] when absent."""
+    if raw is None:
+        return []
+    ok = isinstance(raw, list) and all(isinstance(x, dict) and isinstance(x.get("dtype"), str) and isinstance(x.get("kernel"), str)
+                                       and isinstance(x.get("layouts"), list) and all(isinstance(r, list) and len(r) == 6 for r in x["layouts"])
+                                       for x in raw)
+    if not ok:
+        raise RooflineError(f"{where}: layout_kernels: expected a list of {{dtype, kernel, layouts: [[d, I, k, E, tp, ep], ...]}}")
+    return [dict(x) for x in raw]
 
 
 def sustained_gemm_tflops(series_s, flops: float) -> float:

@@ -366,7 +366,7 @@ class _Builder:
             t = tm.moe.time_s(dt, self.tokens, *args)
         if t is None:
             return False
-        kernel = tm.moe.kernels.get(dt) or tm.moe.kernels.get("bf16", "")
+        kernel = tm.moe.kernel(dt, *args) or tm.moe.kernels.get("bf16", "")
         ops = [self.ops[n] for n in names]
         self.add("moe.experts", "moe", ops[0].layers, 1, t, np.minimum(t, self.m.graph_floor_s), names,
                  f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})",

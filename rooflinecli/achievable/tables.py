@@ -423,6 +423,13 @@ class MoeTable:
 
     curves: dict  # (dtype, d, I, k, E, tp, ep) -> (log T, log s)
     kernels: dict = field(default_factory=dict)
+    #: (dtype, d, I, k, E, tp, ep) -> the kernel measured there where it is not the dtype's main one
+    layout_kernels: dict = field(default_factory=dict)
+
+    def kernel(self, dtype: str, d, I, k, E, tp, ep) -> str:
+        """The kernel measured for ``dtype`` at that layout."""
+        key = (dtype, int(d), int(I), int(k), int(E), int(tp), int(ep))
+        return self.layout_kernels.get(key) or self.kernels.get(dtype, "")
 
     def time_s(self, dtype: str, T, d, I, k, E, tp, ep):
         key = (dtype, int(d), int(I), int(k), int(E), int(tp), int(ep))
@@ -551,7 +558,8 @@ def fit_moe(table: dict) -> MoeTable:
         ux, uy = _mean_curve(x[sel], y[sel])
         if ux.size >= 2:
             curves[(str(dt_names[int(row[0])]), *(int(v) for v in row[1:]))] = (ux, uy)
-    return MoeTable(curves, dict(table.get("kernels") or {}))
+    by_layout = {(x["dtype"], *(int(v) for v in r)): x["kernel"] for x in table.get("layout_kernels") or () for r in x["layouts"]}
+    return MoeTable(curves, dict(table.get("kernels") or {}), by_layout)
 
 
 def fit_tables(cal) -> TableModels:

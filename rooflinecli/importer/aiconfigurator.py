@@ -487,11 +487,47 @@ def _moe_table(cols: dict) -> tuple[dict, list[str]]:
         skipped.append(f"{int((dist != keep_dist).sum())} rows of other routing distributions than {keep_dist}")
     ks, dts = cols["kernel_source"].astype(str), cols["moe_dtype"].astype(str)
     keep, kernels = _one_kernel_per_dtype(dts, ks, dist == keep_dist, skipped)
+    keep, layout_kernels = _moe_layout_kernels(cols, dts, ks, dist == keep_dist, keep, kernels, skipped)
     out = {"dtype": [GEMM_DTYPES[d] for d in dts[keep]], "T": cols["num_tokens"][keep].astype(int).tolist(), "d": cols["hidden_size"][keep].astype(int).tolist(),
            "I": cols["inter_size"][keep].astype(int).tolist(), "k": cols["topk"][keep].astype(int).tolist(), "E": cols["num_experts"][keep].astype(int).tolist(),
            "tp": cols["moe_tp_size"][keep].astype(int).tolist(), "ep": cols["moe_ep_size"][keep].astype(int).tolist(),
            "latency_us": _sig(np.asarray(cols["latency"], dtype=float)[keep] * 1e3)}
-    return {"columns": out, "kernels": kernels, "distribution": keep_dist}, skipped
+    return {"columns": out, "kernels": kernels, **({"layout_kernels": layout_kernels} if layout_kernels else {}), "distribution": keep_dist}, skipped
+
+
+#: the MoE table's layout of one routed-expert call: hidden, expert width, top-k, experts, TP, EP
+MOE_LAYOUT_COLUMNS = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size")
+
+
+def _moe_layout_kernels(cols: dict, dts, ks, rows, keep, kernels: dict, skipped: list[str]):
+    """The rows of a dtype's other kernels at layouts (model shape and TP / EP split) its main kernel
+    (``kernels``) was not measured at: the engine picks its MoE kernel per layout (vLLM's block-fp8
+    experts: Triton under TP, FlashInfer CUTLASS under EP), so those rows are the engine's kernel
+    there, not a rival of the main one. Returns the rows kept and, per such kernel, its dtype and
+    layouts; the skipped-rows note of the dtype is restated for the rows still left out."""
+    lay = np.stack([np.asarray(cols[c]).astype(np.int64) for c in MOE_LAYOUT_COLUMNS], axis=1)
+    extra = []
+    for dt_raw, main in [(d, k) for d in sorted(set(dts)) if d in GEMM_DTYPES and (k := kernels.get(GEMM_DTYPES[d]))]:
+        sel = (dts == dt_raw) & rows
+        covered = {tuple(r) for r in lay[sel & (ks == main)].tolist()}
+        added = 0
+        for k in sorted(set(ks[sel & (ks != main)].tolist())):
+            mine = sel & (ks == k)
+            layouts = sorted({tuple(r) for r in lay[mine].tolist()} - covered)
+            if not layouts:
+                continue
+            wanted = set(layouts)
+            take = mine & np.fromiter((tuple(r) in wanted for r in lay.tolist()), dtype=bool, count=len(lay))
+            keep = keep | take
+            covered |= set(layouts)
+            added += int(take.sum())
+            extra.append({"dtype": GEMM_DTYPES[dt_raw], "kernel": k, "layouts": [list(map(int, r)) for r in layouts]})
+        if added:  # restate _one_kernel_per_dtype's note for the rows still left out
+            was = f"{int((sel & (ks != main)).sum())} {dt_raw} rows of other kernels than {main}"
+            left = int((sel & ~keep).sum())
+            i = skipped.index(was)
+            skipped[i:i + 1] = [f"{left} {dt_raw} rows of other kernels than {main} at its layouts"] if left else []
+    return keep, extra
 
 
 #: the MLA attention kernel's compute dtype imported (the tables' ``mla_dtype``)

@@ -69,3 +69,23 @@ def test_block_fp8_moe_reads_the_block_fp8_moe_rows():
     rows = _rows(cfg, spec, _wl(int(T), tp=4, ep=4), T, 1024, "vllm")
     assert "fp8_block table" in rows["moe.experts"]["note"]
     assert rows["moe.experts"]["time_s"] == pytest.approx(cfg.num_layers * want, rel=1e-6)
+
+
+def test_block_fp8_moe_under_tp_reads_the_kernel_measured_there():
+    # vLLM's block-fp8 experts: the table holds its main kernel under EP only and another kernel
+    # under TP; a TP 2 replica reads the TP rows (that kernel's), not the per-tensor fp8 table's
+    spec, cfg = get_spec("h200"), get_model("qwen3-235b-a22b-fp8")
+    m = cfg.moe
+    t = calibration_for(spec, "vllm").tables["moe"]
+    c = t["columns"]
+    shape = (c["d"] == cfg.hidden_size) & (c["I"] == m.expert_intermediate_size) & (c["k"] == m.top_k) & (c["E"] == m.num_routed_experts)
+    sel = (np.asarray(c["dtype"]) == "fp8_block") & shape & (c["tp"] == 2) & (c["ep"] == 1)
+    assert sel.any()
+    other = next(x["kernel"] for x in t["layout_kernels"] if x["dtype"] == "fp8_block"
+                 and [cfg.hidden_size, m.expert_intermediate_size, m.top_k, m.num_routed_experts, 2, 1] in x["layouts"])
+    assert other != t["kernels"]["fp8_block"]
+    T = float(np.sort(np.unique(c["T"][sel]))[min(3, int(np.unique(c["T"][sel]).size) - 1)])
+    want = float(np.mean(c["latency_us"][sel & (c["T"] == T)])) * 1e-6
+    rows = _rows(cfg, spec, _wl(int(T), tp=2), T, 1024, "vllm")
+    assert "fp8_block table" in rows["moe.experts"]["note"] and other in rows["moe.experts"]["note"]
+    assert rows["moe.experts"]["time_s"] == pytest.approx(cfg.num_layers * want, rel=1e-6)

@@ -364,3 +364,40 @@ def test_cli_refuses_tables_faster_than_the_datasheet_and_writes_nothing(tmp_pat
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert r.exit_code == 2 and len(lines) == 1 and "above the datasheet's" in lines[0] and "not of this GPU" in lines[0], r.output
     assert not out.exists() and not (out.parent / "h200-imported.toml").exists()
+def _moe_cols(rows: list[tuple]) -> dict:
+    """moe_perf columns from (kernel, dtype, tokens, d, I, k, E, tp, ep, latency ms) rows."""
+    names = ("kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size", "latency")
+    cols = {n: np.array([r[i] for r in rows]) for i, n in enumerate(names)}
+    cols["distribution"] = np.array(["power_law_1.01"] * len(rows))
+    return cols
+
+
+def test_moe_import_keeps_another_kernel_where_the_main_one_was_not_measured() -> None:
+    from rooflinecli.importer.aiconfigurator import _moe_table
+
+    shape = (4096, 1536, 8, 128)
+    rows = [("cutlass", "fp8_block", T, *shape, 1, ep, 0.3) for ep in (2, 4, 8) for T in (1, 16, 256)]  # 9 rows: the most
+    rows += [("triton", "fp8_block", T, *shape, tp, 1, 0.1) for tp in (2, 4) for T in (1, 16, 256)]  # only under TP
+    rows += [("triton", "fp8_block", T, *shape, 1, 2, 0.2) for T in (1, 16)]  # a layout cutlass has: left out
+    body, skipped = _moe_table(_moe_cols(rows))
+    c = body["columns"]
+    assert body["kernels"] == {"fp8_block": "cutlass"}
+    assert len(c["latency_us"]) == 15 and sorted(set(zip(c["tp"], c["ep"]))) == [(1, 2), (1, 4), (1, 8), (2, 1), (4, 1)]
+    assert body["layout_kernels"] == [{"dtype": "fp8_block", "kernel": "triton", "layouts": [[*shape, 2, 1], [*shape, 4, 1]]}]
+    assert "2 fp8_block rows of other kernels than cutlass at its layouts" in skipped
+    # the EP rows are cutlass's own, the TP rows triton's: the model reads each with its kernel
+    from rooflinecli.achievable.tables import fit_moe
+
+    mt = fit_moe({"columns": {"dtype": c["dtype"], "T": c["T"], "d": c["d"], "I": c["I"], "k": c["k"], "E": c["E"], "tp": c["tp"], "ep": c["ep"],
+                              "latency_us": c["latency_us"]}, "kernels": body["kernels"], "layout_kernels": body["layout_kernels"]})
+    assert mt.kernel("fp8_block", *shape, 2, 1) == "triton" and mt.kernel("fp8_block", *shape, 1, 2) == "cutlass"
+    assert float(mt.time_s("fp8_block", 16, *shape, 2, 1)) == pytest.approx(1e-4, rel=1e-6)
+    assert float(mt.time_s("fp8_block", 16, *shape, 1, 2)) == pytest.approx(3e-4, rel=1e-6)
+
+
+def test_moe_import_with_one_kernel_a_dtype_has_no_layout_kernels() -> None:
+    from rooflinecli.importer.aiconfigurator import _moe_table
+
+    rows = [("triton", "bfloat16", T, 4096, 1536, 8, 128, tp, 1, 0.1) for tp in (1, 2) for T in (1, 16)]
+    body, skipped = _moe_table(_moe_cols(rows))
+    assert "layout_kernels" not in body and not any("other kernels" in s for s in skipped)
