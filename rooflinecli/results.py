@@ -316,7 +316,7 @@ def _pooled_samples(raw: dict) -> dict[tuple, list[list[float]]] | None:
             samples = row.get("samples_s")
             if not all(isinstance(x, str) for x in key) or not isinstance(samples, list) or not samples:
                 continue
-            if all(isinstance(x, (int, float)) and not isinstance(x, bool) and MIN_SAMPLE_S <= x <= MAX_ROW_NUMBER for x in samples):
+            if _seconds_list(samples):
                 out.setdefault(key, []).append(samples)
     return out
 
