@@ -11,6 +11,10 @@ by one per step: the stretch's mean context times it), so the cost is per event,
 
 A closed loop (``concurrency``) starts that many clients at once, each sending its next request
 when the last one ends; an open loop takes the stream's arrival times.
+
+``mixes_decode`` False is a scheduler whose prefill steps carry prompt tokens only (SGLang's
+default, ``serve.schedulers``): while prompts can be admitted the step prefills them, up to the
+whole budget, and the running sequences wait; their next token's gap holds that wait.
 """
 
 from __future__ import annotations
@@ -137,7 +141,7 @@ class _Times:
 
 
 def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: int, max_seqs: int,
-             concurrency: int | None = None) -> SimResult:
+             concurrency: int | None = None, mixes_decode: bool = True) -> SimResult:
     """Simulate ``stream`` on one replica. ``kv_tokens``: the KV cache's capacity in tokens (a
     request takes its mean context, prompt + half its output, at admission); ``max_seqs``: the most sequences running at
     once; ``concurrency``: a closed loop of that many clients (``stream.arrival_s`` unused)."""
@@ -167,6 +171,7 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
     nxt = 0  # open loop: next arrival index
     done_count = 0
     steps = 0
+    stall = 0.0  # prefill-only time the running sequences have waited since their last token
 
     def finished(i: int) -> None:
         nonlocal reserved, issued, done_count
@@ -191,7 +196,7 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
             t = max(t, arrival[nxt])
             continue
         # prefill chunks of this step: FCFS within the budget left by the decodes
-        budget = token_budget - d
+        budget = token_budget - d if mixes_decode else token_budget
         chunks = []
         running = d
         for w in waiting:
@@ -221,6 +226,11 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
             G += k
             sum_ctx += k * d
             steps += k
+            if stall > 0.0:
+                gaps.append(dt + stall)
+                gap_tokens.append(d)
+                stall = 0.0
+                k -= 1
             gaps.append(dt)
             gap_tokens.append(k * d)
         else:
@@ -229,11 +239,15 @@ def simulate(table: StepTable, stream: Stream, *, token_budget: int, kv_tokens: 
             for w, c in chunks:
                 attn += T.pre_attn[w[1] + c] - T.pre_attn[w[1]]
                 c_total += c
-            ctx = sum_ctx / d if d else 1.0
-            dt = T.mixed[d + c_total] + (T.attention(d, ctx) if d else 0.0) + attn
+            if not mixes_decode:  # a prefill-only step: the running sequences wait it out
+                dt = T.mixed[c_total] + attn
+                stall += dt if d else 0.0
+            else:
+                ctx = sum_ctx / d if d else 1.0
+                dt = T.mixed[d + c_total] + (T.attention(d, ctx) if d else 0.0) + attn
             t += dt
             steps += 1
-            if d:
+            if d and mixes_decode:
                 G += 1
                 sum_ctx += d
                 gaps.append(dt)

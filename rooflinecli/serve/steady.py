@@ -276,13 +276,22 @@ def disagg_closed(pools: DisaggPools, lengths: Lengths, concurrency, roof: bool 
 # ------------------------------------------------------------------------------------------------
 
 
-def first_wave_ttft_s(table: StepTable, lengths: Lengths, clients: int, kv_limit: int, token_budget: int, roof: bool = False) -> float:
+def first_wave_ttft_s(table: StepTable, lengths: Lengths, clients: int, kv_limit: int, token_budget: int, roof: bool = False,
+                      mixes_decode: bool = True) -> float:
     """Mean TTFT of the first wave of a closed-loop benchmark: ``clients`` requests that arrive
     together at an idle engine. The scheduler fills each step with prompt tokens up to the budget
     left by the sequences already decoding (first come, first served: vLLM's and SGLang's chunked
     prefill, TensorRT-LLM's in-flight batching), so the ``k``-th prompt's first token comes after
     the steps that prefill the ``k`` prompts before and with it. Only ``kv_limit`` are admitted;
-    the rest wait in the steady state's queue and are left out here."""
+    the rest wait in the steady state's queue and are left out here. ``mixes_decode`` False: the
+    prefill steps carry prompt tokens only (see ``lockstep_waves``)."""
+    return wave_s(table, lengths, clients, kv_limit, token_budget, roof, mixes_decode)[0]
+
+
+def wave_s(table: StepTable, lengths: Lengths, clients: int, kv_limit: int, token_budget: int, roof: bool = False,
+           mixes_decode: bool = True) -> tuple[float, float]:
+    """(mean TTFT, seconds until the last prompt's first token) of ``clients`` prompts arriving
+    together at an idle engine (see ``first_wave_ttft_s``)."""
     isl = float(lengths.isl)
     n = int(max(1, min(int(clients), int(kv_limit))))
     budget = float(token_budget)
@@ -295,13 +304,31 @@ def first_wave_ttft_s(table: StepTable, lengths: Lengths, clients: int, kv_limit
     total = 0.0
     finished = 0
     while finished < n:
-        room = max(budget - decoding, 1.0)
+        riding = decoding if mixes_decode else 0  # decoders that advance in this step
+        room = max(budget - riding, 1.0)
         tokens = min(room, remaining)
-        clock += float(table.mixed_s(float(decoding), ctx, tokens, tokens * a_tok, roof))
+        clock += float(table.mixed_s(float(riding), ctx, tokens, tokens * a_tok, roof))
         remaining -= tokens
         done_tokens += tokens
         now_done = min(int(np.floor(done_tokens / isl + 1e-9)), n)
         total += (now_done - finished) * clock
         decoding += now_done - finished
         finished = now_done
-    return total / n
+    return total / n, clock
+
+
+def lockstep_waves(table: StepTable, lengths: Lengths, clients: int, kv_limit: int, prefill_tokens: int, roof: bool = False) -> dict:
+    """A closed-loop benchmark (fixed lengths, clients starting together) on a scheduler whose
+    prefill steps carry prompt tokens only and run before any decode step (SGLang's default): each
+    wave of prompts is prefilled in steps of ``prefill_tokens`` while the wave's decoding waits,
+    then the wave decodes together, ends on one step, and its clients send the next wave together.
+    So every wave is the first: TTFT is the wave's mean; TPOT = (the wave's prefill time after the
+    request's first token + (osl - 1) decode steps at the wave's batch) / (osl - 1)."""
+    isl, osl = float(lengths.isl), float(lengths.osl)
+    n = int(max(1, min(int(clients), int(kv_limit))))
+    ttft, wave = wave_s(table, lengths, n, kv_limit, prefill_tokens, roof, mixes_decode=False)
+    if osl > 1:
+        tpot = (wave - ttft) / (osl - 1.0) + float(table.decode_s(float(n), mean_context(isl, osl), roof))
+    else:
+        tpot = 0.0
+    return {"ttft_s": ttft, "tpot_s": tpot, "wave_s": wave, "e2e_s": ttft + (osl - 1.0) * tpot}

@@ -152,16 +152,24 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
 BENCHMARK_REQUESTS_PER_CLIENT = 10
 
 
-def benchmark_ttft(cache: dict, cfg, spec, wl: Workload, p: dict, steady_ttft_s: float, requests_per_client: int) -> dict:
+def benchmark_ttft(cache: dict, cfg, spec, wl: Workload, p: dict, steady_ttft_s: float, requests_per_client: int, token_budget: int) -> dict:
     """The mean TTFT a closed-loop benchmark reports: its ``requests_per_client`` waves are the
-    first (every client's prompt arriving together at an idle engine) and then the steady state."""
-    from .replica import DEFAULT_MEMORY_FRACTION, DEFAULT_TOKEN_BUDGET
+    first (every client's prompt arriving together at an idle engine) and then the steady state.
+    On a scheduler whose prefill steps do not decode (``schedulers.step_policy``) the clients stay
+    in step, so every wave is the first (``steady.lockstep_waves``): TTFT and TPOT are the waves'."""
+    from .replica import DEFAULT_MEMORY_FRACTION
     from .run import replica_key
-    from .steady import Lengths, first_wave_ttft_s
+    from .schedulers import step_policy
+    from .steady import Lengths, first_wave_ttft_s, lockstep_waves
 
-    rep = cache[replica_key(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], token_budget=DEFAULT_TOKEN_BUDGET,
+    rep = cache[replica_key(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], token_budget=token_budget,
                             memory_fraction=DEFAULT_MEMORY_FRACTION, max_seqs=None)]
-    first = first_wave_ttft_s(rep.table, Lengths(p["isl_tokens"], p["osl_tokens"]), p["concurrency"], rep.kv_limit, DEFAULT_TOKEN_BUDGET)
+    lengths = Lengths(p["isl_tokens"], p["osl_tokens"])
+    policy = step_policy(p["engine"], spec.memory_capacity_bytes, token_budget)
+    if not policy.mixes_decode and p["concurrency"] <= rep.kv_limit:
+        w = lockstep_waves(rep.table, lengths, p["concurrency"], rep.kv_limit, policy.prefill_tokens)
+        return {"ttft_s": w["ttft_s"], "tpot_s": w["tpot_s"], "first_wave_ttft_s": w["ttft_s"], "steady_ttft_s": steady_ttft_s, "lockstep": True}
+    first = first_wave_ttft_s(rep.table, lengths, p["concurrency"], rep.kv_limit, token_budget)
     k = float(requests_per_client)
     return {"ttft_s": (first + (k - 1.0) * steady_ttft_s) / k, "first_wave_ttft_s": first, "steady_ttft_s": steady_ttft_s}
 
@@ -170,7 +178,9 @@ def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
 
+    from .replica import DEFAULT_TOKEN_BUDGET
     from .run import Load, serve_point
+    from .schedulers import step_policy
 
     key = (p["model"], p["hw"])
     if key not in cache:
@@ -179,9 +189,11 @@ def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS
     wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                   kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
     if p["serving"] == "aggregated":
-        out = serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), replicas=cache)
+        budget = step_policy(p["engine"], spec.memory_capacity_bytes, DEFAULT_TOKEN_BUDGET).prefill_tokens
+        out = serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), replicas=cache,
+                          token_budget=budget)
         if requests_per_client >= 1:
-            out = {**out, **benchmark_ttft(cache, cfg, spec, wl, p, out["ttft_s"], requests_per_client)}
+            out = {**out, **benchmark_ttft(cache, cfg, spec, wl, p, out["ttft_s"], requests_per_client, budget)}
         return out
     return serve_point(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], load=Load(concurrency=p["concurrency"]), disagg=(p["prefill"], p["decode"]),
                        prefill_tp=p["tp"], decode_tp=p["decode_tp"], decode_ep=p["decode_ep"], replicas=cache)
@@ -192,21 +204,23 @@ def _simulated(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUES
     request when the last ends (``requests_per_client`` each), through the discrete-event
     simulation; mean TTFT and TPOT."""
     from .arrivals import Stream
-    from .replica import build_replica
+    from .replica import DEFAULT_TOKEN_BUDGET, build_replica
+    from .schedulers import step_policy
     from .sim import simulate
 
     cfg, spec = cache[(p["model"], p["hw"])]
+    policy = step_policy(p["engine"], spec.memory_capacity_bytes, DEFAULT_TOKEN_BUDGET)
     key = ("sim", p["model"], p["hw"], p["engine"], p["weight_dtype"], p["kv_dtype"], p["tp"], p["ep"], p["isl_tokens"], p["osl_tokens"])
     if key not in cache:
         wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                       kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
-        cache[key] = build_replica(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"])
+        cache[key] = build_replica(cfg, spec, wl, isl=p["isl_tokens"], osl=p["osl_tokens"], token_budget=policy.prefill_tokens)
     rep = cache[key]
     c = int(p["concurrency"])
     n = requests_per_client * c
     stream = Stream(None, np.full(n, p["isl_tokens"]), np.full(n, p["osl_tokens"]))
     s = simulate(rep.table, stream, token_budget=rep.workload.prefill_chunk_tokens, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit,
-                 concurrency=c).summary()
+                 concurrency=c, mixes_decode=policy.mixes_decode).summary()
     return {"ttft_s": s["ttft_s"]["mean"], "tpot_s": s["tpot_s"]["mean"]}
 
 
@@ -249,7 +263,7 @@ def validate(path: Path, simulate: bool = False, kv_dtype: str = "auto", request
         ttft_m, tpot_m = float(row["silicon_ttft_ms"]) / 1e3, float(row["silicon_tpot_ms"]) / 1e3
         q = {**p, "line": line, "measured_ttft_s": ttft_m, "measured_tpot_s": tpot_m, "ttft_s": pred["ttft_s"], "tpot_s": pred["tpot_s"],
              "mode": pred["mode"], "ttft_error": pred["ttft_s"] / ttft_m - 1.0, "tpot_error": pred["tpot_s"] / tpot_m - 1.0,
-             **{k: pred[k] for k in ("first_wave_ttft_s", "steady_ttft_s") if k in pred}}
+             **{k: pred[k] for k in ("first_wave_ttft_s", "steady_ttft_s", "lockstep") if k in pred}}
         if simulate and p["serving"] == "aggregated":
             sim = _simulated(p, cache, requests_per_client)
             q.update({"sim_ttft_s": sim["ttft_s"], "sim_tpot_s": sim["tpot_s"], "sim_ttft_error": sim["ttft_s"] / ttft_m - 1.0,
@@ -286,7 +300,7 @@ def render(res: dict, list_all: bool = False) -> str:
     kv = "fp8 for fp8 runs, else bf16" if res["kv_dtype"] == "auto" else res["kv_dtype"]
     lines = [f"{res['source']}: {res['rows']:,} measured points, {res['represented']:,} run, {res['unrepresented']:,} not representable",
              f"KV cache dtype (the runs do not record it): {kv}; closed loop at each run's concurrency, {res['requests_per_client']} requests per client "
-             "(TTFT: the first wave, clients arriving together, then the steady state); nothing fitted to these points",
+             "(TTFT: the first wave, clients arriving together, then the steady state; SGLang: every wave, its prefill steps do not decode); nothing fitted to these points",
              f"{'model':21}{'GPU':10}{'engine':8}{'serving':15}{'mode':12}{'points':>7}{'TTFT MAPE':>11}{'TPOT MAPE':>11}{'TTFT bias':>11}{'TPOT bias':>11}"
              + (f"{'sim TTFT':>11}{'sim TPOT':>11}" if any("sim_ttft_mape" in g for g in res["groups"]) else "")]
     for g in res["groups"]:

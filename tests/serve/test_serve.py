@@ -17,7 +17,9 @@ from rooflinecli.predict import predict_step_s
 from rooflinecli.serve.arrivals import Stream, arrivals, lengths
 from rooflinecli.serve.replica import build_replica
 from rooflinecli.serve.sim import simulate
-from rooflinecli.serve.steady import Lengths, aggregated_closed, aggregated_open, first_wave_ttft_s
+from rooflinecli.serve.schedulers import StepPolicy, step_policy
+from rooflinecli.serve.steady import Lengths, aggregated_closed, aggregated_open, first_wave_ttft_s, lockstep_waves
+from rooflinecli.serve.steps import StepTable
 
 
 def _runner() -> CliRunner:
@@ -237,3 +239,57 @@ def test_bursty_arrivals_fatten_the_tail(replica):
         return simulate(replica.table, stream, token_budget=8192, kv_tokens=replica.kv_tokens, max_seqs=replica.kv_limit).summary()["ttft_s"]["p99"]
 
     assert p99(0.2) > 1.2 * p99(1.0)
+
+
+def _constant_table(decode_s: float, s_per_prefill_token: float) -> StepTable:
+    """A step table whose decode step costs ``decode_s`` at any batch and context and whose
+    prefill steps cost ``s_per_prefill_token`` a prompt token (no attention terms)."""
+    g = np.array([1.0, 1e5])
+    z = np.zeros((2, 2))
+    return StepTable(mode="datasheet", engine=None, num_gpus=1, batch_grid=g, context_grid=g, token_grid=g, prefill_grid=g,
+                     decode_rest_s=(np.full(2, decode_s), np.full(2, decode_s)), decode_attention_s=(z, z),
+                     mixed_rest_s=(g * s_per_prefill_token, g * s_per_prefill_token), prefill_attention_s=(np.zeros(2), np.zeros(2)))
+
+
+@pytest.mark.parametrize("clients,isl,budget", [(16, 1024, 8192), (6, 1000, 2000), (1, 512, 8192)])
+def test_lockstep_waves_on_a_constant_service_model(clients, isl, budget):
+    """Clients in step on a scheduler whose prefill steps do not decode: with m prompts a step, k
+    steps a wave of step time s, every wave's mean TTFT is s (k + 1) / 2 and TPOT adds the wave's
+    remaining prefill to the decode steps; the simulation of 10 requests per client gives both."""
+    dec, per_tok, osl = 0.01, 1e-5, 50
+    table = _constant_table(dec, per_tok)
+    m = budget // isl
+    k = -(-clients // m)
+    s = m * isl * per_tok if clients >= m else clients * isl * per_tok
+    ttft = s * (k + 1) / 2.0
+    tpot = (k * s - ttft) / (osl - 1) + dec
+    w = lockstep_waves(table, Lengths(isl, osl), clients, 10_000, m * isl)
+    assert w["ttft_s"] == pytest.approx(ttft, rel=1e-9)
+    assert w["tpot_s"] == pytest.approx(tpot, rel=1e-9)
+    stream = Stream(None, np.full(10 * clients, isl), np.full(10 * clients, osl))
+    sim = simulate(table, stream, token_budget=m * isl, kv_tokens=10**9, max_seqs=10_000, concurrency=clients, mixes_decode=False).summary()
+    assert sim["ttft_s"]["mean"] == pytest.approx(ttft, rel=1e-9)
+    assert sim["tpot_s"]["mean"] == pytest.approx(tpot, rel=1e-9)
+    mixing = simulate(table, stream, token_budget=m * isl, kv_tokens=10**9, max_seqs=10_000, concurrency=clients).summary()
+    if k > 1:  # a mixing scheduler lets the clients drift apart: fewer prompts wait for a whole wave
+        assert mixing["ttft_s"]["mean"] < ttft
+
+
+@pytest.mark.parametrize("clients,isl,osl", [(8, 1024, 256), (64, 1024, 256), (24, 3000, 128)])
+def test_lockstep_waves_agree_with_the_simulation(replica, clients, isl, osl):
+    rep = build_replica(CFG, SPEC, WL, isl=isl, osl=osl)
+    stream = Stream(None, np.full(10 * clients, isl), np.full(10 * clients, osl))
+    s = simulate(rep.table, stream, token_budget=8192, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit, concurrency=clients, mixes_decode=False).summary()
+    w = lockstep_waves(rep.table, Lengths(isl, osl), clients, rep.kv_limit, 8192)
+    assert s["ttft_s"]["mean"] == pytest.approx(w["ttft_s"], rel=0.01)
+    assert s["tpot_s"]["mean"] == pytest.approx(w["tpot_s"], rel=0.01)
+    assert w["ttft_s"] > float(aggregated_closed(rep.table, Lengths(isl, osl), clients, rep.kv_limit, 8192)["ttft_s"])
+
+
+def test_step_policies_are_the_engines_defaults():
+    gib = 1024**3
+    assert step_policy("sglang", 141e9, 8192) == StepPolicy(mixes_decode=False, prefill_tokens=8192)  # H200: 8k chunks
+    assert step_policy("sglang", 180e9, 8192) == StepPolicy(mixes_decode=False, prefill_tokens=16384)  # B200
+    assert step_policy("sglang", 159 * gib, 8192).prefill_tokens == 8192
+    for engine in ("vllm", "trtllm", None):
+        assert step_policy(engine, 80e9, 4096) == StepPolicy(mixes_decode=True, prefill_tokens=4096)
