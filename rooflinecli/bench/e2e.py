@@ -149,7 +149,7 @@ def _check(fn, engines: dict) -> dict[str, Any]:
 
 def _phase(name, cfg, ds, ms, batch, context, check, fn, device, min_samples) -> dict[str, Any]:
     from rooflinecli.bench import timing
-    from rooflinecli.bench.e2e_full import _eager_runs, _graph_replays, _sync_quietly, _why
+    from rooflinecli.bench.e2e_full import eager_runs, graph_replays, sync_quietly, failure_reason
     from rooflinecli.results import quantiles_s
 
     t_ds, rows = layer_ops_prediction(cfg, ds, name, batch, context)
@@ -165,14 +165,14 @@ def _phase(name, cfg, ds, ms, batch, context, check, fn, device, min_samples) ->
     }
     if not check["correct"]:
         return out
-    eager, eager_method = _eager_runs(fn, device, max(min_samples, 10))
+    eager, eager_method = eager_runs(fn, device, max(min_samples, 10))
     samples, method, note = eager, eager_method, ""  # the CPU: wall-clock calls
     if device == "cuda":
         try:
-            samples, method, _last = _graph_replays(fn, device, max(min_samples, 10))
+            samples, method, _last = graph_replays(fn, device, max(min_samples, 10))
         except Exception as e:  # noqa: BLE001 - a layer that will not capture is timed eagerly
-            _sync_quietly(device)
-            samples, method, note = eager, eager_method, f"CUDA-graph capture failed ({_why(e)}); eager launches timed"
+            sync_quietly(device)
+            samples, method, note = eager, eager_method, f"CUDA-graph capture failed ({failure_reason(e)}); eager launches timed"
     p20, p50, p80 = quantiles_s(samples)
     out.update(measured_s=p50, p20_s=p20, p80_s=p80, samples_s=list(samples), method=method, timing_note=note)
     if device == "cuda":

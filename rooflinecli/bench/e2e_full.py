@@ -444,7 +444,7 @@ def _caches(W: Weights, batch: int, context: int, device: str, gen):
     return ([device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers], [device_randn(shape, torch.bfloat16, device, gen) for _ in W.layers])
 
 
-def _graph_replays(fn, device: str, replays: int):
+def graph_replays(fn, device: str, replays: int):
     """(seconds per call of ``fn`` from CUDA-graph replays, method, the output of the last replay
     copied out of the graph's memory); the wall clock on the CPU."""
     held: dict[str, Any] = {}
@@ -462,7 +462,7 @@ def _graph_replays(fn, device: str, replays: int):
         held.clear()
 
 
-def _eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
+def eager_runs(fn, device: str, runs: int) -> tuple[list[float], str]:
     fn()
     if device != "cuda":
         return timing.eager_samples([fn], runs, device), "wall_clock (CPU dry run, not a GPU measurement)"
@@ -486,21 +486,21 @@ def pick_decode_backend(W: Weights, batch: int, context: int, device: str, gen, 
     for b in SDPA_BACKENDS:
         try:
             fn = sdpa_call(q, k, k, False, b)
-            samples, _ = _eager_runs(fn, device, 3)
+            samples, _ = eager_runs(fn, device, 3)
             times[b] = timing.median_s(samples)
         except Exception:  # noqa: BLE001 - a backend without this shape is not a candidate
-            _sync_quietly(device)
+            sync_quietly(device)
     if not times:
         return "default", "no backend ran in the probe; default dispatch"
     best = min(times, key=times.get)
     return best, "eager us per backend: " + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in sorted(times.items(), key=lambda kv: kv[1]))
 
 
-def _why(e: BaseException) -> str:
+def failure_reason(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
-def _sync_quietly(device: str) -> None:
+def sync_quietly(device: str) -> None:
     """Synchronize after a failure; a sticky CUDA error shows up at the next point, which records it."""
     if device != "cuda":
         return
@@ -552,7 +552,7 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
     try:
         W = Weights(plan.cfg, dev, seed)
     except Exception as e:  # noqa: BLE001 - recorded (say, out of memory); nothing else can run
-        out["failed"].append({"phase": "build", "engine": "torch", "batch": 0, "context": 0, "error": _why(e)})
+        out["failed"].append({"phase": "build", "engine": "torch", "batch": 0, "context": 0, "error": failure_reason(e)})
         out["elapsed_s"] = time.monotonic() - t0
         return out
     gen = torch.Generator().manual_seed(seed + 1)
@@ -576,14 +576,14 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
             err = rel_error(decode_step(W, ops, tokens, cos, sin, kc, vc, N), reference)
             extra = {"check_rel_error_vs_torch": err, "check_ok": err <= TRITON_TOLERANCE}
         try:
-            samples, method, last = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+            samples, method, last = graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
         except Exception as e:  # noqa: BLE001 - a backend that will not capture: default dispatch instead
             if engine != "torch" or ops.sdpa_backend == "default":
                 raise
-            _sync_quietly(device)
+            sync_quietly(device)
             extra.update(backend="default", backend_note=f"{ops.sdpa_backend} failed in graph capture ({type(e).__name__}); default dispatch timed")
             ops = TorchOps("default")
-            samples, method, last = _graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
+            samples, method, last = graph_replays(lambda: decode_step(W, ops, tokens, cos, sin, kc, vc, N), device, replays)
         # the replayed graph computes what eager torch does (a capture that baked in stale state would not)
         gerr = rel_error(last, reference)
         extra.update(graph_check_rel_error=gerr, graph_check_ok=gerr <= TRITON_TOLERANCE)
@@ -593,7 +593,7 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         kc, vc = _caches(W, 1, S, dev, gen)
         tokens = torch.randint(0, plan.cfg.vocab_size, (S,), generator=gen).to(dev)
         cos, sin = W.rope_tables(torch.arange(S, device=dev))
-        samples, method = _eager_runs(lambda: prefill(W, tokens, cos, sin, kc, vc), device, 5)
+        samples, method = eager_runs(lambda: prefill(W, tokens, cos, sin, kc, vc), device, 5)
         return _point("prefill", "torch", 1, S, L, samples, method, backend="default dispatch (SDPA causal, enable_gqa)")
 
     # prefill first (a few seconds), then torch decode, then the Triton engine (its first calls
@@ -609,8 +609,8 @@ def run_full(cfg: ModelConfig, model_ref: str, device: str = "cuda", tiny: bool 
         try:
             out["points"].append(run(engine, B, N))
         except Exception as e:  # noqa: BLE001 - one failing point never stops the stage
-            out["failed"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "error": _why(e)})
-            _sync_quietly(device)
+            out["failed"].append({"phase": phase, "engine": engine, "batch": B, "context": N, "error": failure_reason(e)})
+            sync_quietly(device)
         finally:
             if device == "cuda":
                 torch.cuda.empty_cache()

@@ -83,13 +83,13 @@ def test_sustained_series_cuda_branch_is_per_launch(fake_cuda):
 
 
 def test_e2e_graph_and_eager_cuda_branches(fake_cuda):
-    from rooflinecli.bench.e2e_full import _eager_runs, _graph_replays
+    from rooflinecli.bench.e2e_full import eager_runs, graph_replays
 
     x = torch.arange(4.0)
-    samples, method, last = _graph_replays(sleeper(SLEEP_S, x), "cuda", 10)
+    samples, method, last = graph_replays(sleeper(SLEEP_S, x), "cuda", 10)
     assert len(samples) == 10 and all(s >= SLEEP_S for s in samples) and sorted(samples)[5] < SLEEP_S * 5
     assert method.startswith("cuda_graph") and torch.equal(last, x) and last is not x  # copied out of the graph
-    samples, method = _eager_runs(sleeper(SLEEP_S), "cuda", 4)
+    samples, method = eager_runs(sleeper(SLEEP_S), "cuda", 4)
     assert len(samples) == 4 and all(s >= SLEEP_S for s in samples) and sorted(samples)[2] < SLEEP_S * 5 and method.startswith("cuda_events")
 
 
