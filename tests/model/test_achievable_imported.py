@@ -154,3 +154,19 @@ def test_moe_experts_from_the_engine_table_at_the_model_shape():
 def test_imported_calibrations_expose_their_collectives(h100):
     assert models_for(h100, "vllm").collectives is not None
     assert models_for(get_spec("h200-measured"), "torch").collectives is None  # one GPU measured: none
+
+
+def test_deepseek_fp8_experts_on_b200_are_tensorrt_llms_deepgemm_rows():
+    """TensorRT-LLM's block-fp8 (DeepSeek-R1 FP8) experts on B200 run the DEEPGEMM backend (its
+    DeepSeek-R1 deployment guide: the one MoE backend for FP8 on B200 at EP <= 8; the default
+    CUTLASS does not run it), and those are the imported rows. They cost a part that grows with
+    the experts held per GPU (256 at MoE TP 8, 32 at EP 8) and, once every expert is touched
+    (32 tokens x top-8 = 256), stop growing with the tokens."""
+    moe = models_for(get_spec("b200"), "trtllm").tables.moe
+    d, I, k, E = 7168, 2048, 8, 256
+    assert moe.kernel("fp8_block", d, I, k, E, 8, 1) == "deepgemm"
+    tp8 = {T: float(moe.time_s("fp8_block", T, d, I, k, E, 8, 1)) for T in (1, 4, 32, 128)}
+    ep8 = {T: float(moe.time_s("fp8_block", T, d, I, k, E, 1, 8)) for T in (1, 4)}
+    assert tp8[1] > 1.8 * ep8[1] and tp8[4] > 1.3 * ep8[4]
+    assert tp8[1] < tp8[4] < tp8[32]
+    assert tp8[128] < 1.5 * tp8[32]
