@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError
 
 #: the output path that means "standard output" to commands that accept it
@@ -293,6 +294,7 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, make_parents: b
     return write_text_atomic(path, json_dumps(obj) + "\n", make_parents=make_parents, default=default, kind=kind)
 
 
+@bulk
 def json_text(obj: Any, level: int = 0) -> str:
     """``obj`` as JSON for big data files (results, baselines, reports of 100,000 rows): objects
     indented, each object of a list of objects on one line (the C encoder writes it; the indenting
@@ -322,9 +324,13 @@ def json_text(obj: Any, level: int = 0) -> str:
         return False
 
     def row(v: Any, lvl: int) -> str:
+        # a row holding a list of objects is indented: one at its first level is seen at once (a
+        # stored run is not encoded twice); deeper, the compact text shows "[{" (the C encoder
+        # writes no space there), so the walk runs only for the rows that may hold one
+        for x in v.values():
+            if type(x) in (list, tuple) and x and type(x[0]) is dict and rows(x):
+                return enc(v, lvl)
         t = compact(v)
-        # a row holding a list of objects is indented; the compact text of one shows "[{" (the C
-        # encoder writes no space there), so the walk runs only for the rows that may be one
         return enc(v, lvl) if "[{" in t and nested(v) else t
 
     def enc(x: Any, lvl: int) -> str:

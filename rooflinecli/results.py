@@ -28,8 +28,9 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from rooflinecli.output import json_text, write_text_atomic
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError, one_line
+from rooflinecli.output import json_text, write_text_atomic
 
 SCHEMA = "rooflinecli.results/1"
 #: the schema prefix of every version of the results file (``output.resolve_output``'s ``kind``)
@@ -354,6 +355,7 @@ def _seconds_list(samples) -> bool:
     return MIN_SAMPLE_S <= min(samples) and max(samples) <= MAX_ROW_NUMBER
 
 
+@bulk
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
     from rooflinecli.errors import has_control, parse_json_text, read_user_file

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError, one_line, parse_json_text, read_user_file
 
 #: what ``calibrate --ops`` writes: timed rows only
@@ -434,6 +435,7 @@ def sustained_gemm_tflops(series_s, flops: float) -> float:
 
 
 @lru_cache(maxsize=8)
+@bulk
 def load_calibration(path: str) -> Calibration:
     """Read and validate a calibration file (cached per path)."""
     p = Path(path)

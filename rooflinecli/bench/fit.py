@@ -13,6 +13,8 @@ efficiency fitted on every other shape; the in-sample figure is reported beside 
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -175,7 +177,7 @@ class ErrorStats:
 
 
 def error_stats(errors: Iterable[float]) -> ErrorStats:
-    e = np.asarray([x for x in errors if x is not None and np.isfinite(x)], dtype=float)
+    e = np.asarray([x for x in errors if x is not None and math.isfinite(x)], dtype=float)  # math: a numpy call per value cost 1 s at 100,000 rows
     if e.size == 0:
         return ErrorStats(0, None, None, None)
     a = np.abs(e)

@@ -63,8 +63,24 @@ def _param(r: ResultRow, *names: str) -> Any:
     return None
 
 
+class TimedRows(tuple):
+    """A run's rows with its timed, correct rows indexed by (op, impl) and (None, impl) once: the
+    targets ask for them twenty times, and a 100,000-row file made each scan cost."""
+
+    def __new__(cls, rows: Sequence[ResultRow]):
+        self = super().__new__(cls, rows)
+        self.by: dict[tuple[str | None, str], list[ResultRow]] = {}
+        for r in self:
+            if r.correct and r.samples_s:
+                self.by.setdefault((r.op, r.impl), []).append(r)
+                self.by.setdefault((None, r.impl), []).append(r)
+        return self
+
+
 def _timed(rows: Sequence[ResultRow], op: str | None, impl: str = "triton") -> list[ResultRow]:
     """Timed, correct rows of ``op`` (every op when None) and ``impl``."""
+    if isinstance(rows, TimedRows):
+        return list(rows.by.get((op, impl), ()))
     return [r for r in rows if (op is None or r.op == op) and r.impl == impl and r.correct and r.samples_s]
 
 
@@ -122,6 +138,7 @@ def kernel_targets(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: Hardw
     """The kernel targets (docs/reference.md, section 3); ``paired`` (``paired_speedups``): the speedups measured in interleaved
     replay pairs, used instead of the ratio of separate medians where present."""
     paired = paired or {}
+    rows = rows if isinstance(rows, TimedRows) else TimedRows(rows)
     targets: list[Target] = []
     copy_bw, copy_src = copy_bandwidth_gb_per_s(rows, ms)
 

@@ -27,6 +27,7 @@ from rooflinecli.bench.e2e_validation import ROOF_SLACK, e2e_full_flags, e2e_ful
 from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, points_from_rows, predictions_with, rel_error
 from rooflinecli.bench.kernel_targets import Target, kernel_targets, paired_speedups
 from rooflinecli.bench.predict import compute_dtype_for, roof
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.predict import fastest_ceilings
@@ -120,9 +121,12 @@ class Validation:
         return [r for r in self.rows if r.impl == "triton"]
 
     def stats(self, basis: str, impl: str = "triton") -> dict[str, Any]:
-        rows = [r for r in self.rows if r.impl == impl]
-        overall = error_stats(r.error(basis) for r in rows)
-        by_op = {op: error_stats(r.error(basis) for r in rows if r.op == op).to_json() for op in sorted({r.op for r in rows})}
+        errors: dict[str, list] = {}  # per op, in one pass over the rows
+        for r in self.rows:
+            if r.impl == impl:
+                errors.setdefault(r.op, []).append(r.error(basis))
+        overall = error_stats(e for op_errors in errors.values() for e in op_errors)
+        by_op = {op: error_stats(errors[op]).to_json() for op in sorted(errors)}
         return {"overall": overall.to_json(), "by_op": by_op}
 
     def e2e_stats(self, basis: str) -> dict[str, Any]:
@@ -145,6 +149,7 @@ class Validation:
                 )
         return out
 
+    @bulk
     def to_json(self) -> dict[str, Any]:
         bases = ["datasheet"] + (["measured"] if self.measured is not None else []) + ["fitted"]
         return {
@@ -295,6 +300,7 @@ def _kind(r: ResultRow) -> str:
     return row_kind(r)
 
 
+@bulk
 def validate(results: Results, hw: str | None = None, measured: str | None = None) -> Validation:
     ds, ms, notes = resolve_specs(results, hw, measured)
     checks, eff = check_rows(results.rows, ds, ms)

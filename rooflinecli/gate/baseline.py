@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
@@ -187,6 +188,7 @@ class UpdateOutcome:
     skipped_incorrect: int
 
 
+@bulk
 def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DIR, keep: int = DEFAULT_KEEP, now: str | None = None) -> UpdateOutcome:
     """Add a run to its GPU's baseline, keep the newest ``keep`` runs, rewrite the pooled rows."""
     if keep < 1:

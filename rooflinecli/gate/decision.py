@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from rooflinecli import stats
+from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError
 from rooflinecli.results import ResultRow, Results
 
@@ -422,6 +423,7 @@ def _batched(fn, *sides: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+@bulk
 def compare(baseline: Results, candidate: Results, params: GateParams = GateParams(), allow_hardware_mismatch: bool = False) -> RegressReport:
     """Compare two results files row by row (see the module doc for the rule)."""
     notes: list[str] = []
