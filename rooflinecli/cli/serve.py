@@ -44,7 +44,7 @@ def serve_cmd(
     disagg: Annotated[str | None, typer.Option("--disagg", help="Disaggregated: P:D prefill and decode instances (each of --prefill-tp / --decode-tp GPUs).")] = None,
     prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", min=1, help="--disagg: tensor-parallel GPUs per prefill instance (default --tp).")] = None,
     decode_tp: Annotated[int | None, typer.Option("--decode-tp", min=1, help="--disagg: tensor-parallel GPUs per decode instance (default --tp).")] = None,
-    token_budget: Annotated[int, typer.Option("--token-budget", min=1, help="Scheduler's tokens per step (chunked prefill).")] = 8192,
+    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Scheduler's tokens per step (chunked prefill); default the engine's own (8,192; SGLang 16,384 on GPUs of 160 GiB or more).")] = None,
     memory_fraction: Annotated[float, typer.Option("--memory-fraction", help="Share of GPU memory for weights + KV cache + workspace.")] = 0.9,
     max_seqs: Annotated[int | None, typer.Option("--max-seqs", min=1, help="Most sequences running at once (default: what the KV cache holds).")] = None,
     simulate: Annotated[bool, typer.Option("--simulate", help="Also run the discrete-event simulation: p50/p90/p99 TTFT, TPOT, ITL, e2e.")] = False,
@@ -72,8 +72,12 @@ def serve_cmd(
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
 
+    from rooflinecli.serve.replica import DEFAULT_TOKEN_BUDGET
+    from rooflinecli.serve.schedulers import step_policy
+
     cfg = get_model(model)
     spec = get_spec(hw)
+    token_budget = token_budget or step_policy(engine, spec.memory_capacity_bytes, DEFAULT_TOKEN_BUDGET).prefill_tokens
     wl = workload_from_options(batch=1, prompt=isl, gen=osl, dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
                                engine=engine, prefill_chunk=token_budget)
     from dataclasses import replace
@@ -147,8 +151,10 @@ def _simulate(cfg, spec, wl, *, isl, osl, load, requests, seed, burstiness, isl_
     longest = int(np.max(stream.input_tokens + stream.output_tokens))
     rep = build_replica(cfg, spec, wl, isl=isl, osl=osl, max_isl=int(np.max(stream.input_tokens)), max_context=longest,
                         token_budget=token_budget, memory_fraction=memory_fraction, max_seqs=max_seqs)
+    from rooflinecli.serve.schedulers import step_policy
+
     res = simulate(rep.table, stream, token_budget=token_budget, kv_tokens=rep.kv_tokens, max_seqs=rep.kv_limit,
-                   concurrency=load.concurrency)
+                   concurrency=load.concurrency, mixes_decode=step_policy(wl.engine, spec.memory_capacity_bytes, token_budget).mixes_decode)
     return {**res.summary(), "seed": seed, "trace": str(trace) if trace else None}
 
 
