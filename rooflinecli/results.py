@@ -302,23 +302,69 @@ def summary_mismatch(sorted_samples, stored: dict[str, float], quantiles=_QUANTI
     return None
 
 
-def _pooled_samples(raw: dict) -> dict[tuple, list[list[float]]] | None:
-    """A baseline file's stored runs' samples per row key (oldest run first), or None for a file
-    that is not a baseline. Unreadable stored rows are left out (pooling refuses them)."""
-    info = raw.get("extra", {}).get("baseline") if isinstance(raw.get("extra"), dict) else None
-    if not isinstance(info, dict) or not isinstance(info.get("runs"), list):
-        return None
-    out: dict[tuple, list[list[float]]] = {}
-    for run in info["runs"]:
-        for row in run.get("rows", ()) if isinstance(run, dict) and isinstance(run.get("rows"), list) else ():
-            if not isinstance(row, dict):
-                continue
-            key = tuple(row.get(k) for k in ("op", "impl", "shape", "dtype"))
-            samples = row.get("samples_s")
-            if not all(isinstance(x, str) for x in key) or not isinstance(samples, list) or not samples:
-                continue
-            if _seconds_list(samples):
-                out.setdefault(key, []).append(samples)
+#: a pooled baseline (``roofline baseline``): its rows are the pooled rows, ``extra.baseline.runs``
+#: the stored runs. In /2 a stored run's rows are ``BASELINE_RUN_ROW`` lists and the samples live
+#: once, in the pooled rows (each pooled row's ``samples_s`` is its runs' samples, oldest run first);
+#: in /1 (still read) every stored run kept whole rows, so each sample was stored twice
+BASELINE_FORMAT = "rooflinecli.baseline/2"
+BASELINE_FORMAT_V1 = "rooflinecli.baseline/1"
+#: a /2 stored run's row: the index of its pooled row, how many of that row's samples are this
+#: run's, and the run's own host_us_per_call, pct_of_roof (null or a number) and tuned config
+BASELINE_RUN_ROW = ("row", "n_samples", "host_us_per_call", "pct_of_roof", "config")
+
+
+def baseline_info(extra: Any) -> dict | None:
+    """``extra.baseline`` of a pooled baseline (a dict whose ``format`` is known), else None."""
+    info = extra.get("baseline") if isinstance(extra, dict) else None
+    if isinstance(info, dict) and info.get("format") in (BASELINE_FORMAT, BASELINE_FORMAT_V1) and isinstance(info.get("runs"), list):
+        return info
+    return None
+
+
+def _optional_number(v: Any) -> bool:
+    return v is None or (type(v) in (int, float) and 0 <= v <= MAX_ROW_NUMBER)
+
+
+def stored_run_samples(info: dict, keys: list[tuple], samples: list, where: str) -> dict[tuple, list]:
+    """Per row key, the samples of each stored run that holds the row, oldest run first (slices of
+    the pooled row's ``samples``; /1: the stored rows' own). ``keys``/``samples``: the pooled rows'
+    keys and samples, in file order. A /2 stored run that does not add up (an index out of range,
+    a row twice in one run, counts that do not sum to the pooled row's samples) is a one-line error
+    naming ``where``; /1 stored rows that cannot be read are left out (pooling refuses them)."""
+    out: dict[tuple, list] = {}
+    if info.get("format") == BASELINE_FORMAT_V1:
+        for run in info["runs"]:
+            for row in run.get("rows", ()) if isinstance(run, dict) and isinstance(run.get("rows"), list) else ():
+                if not isinstance(row, dict):
+                    continue
+                key = tuple(row.get(k) for k in ("op", "impl", "shape", "dtype"))
+                s = row.get("samples_s")
+                if all(isinstance(x, str) for x in key) and _seconds_list(s):
+                    out.setdefault(key, []).append(s)
+        return out
+    n_rows = len(keys)
+    offsets = [0] * n_rows
+    for j, run in enumerate(info["runs"]):
+        rows = run.get("rows") if isinstance(run, dict) else None
+        if not isinstance(rows, list):
+            raise RooflineError(f"{where}: extra.baseline.runs[{j}] has no 'rows' list")
+        seen: set[int] = set()
+        for m, rr in enumerate(rows):
+            if not (type(rr) is list and len(rr) == len(BASELINE_RUN_ROW) and type(rr[0]) is int and 0 <= rr[0] < n_rows
+                    and type(rr[1]) is int and rr[1] >= 1 and _optional_number(rr[2]) and _optional_number(rr[3]) and type(rr[4]) is dict):
+                raise RooflineError(f"{where}: extra.baseline.runs[{j}].rows[{m}] must be [{', '.join(BASELINE_RUN_ROW)}] "
+                                    f"(a row index below {n_rows:,}, a positive count, two numbers or nulls, an object), got {json.dumps(rr, default=str)[:60]}")
+            i, n = rr[0], rr[1]
+            if i in seen:
+                raise RooflineError(f"{where}: extra.baseline.runs[{j}].rows[{m}] names rows[{i}] a second time")
+            seen.add(i)
+            start = offsets[i]
+            offsets[i] = start + n
+            out.setdefault(keys[i], []).append(samples[i][start:start + n])
+    for i, used in enumerate(offsets):
+        if used != len(samples[i]):
+            raise RooflineError(f"{where}: rows[{i}] holds {len(samples[i]):,} samples, its stored runs {used:,}; "
+                                "a pooled row's samples are its runs' samples")
     return out
 
 
@@ -373,16 +419,14 @@ def load_results(path: str | Path) -> Results:
         raise RooflineError(f"{path}: {len(rows_raw):,} rows; the limit is {MAX_ROWS:,}")
     rows = []
     seen: dict[tuple, int] = {}
-    pooled = _pooled_samples(raw)
+    timed: list[int] = []
     for i, r in enumerate(rows_raw):
         if not isinstance(r, dict):
             raise RooflineError(f"{path}: rows[{i}] is not an object")
-        missing = _REQUIRED_ROW - r.keys()
-        if missing:
-            raise RooflineError(f"{path}: rows[{i}] lacks key '{sorted(missing)[0]}'")
-        unknown = set(r) - _ROW_FIELDS
-        if unknown:
-            raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(unknown)[0]}'")
+        if not r.keys() >= _REQUIRED_ROW:
+            raise RooflineError(f"{path}: rows[{i}] lacks key '{sorted(_REQUIRED_ROW - r.keys())[0]}'")
+        if not _ROW_FIELDS.issuperset(r):
+            raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(r.keys() - _ROW_FIELDS)[0]}'")
         check_row(f"{path}: rows[{i}]", r)
         samples = r["samples_s"]
         untimed = r.get("correct") is False and samples == []  # failed its check: not timed
@@ -396,18 +440,22 @@ def load_results(path: str | Path) -> Results:
                 if r[k] is None:
                     raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
         if not untimed:
-            _check_summary(path, i, r, pooled)
-        r = dict(r)
-        r["samples_s"] = tuple(map(float, samples))
-        for k in ("p20_s", "p50_s", "p80_s"):
-            if r[k] is None and untimed:
-                r[k] = float("nan")
+            timed.append(i)
+        r["samples_s"] = tuple(map(float, samples))  # the parsed row is this reader's own: no copy
+        if untimed:
+            for k in ("p20_s", "p50_s", "p80_s"):
+                if r[k] is None:
+                    r[k] = float("nan")
         row = row_from_checked(r)
         if row.key in seen:  # one row per (op, impl, shape, dtype): a second would pool as another run
             raise RooflineError(f"{path}: rows[{i}] repeats rows[{seen[row.key]}] (op '{row.op}', impl '{row.impl}', shape '{row.shape}', "
                                 f"dtype '{row.dtype}'); one row per case")
         seen[row.key] = i
         rows.append(row)
+    info = baseline_info(raw.get("extra"))  # a pooled baseline: its p50_s is derived from its stored runs
+    pooled = stored_run_samples(info, [r.key for r in rows], [r.samples_s for r in rows], str(path)) if info is not None else None
+    for i in timed:
+        _check_summary(path, i, rows_raw[i], pooled)
     env = raw.get("environment")
     if not isinstance(env, dict):
         raise RooflineError(f"{path}: 'environment' must be an object")
@@ -435,7 +483,7 @@ def quantiles_s(samples: list[float] | tuple[float, ...]) -> tuple[float, float,
     """(p20, p50, p80) of timing samples, linear interpolation: numpy's ``percentile`` rule and
     arithmetic (bit for bit), in plain Python (a numpy call per row cost 0.3 ms; a big file has
     100,000 rows)."""
-    a = sorted(float(x) for x in samples)
+    a = sorted(map(float, samples))
     if not a:
         raise ValueError("quantiles of no samples")
     n = len(a)

@@ -2,22 +2,28 @@
 
 A baseline lives at ``<dir>/<gpu-slug>.json`` (``reports/baselines/nvidia-h200.json``) and is itself a
 valid results file (``rooflinecli.results``), so ``roofline regress BASELINE CANDIDATE`` reads it
-like any run. Its ``extra["baseline"]`` keeps the last K runs (per row: median and raw samples).
+like any run. Its ``extra["baseline"]`` keeps the last K runs: each run's identity, environment
+and, per row, how many of the pooled row's samples are its own, with its host time, % of roof and
+tuned config (``results.BASELINE_RUN_ROW``). The samples are stored once, in the pooled rows; a
+run's samples are its slice of them. Baselines written in the first format (every stored run kept
+whole rows, so every sample twice) are read, and rewritten in the current one by the next update.
 
 Pooling, per row (op, impl, shape, dtype), over the kept runs that have that row:
 - ``p50_s`` = the median of the runs' medians, each derived from that run's samples (one slow or
   fast run cannot move it far; ``results.pooled_median_s``);
-- ``samples_s`` = the runs' raw samples concatenated, unshifted, so the baseline's noise (IQR/median)
-  and the Mann-Whitney test include run-to-run drift, not only within-run jitter;
+- ``samples_s`` = the runs' raw samples concatenated, oldest run first, unshifted, so the
+  baseline's noise (IQR/median) and the Mann-Whitney test include run-to-run drift, not only
+  within-run jitter;
 - ``p20_s``/``p80_s`` = quantiles of the pooled samples; achieved TFLOP/s and GB/s recomputed from
   the pooled median; ``host_us_per_call`` = the median over the runs that recorded it (None when
   none did: runs written before the field); the other fields (``config``, ``tuning``, ``backend``,
-  ``method``) come from the newest run, and the row's note says when the runs' tuned configs differ.
+  ``method``) come from the newest run that has the row, and the row's note says when the runs'
+  tuned configs differ.
 
-Stored runs written before a field existed lack it and get its default; a stored row with an
-unknown or missing key, a field of the wrong type, or a summary its samples contradict is a
-one-line error naming the baseline file and the row. Rows whose correctness check failed are not
-taken into a baseline.
+A stored run that does not add up (a count that does not sum to its row's samples, a row index out
+of range), a stored row of the first format with an unknown or missing key or a field of the wrong
+type, or a summary its samples contradict is a one-line error naming the baseline file and the
+row. Rows whose correctness check failed are not taken into a baseline.
 
 ``update_baseline`` holds a lock on the baselines folder while it reads, pools and rewrites a
 baseline, so concurrent updates (two CI jobs on one GPU type) serialize and every run is kept.
@@ -29,7 +35,8 @@ import hashlib
 import json
 import math
 import statistics
-from dataclasses import MISSING, dataclass, fields, replace
+import struct
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,20 +45,46 @@ from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
-from rooflinecli.results import RESULTS_KIND, ResultRow, Results, _row_json, check_row, load_results, pooled_median_s, quantiles_s, row_from_checked, summary_mismatch
+from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info, check_row,
+                                 load_results, median_s, quantiles_s, row_from_checked, summary_mismatch)
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
-BASELINE_FORMAT = "rooflinecli.baseline/1"
+
+
+#: the prefix of a fingerprint of the current definition (samples hashed as doubles); a stored
+#: run without it was fingerprinted by the first one (samples hashed as JSON text)
+FINGERPRINT_PREFIX = "d-"
 
 
 def run_fingerprint(res: Results) -> str:
-    """Identity of a run (time, environment, every sample): the same run is not pooled twice."""
+    """Identity of a run (time, environment, every sample): the same run is not pooled twice.
+    The samples are hashed as their IEEE doubles (a row's key and sample count framing them):
+    exact, and a tenth of the cost of hashing their JSON text at 100,000 rows."""
+    h = hashlib.sha256()
+    h.update(json.dumps([res.created_utc, res.environment], sort_keys=True, default=str).encode())
+    for r in sorted(res.rows, key=lambda r: r.key):
+        h.update(json.dumps(r.key).encode())
+        h.update(struct.pack(f"<q{len(r.samples_s)}d", len(r.samples_s), *r.samples_s))
+    return FINGERPRINT_PREFIX + h.hexdigest()[:16]
+
+
+def _first_fingerprint(res: Results) -> str:
+    """A run's fingerprint as baselines written before ``FINGERPRINT_PREFIX`` stored it."""
     h = hashlib.sha256()
     h.update(json.dumps([res.created_utc, res.environment], sort_keys=True, default=str).encode())
     for r in sorted(res.rows, key=lambda r: r.key):
         h.update(json.dumps([r.key, list(r.samples_s)]).encode())
     return h.hexdigest()[:16]
+
+
+def _already_held(res: Results, fp: str, headers: list[dict[str, Any]]) -> bool:
+    """Whether a stored run is ``res`` (fingerprint ``fp``, or the first definition's)."""
+    stored = {h.get("fingerprint") for h in headers}
+    if fp in stored:
+        return True
+    old = any(isinstance(x, str) and not x.startswith(FINGERPRINT_PREFIX) for x in stored)
+    return old and _first_fingerprint(res) in stored
 
 
 #: the longest GPU slug that names a baseline file (real names: "nvidia-h200", 11 characters)
@@ -71,7 +104,8 @@ def baseline_path_for(results: Results, directory: str | Path = DEFAULT_DIR) -> 
     return baseline_path(gpu, directory)
 
 
-def _stored_run(res: Results, fingerprint: str) -> dict[str, Any]:
+def _run_header(res: Results, fingerprint: str) -> dict[str, Any]:
+    """A stored run's identity (its rows are added when the baseline is written)."""
     return {
         "fingerprint": fingerprint,
         "source": res.path,
@@ -81,13 +115,12 @@ def _stored_run(res: Results, fingerprint: str) -> dict[str, Any]:
         "hardware_spec": res.hardware_spec,
         "measured_spec": res.measured_spec,
         "environment": res.environment,
-        "rows": [_row_json(r) for r in res.rows if r.correct],
     }
 
 
 def _runs_of(base: Results) -> list[dict[str, Any]]:
-    info = base.extra.get("baseline")
-    if not isinstance(info, dict) or info.get("format") != BASELINE_FORMAT or not isinstance(info.get("runs"), list):
+    info = baseline_info(base.extra)
+    if info is None:
         raise RooflineError(f"{base.path}: not a rooflinecli baseline (no extra.baseline with format '{BASELINE_FORMAT}')")
     keep = info.get("keep", DEFAULT_KEEP)
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -136,46 +169,86 @@ def _stored_row(raw: Any, where: str) -> ResultRow:
     return row_from_checked(r)
 
 
-def pool_runs(runs: list[dict[str, Any]], source: str = "baseline", checked: dict[int, list[ResultRow]] | None = None) -> tuple[ResultRow, ...]:
-    """Pool stored runs (oldest first) into baseline rows (see the module doc). ``checked``: the
-    rows of runs (by index) that are already loaded and checked (the run being added), so that
-    they are not parsed and checked a second time."""
-    per_key: dict[tuple, list[ResultRow]] = {}
-    order: list[tuple] = []
-    for i, run in enumerate(runs):
-        rows_raw = run.get("rows") if isinstance(run, dict) else None
-        if not isinstance(rows_raw, list):
-            raise RooflineError(f"{source}: extra.baseline.runs[{i}] has no 'rows' list")
-        known = (checked or {}).get(i)
-        for j, raw in enumerate(rows_raw if known is None else known):
-            row = _stored_row(raw, f"{source}: extra.baseline.runs[{i}].rows[{j}]") if known is None else raw
-            if row.key not in per_key:
-                per_key[row.key] = []
-                order.append(row.key)
-            per_key[row.key].append(row)
+@dataclass(frozen=True)
+class _RunRow:
+    """One stored run's share of a row: its samples and its own figures."""
+
+    samples_s: tuple[float, ...]
+    host_us_per_call: float | None
+    pct_of_roof: float | None
+    config: dict[str, Any]
+
+
+def _held(row: ResultRow, samples: tuple[float, ...] | None = None) -> _RunRow:
+    return _RunRow(row.samples_s if samples is None else samples, row.host_us_per_call, row.pct_of_roof, row.config)
+
+
+def stored_runs(base: Results) -> tuple[list[dict[str, Any]], list[dict[tuple, _RunRow]], dict[tuple, ResultRow]]:
+    """A loaded baseline's stored runs (oldest first): their headers, each run's rows by key, and
+    per key the fields of the newest run that has it (pooled rows carry them; first-format stored
+    rows are read and checked whole)."""
+    runs = _runs_of(base)
+    headers = [{k: v for k, v in run.items() if k != "rows"} for run in runs]
+    fields_of: dict[tuple, ResultRow] = {}
+    held: list[dict[tuple, _RunRow]] = []
+    if baseline_info(base.extra).get("format") == BASELINE_FORMAT_V1:
+        for i, run in enumerate(runs):
+            mine: dict[tuple, _RunRow] = {}
+            for j, raw in enumerate(run["rows"]):
+                row = _stored_row(raw, f"{base.path}: extra.baseline.runs[{i}].rows[{j}]")
+                mine[row.key] = _held(row)
+                fields_of[row.key] = row
+            held.append(mine)
+        return headers, held, fields_of
+    keys = [r.key for r in base.rows]
+    offsets = [0] * len(keys)
+    for run in runs:  # the reader checked that every run's counts add up (results.stored_run_samples)
+        mine = {}
+        for i, n, host, pct, config in run["rows"]:
+            r = base.rows[i]
+            mine[keys[i]] = _RunRow(r.samples_s[offsets[i]:offsets[i] + n], host, pct, config)
+            offsets[i] += n
+        held.append(mine)
+    fields_of = {r.key: r for r in base.rows}
+    return headers, held, fields_of
+
+
+def pool_runs(held: list[dict[tuple, _RunRow]], fields_of: dict[tuple, ResultRow]) -> tuple[ResultRow, ...]:
+    """Pool the stored runs' rows (oldest run first) into baseline rows (see the module doc);
+    ``fields_of``: per key, the row of the newest run that has it."""
+    per_key: dict[tuple, list[_RunRow]] = {}
+    for mine in held:
+        for key, rr in mine.items():
+            per_key.setdefault(key, []).append(rr)
     pooled = []
-    for key in order:
-        rows = per_key[key]
-        newest = rows[-1]
-        samples = tuple(s for r in rows for s in r.samples_s)
-        p50 = pooled_median_s([r.samples_s for r in rows])
+    for key, rows in per_key.items():  # first seen first: the oldest run's order, then newer rows
+        newest, last = fields_of[key], rows[-1]
+        samples = rows[0].samples_s if len(rows) == 1 else tuple(s for r in rows for s in r.samples_s)
+        medians = [median_s(r.samples_s) for r in rows]
+        p50 = median_s(medians)  # results.pooled_median_s, each run's median taken once
         p20, _, p80 = quantiles_s(samples)
-        pct = newest.pct_of_roof * newest.p50_s / p50 if newest.pct_of_roof is not None else None
+        pct = last.pct_of_roof * medians[-1] / p50 if last.pct_of_roof is not None else None
         hosts = [r.host_us_per_call for r in rows if r.host_us_per_call is not None]
         configs = {json.dumps(r.config, sort_keys=True, default=str) for r in rows if r.config}
-        pooled.append(
-            replace(
-                newest,
-                samples_s=samples, p20_s=p20, p50_s=p50, p80_s=p80,
-                achieved_tflops=newest.flops / p50 / 1e12 if newest.flops else newest.achieved_tflops,
-                achieved_gb_per_s=newest.bytes / p50 / 1e9 if newest.bytes else newest.achieved_gb_per_s,
-                pct_of_roof=pct,
-                host_us_per_call=float(statistics.median(hosts)) if hosts else None,
-                note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)"
-                + (f"; the runs' tuned configs differ ({len(configs)} distinct), the newest is kept" if len(configs) > 1 else ""),
-            )
+        d = dict(newest.__dict__)
+        d.update(
+            samples_s=samples, p20_s=p20, p50_s=p50, p80_s=p80,
+            achieved_tflops=newest.flops / p50 / 1e12 if newest.flops else newest.achieved_tflops,
+            achieved_gb_per_s=newest.bytes / p50 / 1e9 if newest.bytes else newest.achieved_gb_per_s,
+            pct_of_roof=pct, config=last.config,
+            host_us_per_call=float(statistics.median(hosts)) if hosts else None,
+            note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)"
+            + (f"; the runs' tuned configs differ ({len(configs)} distinct), the newest is kept" if len(configs) > 1 else ""),
         )
+        pooled.append(row_from_checked(d))
     return tuple(pooled)
+
+
+def _stored_rows(held: dict[tuple, _RunRow], index: dict[tuple, int]) -> list[list[Any]]:
+    """A run's rows as stored: ``results.BASELINE_RUN_ROW`` lists, in pooled-row order."""
+    out = [[index[k], len(r.samples_s), r.host_us_per_call, r.pct_of_roof, r.config] for k, r in held.items()]
+    out.sort(key=lambda x: x[0])
+    return out
 
 
 @dataclass(frozen=True)
@@ -204,23 +277,29 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
     except RooflineError as e:
         raise RooflineError(f"baseline {e}") from None
     with locked(path.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
-        runs: list[dict[str, Any]] = []
+        headers: list[dict[str, Any]] = []
+        held: list[dict[tuple, _RunRow]] = []
+        fields_of: dict[tuple, ResultRow] = {}
         if path.exists():
             old = load_results(path)
-            runs = _runs_of(old)
+            headers, held, fields_of = stored_runs(old)
             if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
                 raise RooflineError(f"{path}: baseline is for GPU '{one_line(old.gpu_name)}', but {res.path} ran on '{one_line(res.gpu_name)}'; refusing to mix them")
         fp = run_fingerprint(res)
-        added = all(r.get("fingerprint") != fp for r in runs)
+        added = not _already_held(res, fp, headers)
         if added:
-            runs.append(_stored_run(res, fp))
-        dropped = max(0, len(runs) - keep)
-        runs = runs[dropped:]
-        # the run added was loaded and checked above: its rows pool as they are
-        rows = pool_runs(runs, str(path), {len(runs) - 1: [r for r in res.rows if r.correct]} if added else None)
+            headers.append(_run_header(res, fp))
+            correct = [r for r in res.rows if r.correct]
+            held.append({r.key: _held(r) for r in correct})
+            fields_of.update((r.key, r) for r in correct)  # the newest run's fields
+        dropped = max(0, len(headers) - keep)
+        headers, held = headers[dropped:], held[dropped:]
+        rows = pool_runs(held, fields_of)
         if not rows:
             raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
-        newest = runs[-1]
+        index = {r.key: i for i, r in enumerate(rows)}
+        runs = [{**h, "rows": _stored_rows(mine, index)} for h, mine in zip(headers, held)]
+        newest = headers[-1]
         base = Results(
             rows=rows,
             environment=dict(newest.get("environment") or {}),
@@ -229,7 +308,8 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
             suite=str(newest.get("suite") or "full"),
             hardware_spec=newest.get("hardware_spec"),
             measured_spec=newest.get("measured_spec"),
-            extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated", "runs": runs}},
+            extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated, oldest run first",
+                                "run_row": list(BASELINE_RUN_ROW), "runs": runs}},
         )
         try:
             base.save(path)

@@ -41,7 +41,7 @@ import numpy as np
 from rooflinecli import stats
 from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError
-from rooflinecli.results import ResultRow, Results
+from rooflinecli.results import ResultRow, Results, baseline_info, stored_run_samples
 
 REPORT_SCHEMA = "rooflinecli.regress/1"
 # failed: candidate row failed its correctness check; worst first (the order of the outputs)
@@ -319,23 +319,17 @@ def _host_timed(r: ResultRow, spread: float) -> str:
 
 def pooled_run_samples(res: Results) -> dict[tuple[str, str, str, str], list[np.ndarray]]:
     """Per-run samples of each row of a pooled baseline (``roofline baseline``), oldest run first;
-    {} for a plain run. Stored rows that cannot be read are skipped (pooling refuses them)."""
-    info = res.extra.get("baseline") if isinstance(res.extra, dict) else None
-    runs = info.get("runs") if isinstance(info, dict) else None
+    {} for a plain run. The reader has checked that a baseline's stored runs add up."""
+    info = baseline_info(res.extra)
+    if info is None:
+        return {}
+    per_key = stored_run_samples(info, [r.key for r in res.rows], [r.samples_s for r in res.rows], res.path)
     out: dict[tuple[str, str, str, str], list[np.ndarray]] = {}
-    for run in runs if isinstance(runs, list) else ():
-        for raw in run.get("rows", ()) if isinstance(run, dict) else ():
-            try:
-                key = (raw["op"], raw["impl"], raw["shape"], raw["dtype"])
-                samples = raw["samples_s"]
-                # positive numbers only (min in Python: a numpy reduction per row cost more than the row)
-                if not isinstance(samples, list) or not samples or not min(samples) > 0:
-                    continue
-                arr = np.asarray(samples, dtype=float)
-            except (KeyError, TypeError, ValueError):
-                continue
-            if arr.ndim == 1:
-                out.setdefault(key, []).append(arr)
+    for key, runs in per_key.items():
+        # positive numbers only (min in Python: a numpy reduction per row cost more than the row)
+        arrs = [np.asarray(s, dtype=float) for s in runs if len(s) and min(s) > 0]
+        if arrs:
+            out[key] = arrs
     return out
 
 

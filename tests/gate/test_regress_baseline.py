@@ -150,13 +150,13 @@ def test_a_corrupt_stored_run_is_one_line(tmp_path):
     bdir = tmp_path / "b"
     out = update_baseline(_runs(tmp_path, 1)[0], bdir)
     raw = json.loads(out.path.read_text())
-    raw["extra"]["baseline"]["runs"][0]["rows"][0]["bogus"] = 1
+    raw["extra"]["baseline"]["runs"][0]["rows"][0].append("bogus")
     out.path.write_text(json.dumps(raw))
     p2 = tmp_path / "next.json"
     synthetic_results(seed=7, created_utc="2026-03-01T00:00:00Z").save(p2)
     r = runner.invoke(app, ["baseline", "update", str(p2), "--dir", str(bdir)])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert r.output.startswith("error: ") and "runs[0].rows[0]: unknown key 'bogus'" in r.output
+    assert r.output.startswith("error: ") and "runs[0].rows[0] must be [row, n_samples" in r.output
 
 
 def _tight_run(tmp_path, name, scale, created, bimodal=False, seed=0):
@@ -201,3 +201,74 @@ def test_a_pooled_baseline_is_judged_run_by_run(tmp_path):
         update_baseline(_tight_run(tmp_path, f"b{i}", 1.0, f"2026-02-0{i + 1}T00:00:00Z", bimodal=bi, seed=i), bdir)
     c = compare(load_results(bdir / "nvidia-h200.json"), cand).comparisons[0]
     assert c.verdict == "unstable" and c.unstable_reason.startswith("baseline bimodal in 2 of its 3 pooled runs (runs 1, 3)"), c.reason
+
+
+def _as_first_format(base_path, run_paths):
+    """Rewrite a baseline in the first format: every stored run kept its whole rows."""
+    from rooflinecli.gate.baseline import _first_fingerprint
+    from rooflinecli.results import _row_json
+
+    raw = json.loads(base_path.read_text())
+    info = raw["extra"]["baseline"]
+    info["format"] = "rooflinecli.baseline/1"
+    del info["run_row"]
+    for run, p in zip(info["runs"], run_paths):
+        run["rows"] = [_row_json(r) for r in load_results(p).rows if r.correct]
+        run["fingerprint"] = _first_fingerprint(load_results(p))  # as the first format stored it
+    base_path.write_text(json.dumps(raw))
+    return raw
+
+
+def test_samples_are_stored_once_and_a_first_format_baseline_is_read_and_rewritten(tmp_path):
+    runs = _runs(tmp_path, 3)
+    direct, old = tmp_path / "direct", tmp_path / "old"
+    for p in runs:
+        update_baseline(p, direct)
+    raw = json.loads((direct / "nvidia-h200.json").read_text())
+    info = raw["extra"]["baseline"]
+    assert info["format"] == "rooflinecli.baseline/2"
+    assert all(isinstance(row, list) for run in info["runs"] for row in run["rows"])  # compact rows: samples held once, in the pooled rows
+    for p in runs[:2]:
+        update_baseline(p, old)
+    first = _as_first_format(old / "nvidia-h200.json", runs[:2])
+    assert len(load_baseline(old / "nvidia-h200.json").runs) == 2  # read as it is
+    again = update_baseline(runs[1], old)  # a run stored under the first fingerprint is recognised
+    assert not again.added and again.runs == 2
+    r = runner.invoke(app, ["regress", str(old / "nvidia-h200.json"), str(runs[2]), "--impl", "all", "-q"])
+    assert r.exit_code in (0, 1) and "compared" in r.output, r.output
+    out = update_baseline(runs[2], old)
+    assert out.added and out.runs == 3
+    a, b = load_results(direct / "nvidia-h200.json"), load_results(old / "nvidia-h200.json")
+    assert json.loads((old / "nvidia-h200.json").read_text())["extra"]["baseline"]["format"] == "rooflinecli.baseline/2"
+    assert [(x.key, x.samples_s, x.p50_s, x.p20_s, x.host_us_per_call, x.note) for x in a.rows] == \
+           [(x.key, x.samples_s, x.p50_s, x.p20_s, x.host_us_per_call, x.note) for x in b.rows]
+    first["extra"]["baseline"]["runs"][0]["rows"][1]["p50_s"] *= 3  # a first-format stored run's own summary
+    (old / "nvidia-h200.json").write_text(json.dumps(first))
+    r = runner.invoke(app, ["baseline", "update", str(runs[2]), "--dir", str(old)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "runs[0].rows[1]" in r.output, r.output
+
+
+def test_a_stored_run_that_does_not_add_up_is_one_line(tmp_path):
+    runs = _runs(tmp_path, 2)
+    bdir = tmp_path / "b"
+    for p in runs:
+        update_baseline(p, bdir)
+    path = bdir / "nvidia-h200.json"
+    good = json.loads(path.read_text())
+    n = len(good["rows"])
+    for tamper, expect in (
+        (lambda rr: rr.__setitem__(0, n), f"a row index below {n:,}"),  # no such pooled row
+        (lambda rr: rr.__setitem__(1, 0), "a positive count"),
+        (lambda rr: rr.__setitem__(1, rr[1] + 1), "its stored runs"),  # more samples than the row holds
+        (lambda rr: rr.__setitem__(3, -1.0), "two numbers or nulls"),
+    ):
+        raw = json.loads(json.dumps(good))
+        tamper(raw["extra"]["baseline"]["runs"][1]["rows"][0])
+        path.write_text(json.dumps(raw))
+        r = runner.invoke(app, ["regress", str(path), str(runs[1]), "--impl", "all"])
+        assert r.exit_code == 2 and r.output.count("\n") == 1 and expect in r.output, (expect, r.output)
+    raw = json.loads(json.dumps(good))
+    raw["extra"]["baseline"]["runs"][1]["rows"].append(list(raw["extra"]["baseline"]["runs"][1]["rows"][0]))
+    path.write_text(json.dumps(raw))
+    r = runner.invoke(app, ["regress", str(path), str(runs[1]), "--impl", "all"])
+    assert r.exit_code == 2 and "a second time" in r.output, r.output
