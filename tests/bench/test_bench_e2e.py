@@ -82,4 +82,6 @@ def test_the_reference_is_float32_torch():
     exact = x.double() @ w.double().T
     ref, bf = E.ReferenceOps().linear(x, w), E.TorchOps().linear(x, w)
     assert ref.dtype == torch.bfloat16
-    assert E.rel_error(ref, exact) <= E.rel_error(bf, exact)
+    assert torch.allclose(ref.float(), (x.float() @ w.float().T).bfloat16().float(), rtol=8e-3, atol=1e-3)  # float32 arithmetic, rounded once
+    # no worse than the bf16 engine (CPU builds that accumulate bf16 in float32 tie it to ~1e-12)
+    assert E.rel_error(ref, exact) <= E.rel_error(bf, exact) * (1 + 1e-6)
