@@ -25,6 +25,8 @@ import json
 import math
 import re
 from dataclasses import MISSING, dataclass, field, fields
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +125,7 @@ class Results:
 
 
 def _row_json(r: ResultRow) -> dict[str, Any]:
-    d = {f: getattr(r, f) for f in _ROW_FIELD_ORDER}  # not asdict: it deep-copies every sample
+    d = dict(zip(_ROW_FIELD_ORDER, _ROW_VALUES(r.__dict__)))  # not asdict: it deep-copies every sample
     d["samples_s"] = list(r.samples_s)
     d["params"], d["config"] = dict(r.params), _copied(r.config)  # params hold scalars only (check_row)
     for k in ("p20_s", "p50_s", "p80_s"):  # NaN (an untimed, failed row) is written as null
@@ -143,6 +145,7 @@ def _copied(x: Any) -> Any:
 
 
 _ROW_FIELD_ORDER = tuple(f.name for f in fields(ResultRow))
+_ROW_VALUES = itemgetter(*_ROW_FIELD_ORDER)  # a row's fields in order, from its __dict__ (which holds every field)
 _ROW_DEFAULTS = {f.name: f.default for f in fields(ResultRow) if f.default is not MISSING}
 _ROW_FACTORIES = {f.name: f.default_factory for f in fields(ResultRow) if f.default_factory is not MISSING}
 
@@ -150,14 +153,19 @@ _ROW_FACTORIES = {f.name: f.default_factory for f in fields(ResultRow) if f.defa
 def row_from_checked(d: dict[str, Any]) -> ResultRow:
     """The ``ResultRow`` of fields already checked (every key a field, the required ones present):
     ``ResultRow(**d)`` without the frozen dataclass's one ``object.__setattr__`` per field, which
-    is a third of reading a 100,000-row file. Same object, same equality and hash."""
+    is a third of reading a 100,000-row file. Same object, same equality and hash. ``d`` becomes
+    the row's state (missing fields filled with their defaults): pass a dict nothing else keeps."""
+    if len(d) != len(_ROW_FIELD_ORDER):
+        for k, v in _ROW_DEFAULTS.items():
+            d.setdefault(k, v)
+        for k, make in _ROW_FACTORIES.items():
+            if k not in d:
+                d[k] = make()
     row = object.__new__(ResultRow)
-    vals = {**_ROW_DEFAULTS, **d}
-    for k, make in _ROW_FACTORIES.items():
-        if k not in d:
-            vals[k] = make()
-    row.__dict__.update(vals)
+    object.__setattr__(row, "__dict__", d)
     return row
+
+
 _ROW_FIELDS = set(_ROW_FIELD_ORDER)
 _REQUIRED_ROW = {"op", "impl", "shape", "dtype", "samples_s", "p20_s", "p50_s", "p80_s", "flops", "bytes"}
 
@@ -401,6 +409,137 @@ def _seconds_list(samples) -> bool:
     return MIN_SAMPLE_S <= min(samples) and max(samples) <= MAX_ROW_NUMBER
 
 
+def _check_raw_row(path: Path, i: int, r: Any) -> None:
+    """Every check one parsed row must pass, in order; the first that fails is a one-line error
+    naming the row and the field. ``rows_pass_checks`` makes the same checks over all rows at once."""
+    if not isinstance(r, dict):
+        raise RooflineError(f"{path}: rows[{i}] is not an object")
+    if not r.keys() >= _REQUIRED_ROW:
+        raise RooflineError(f"{path}: rows[{i}] lacks key '{sorted(_REQUIRED_ROW - r.keys())[0]}'")
+    if not _ROW_FIELDS.issuperset(r):
+        raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(r.keys() - _ROW_FIELDS)[0]}'")
+    check_row(f"{path}: rows[{i}]", r)
+    samples = r["samples_s"]
+    untimed = r.get("correct") is False and samples == []  # failed its check: not timed
+    if not untimed and not _seconds_list(samples):
+        raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of seconds in [{MIN_SAMPLE_S:g}, {MAX_ROW_NUMBER:g}]")
+    if not untimed:  # a timed row's quantiles and cost are what every reader divides by
+        for k in ("p20_s", "p50_s", "p80_s"):
+            if r[k] is None or not r[k] >= MIN_SAMPLE_S:
+                raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be at least {MIN_SAMPLE_S:g} s in a timed row, got {json.dumps(r[k])}")
+        for k in ("flops", "bytes"):
+            if r[k] is None:
+                raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
+
+
+_NUMBER = frozenset({int, float})
+_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+_PARAM_TYPES = frozenset({int, float, str, bool, type(None)})
+
+
+def rows_pass_checks(rows_raw: list) -> bool:
+    """Whether every parsed row passes every check of ``_check_raw_row``, tested a column at a time
+    over the rows that share one set of keys (each check one pass at C speed: a 100,000-row file
+    in under a second). False says only that some row may fail: ``_check_raw_row`` then finds and
+    names it."""
+    if not all(type(r) is dict for r in rows_raw):
+        return False
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows_raw:  # rows written by one tool share their keys (and their order)
+        groups.setdefault(tuple(r), []).append(r)
+    return all(_group_passes(set(keys), rows) for keys, rows in groups.items())
+
+
+def _column(rows: list[dict], keys: list[str]) -> list:
+    """The values of ``keys`` in every row, one flat list (each row holds every key)."""
+    if not keys:
+        return []
+    if len(keys) == 1:
+        return list(map(itemgetter(keys[0]), rows))
+    return list(chain.from_iterable(map(itemgetter(*keys), rows)))
+
+
+def _group_passes(keys: set[str], rows: list[dict]) -> bool:
+    """``rows_pass_checks`` for rows that all hold exactly ``keys``."""
+    if not (keys >= _REQUIRED_ROW and keys <= _ROW_FIELDS):
+        return False
+    texts = _column(rows, [k for k in _ROW_STR if k in keys])
+    if set(map(type, texts)) != {str} or max(map(len, texts)) > 1000:
+        return False
+    joined = "".join(texts)
+    if not joined.isprintable() and _CONTROL_OR_ESCAPE.search(joined):  # isprintable: C0, DEL and C1 are not
+        return False
+    nums = _column(rows, [k for k in _ROW_NUM if k in keys])
+    if not set(map(type, nums)) <= _NUMBER_OR_NULL:
+        return False
+    nums = list(filter(None, nums))  # None and zeros out (zeros pass); JSON has no NaN
+    if nums and not (min(nums) >= 0 and max(nums) <= MAX_ROW_NUMBER):
+        return False
+    if "correct" in keys and not set(map(type, _column(rows, ["correct"]))) <= {bool}:
+        return False
+    for k in ("params", "config"):
+        if k in keys and not set(map(type, _column(rows, [k]))) <= {dict}:
+            return False
+    if "params" in keys:
+        params = _column(rows, ["params"])
+        values = list(chain.from_iterable(map(dict.values, params)))
+        if not set(map(type, values)) <= _PARAM_TYPES:
+            return False
+        numbers = [v for v in values if type(v) in _NUMBER]
+        if numbers and not max(map(abs, numbers)) <= MAX_ROW_NUMBER:  # an infinity fails
+            return False
+        names = chain.from_iterable(map(dict.keys, params))
+        if any(n in NUMERIC_PARAMS and t not in _NUMBER for n, t in set(zip(names, map(type, values)))):
+            return False
+    samples = _column(rows, ["samples_s"])
+    if set(map(type, samples)) != {list} or max(map(len, samples)) > MAX_SAMPLES_PER_ROW:
+        return False
+    timed = [r for r, x in zip(rows, samples) if x]
+    if len(timed) != len(rows):  # an empty row must be one that failed its check
+        if "correct" not in keys or any(r["correct"] is not False for r, x in zip(rows, samples) if not x):
+            return False
+    if not timed:
+        return True
+    flat = list(chain.from_iterable(x for x in samples if x))
+    if not (set(map(type, flat)) <= _NUMBER and min(flat) >= MIN_SAMPLE_S and max(flat) <= MAX_ROW_NUMBER):
+        return False
+    quantiles = _column(timed, ["p20_s", "p50_s", "p80_s"])
+    if None in quantiles or not min(quantiles) >= MIN_SAMPLE_S:
+        return False
+    return None not in _column(timed, ["flops", "bytes"])
+
+
+def check_summaries(path: Path, rows_raw: list, timed: list[int], pooled: dict[tuple, list] | None) -> None:
+    """``_check_summary`` for every timed row: the quantile bounds are tested at once for all rows
+    of one sample count (numpy), a pooled baseline's p50 row by row; a row that fails is then
+    named by ``_check_summary``."""
+    import numpy as np
+
+    by_n: dict[int, list[int]] = {}
+    for i in timed:
+        by_n.setdefault(len(rows_raw[i]["samples_s"]), []).append(i)
+    quantiles = _QUANTILES if pooled is None else (_QUANTILES[0], _QUANTILES[2])
+    bad: list[int] = []
+    for n, idx in by_n.items():
+        a = np.sort(np.array([rows_raw[i]["samples_s"] for i in idx], dtype=float), axis=1)
+        ok = np.ones(len(idx), dtype=bool)
+        for key, q in quantiles:
+            pos = q * (n - 1)
+            lo, hi = a[:, max(0, math.floor(pos) - 1)], a[:, min(n - 1, math.ceil(pos) + 1)]
+            v = np.array([rows_raw[i][key] for i in idx], dtype=float)
+            ok &= (lo * (1 - SUMMARY_RTOL) <= v) & (v <= hi * (1 + SUMMARY_RTOL))
+        bad.extend(np.asarray(idx)[~ok].tolist())
+    if pooled is not None:  # p50 = the median of the stored runs' medians
+        for i in timed:
+            r = rows_raw[i]
+            runs = pooled.get((r["op"], r["impl"], r["shape"], r["dtype"]))
+            derived = pooled_median_s(runs) if runs else None
+            if derived is None or not abs(r["p50_s"] - derived) <= SUMMARY_RTOL * derived:
+                bad.append(i)
+    for i in sorted(bad):
+        _check_summary(path, i, rows_raw[i], pooled)
+
+
 @bulk
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
@@ -417,45 +556,34 @@ def load_results(path: str | Path) -> Results:
         raise RooflineError(f"{path}: 'rows' must be a list")
     if len(rows_raw) > MAX_ROWS:
         raise RooflineError(f"{path}: {len(rows_raw):,} rows; the limit is {MAX_ROWS:,}")
+    if not rows_pass_checks(rows_raw):  # one bulk pass over the columns; row by row only to name a fault
+        for i, r in enumerate(rows_raw):
+            _check_raw_row(path, i, r)
     rows = []
-    seen: dict[tuple, int] = {}
     timed: list[int] = []
+    nan = float("nan")
+    floats = set(map(type, chain.from_iterable(map(itemgetter("samples_s"), rows_raw)))) <= {float}  # else ints among them
     for i, r in enumerate(rows_raw):
-        if not isinstance(r, dict):
-            raise RooflineError(f"{path}: rows[{i}] is not an object")
-        if not r.keys() >= _REQUIRED_ROW:
-            raise RooflineError(f"{path}: rows[{i}] lacks key '{sorted(_REQUIRED_ROW - r.keys())[0]}'")
-        if not _ROW_FIELDS.issuperset(r):
-            raise RooflineError(f"{path}: rows[{i}] has unknown key '{sorted(r.keys() - _ROW_FIELDS)[0]}'")
-        check_row(f"{path}: rows[{i}]", r)
         samples = r["samples_s"]
-        untimed = r.get("correct") is False and samples == []  # failed its check: not timed
-        if not untimed and not _seconds_list(samples):
-            raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): 'samples_s' must be a non-empty list of seconds in [{MIN_SAMPLE_S:g}, {MAX_ROW_NUMBER:g}]")
-        if not untimed:  # a timed row's quantiles and cost are what every reader divides by
-            for k in ("p20_s", "p50_s", "p80_s"):
-                if r[k] is None or not r[k] >= MIN_SAMPLE_S:
-                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be at least {MIN_SAMPLE_S:g} s in a timed row, got {json.dumps(r[k])}")
-            for k in ("flops", "bytes"):
-                if r[k] is None:
-                    raise RooflineError(f"{path}: rows[{i}] ({r['op']} {r['shape']}): '{k}' must be a number in a timed row, got null")
-        if not untimed:
+        if samples:
             timed.append(i)
-        r["samples_s"] = tuple(map(float, samples))  # the parsed row is this reader's own: no copy
-        if untimed:
+            r["samples_s"] = tuple(samples) if floats else tuple(map(float, samples))  # the parsed row is this reader's own
+        else:  # failed its check: not timed
+            r["samples_s"] = ()
             for k in ("p20_s", "p50_s", "p80_s"):
                 if r[k] is None:
-                    r[k] = float("nan")
-        row = row_from_checked(r)
-        if row.key in seen:  # one row per (op, impl, shape, dtype): a second would pool as another run
-            raise RooflineError(f"{path}: rows[{i}] repeats rows[{seen[row.key]}] (op '{row.op}', impl '{row.impl}', shape '{row.shape}', "
-                                f"dtype '{row.dtype}'); one row per case")
-        seen[row.key] = i
-        rows.append(row)
+                    r[k] = nan
+        rows.append(row_from_checked(r))
+    if len({r.key for r in rows}) != len(rows):  # one row per (op, impl, shape, dtype): a second would pool as another run
+        seen: dict[tuple, int] = {}
+        for i, row in enumerate(rows):
+            if row.key in seen:
+                raise RooflineError(f"{path}: rows[{i}] repeats rows[{seen[row.key]}] (op '{row.op}', impl '{row.impl}', shape '{row.shape}', "
+                                    f"dtype '{row.dtype}'); one row per case")
+            seen[row.key] = i
     info = baseline_info(raw.get("extra"))  # a pooled baseline: its p50_s is derived from its stored runs
     pooled = stored_run_samples(info, [r.key for r in rows], [r.samples_s for r in rows], str(path)) if info is not None else None
-    for i in timed:
-        _check_summary(path, i, rows_raw[i], pooled)
+    check_summaries(path, rows_raw, timed, pooled)
     env = raw.get("environment")
     if not isinstance(env, dict):
         raise RooflineError(f"{path}: 'environment' must be an object")
