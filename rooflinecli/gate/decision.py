@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ import numpy as np
 from rooflinecli import stats
 from rooflinecli.bulk import bulk
 from rooflinecli.errors import RooflineError
-from rooflinecli.results import ResultRow, Results, baseline_info, stored_run_samples
+from rooflinecli.results import BASELINE_FORMAT, ResultRow, Results, baseline_info, stored_run_samples
 
 REPORT_SCHEMA = "rooflinecli.regress/1"
 # failed: candidate row failed its correctness check; worst first (the order of the outputs)
@@ -317,22 +318,6 @@ def _host_timed(r: ResultRow, spread: float) -> str:
     return ""
 
 
-def pooled_run_samples(res: Results) -> dict[tuple[str, str, str, str], list[np.ndarray]]:
-    """Per-run samples of each row of a pooled baseline (``roofline baseline``), oldest run first;
-    {} for a plain run. The reader has checked that a baseline's stored runs add up."""
-    info = baseline_info(res.extra)
-    if info is None:
-        return {}
-    per_key = stored_run_samples(info, [r.key for r in res.rows], [r.samples_s for r in res.rows], res.path)
-    out: dict[tuple[str, str, str, str], list[np.ndarray]] = {}
-    for key, runs in per_key.items():
-        # positive numbers only (min in Python: a numpy reduction per row cost more than the row)
-        arrs = [np.asarray(s, dtype=float) for s in runs if len(s) and min(s) > 0]
-        if arrs:
-            out[key] = arrs
-    return out
-
-
 def pooled_bimodal_quorum(n_runs: int) -> int:
     """A pooled baseline is bimodal when at least half its runs are (one odd run in five is not)."""
     return max(1, math.ceil(n_runs / 2))
@@ -395,26 +380,101 @@ def config_diff(b: ResultRow, c: ResultRow) -> str:
     return "; ".join(f"{n}: {brief(b.config.get(n))} -> {brief(c.config.get(n))}" for n in names if b.config.get(n) != c.config.get(n))
 
 
-def _batched(fn, *sides: list[np.ndarray]) -> list[np.ndarray]:
-    """``fn`` over many rows of samples at once: rows whose sides have the same sample counts are
-    stacked into (rows, samples) arrays (the stats functions work along the last axis) and the
-    results scattered back. Returns one array per output of ``fn``, one entry per row."""
-    n = len(sides[0])
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i in range(n):
-        groups.setdefault(tuple(len(side[i]) for side in sides), []).append(i)
-    out: list[np.ndarray] | None = None
+def _side_stats(bs: list, cs: list) -> dict[str, np.ndarray]:
+    """Every per-row statistic of the two sides' samples, computed for all rows of one (baseline,
+    candidate) sample count at once: one (rows, samples) array a side, built straight from the rows'
+    sample tuples (the stats functions work along the last axis). One array per statistic, one
+    entry per row."""
+    names = ("b_med", "b_iqr", "c_med", "c_iqr", "p_slow", "p_fast", "b_found", "b_gap", "b_lower", "c_found", "c_gap", "c_lower")
+
+    def all_stats(b: np.ndarray, c: np.ndarray) -> tuple:
+        return (stats.median(b), stats.relative_iqr(b), stats.median(c), stats.relative_iqr(c),
+                *stats.mannwhitney_both(c, b), *stats.bimodal_split(b), *stats.bimodal_split(c))
+
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, (b, c) in enumerate(zip(bs, cs)):
+        groups.setdefault((len(b), len(c)), []).append(i)
+    if not groups:  # no rows: empty arrays of the right dtypes
+        return {k: np.asarray(v)[:0] for k, v in zip(names, all_stats(np.ones((1, 2)), np.ones((1, 2))))}
+    out: dict[str, np.ndarray] = {}
     for idx in groups.values():
-        res = fn(*(np.stack([side[i] for i in idx]) for side in sides))
-        res = res if isinstance(res, tuple) else (res,)
-        if out is None:
-            out = [np.empty(n, dtype=np.asarray(r).dtype) for r in res]
-        for o, r in zip(out, res):
-            o[idx] = r
-    if out is None:  # no rows: one empty array per output, shaped by a call on one dummy row
-        res = fn(*(np.ones((1, 1)) for _ in sides))
-        return [np.empty(0, dtype=np.asarray(r).dtype) for r in (res if isinstance(res, tuple) else (res,))]
+        res = all_stats(np.array([bs[i] for i in idx], dtype=float), np.array([cs[i] for i in idx], dtype=float))
+        for name, v in zip(names, res):
+            if name not in out:
+                out[name] = np.empty(len(bs), dtype=np.asarray(v).dtype)
+            out[name][idx] = v
     return out
+
+
+class _PooledRuns:
+    """The stored runs of a pooled baseline's compared rows, judged one by one: per row (arrays over
+    the compared rows) whether it has more than one run, the median of its runs' medians, the
+    median of their IQR/median, how many runs are bimodal and the shortest run; per-run flags and
+    spreads of one row on request (``detail``). Rows of one run-length pattern are computed at once."""
+
+    def __init__(self, baseline: Results, keys: list, samples: list) -> None:
+        n = len(keys)
+        self.has = np.zeros(n, dtype=bool)
+        self.median_s = np.full(n, np.nan)
+        self.spread = np.full(n, np.nan)
+        self.n_bimodal = np.zeros(n, dtype=np.int64)
+        self.min_len = np.zeros(n, dtype=np.int64)
+        self._where: dict[int, tuple[int, int]] = {}
+        self._groups: list[tuple[np.ndarray, np.ndarray]] = []
+        lengths, pooled = self._run_lengths(baseline, keys, samples)
+        self._lengths, self._samples = lengths, pooled
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, ls in lengths.items():
+            if len(ls) > 1:
+                groups.setdefault(tuple(ls), []).append(i)
+        for ls, idx in groups.items():
+            a = np.array([pooled[i] for i in idx], dtype=float)
+            offs = np.cumsum((0,) + ls)
+            found = np.stack([stats.bimodal_split(a[:, o:o + m])[0] for o, m in zip(offs, ls)], axis=1)
+            meds = np.stack([stats.median(a[:, o:o + m]) for o, m in zip(offs, ls)], axis=1)
+            iqrs = np.stack([stats.relative_iqr(a[:, o:o + m]) for o, m in zip(offs, ls)], axis=1)
+            self.has[idx] = True
+            self.median_s[idx] = np.median(meds, axis=1)
+            self.spread[idx] = np.median(iqrs, axis=1)
+            self.n_bimodal[idx] = found.sum(axis=1)
+            self.min_len[idx] = min(ls)
+            g = len(self._groups)
+            self._groups.append((found, iqrs))
+            self._where.update((i, (g, r)) for r, i in enumerate(idx))
+
+    @staticmethod
+    def _run_lengths(baseline: Results, keys: list, samples: list) -> tuple[dict[int, list[int]], list]:
+        """Per compared row (its position in ``keys``), the sample counts of its stored runs, and
+        the samples those runs concatenate to (a /2 baseline: the pooled row's own samples). The
+        reader has checked that a /2 baseline's stored runs add up."""
+        info = baseline_info(baseline.extra)
+        if info is None:
+            return {}, samples
+        pos = {k: i for i, k in enumerate(keys)}
+        if info.get("format") != BASELINE_FORMAT:  # /1: each run stored its own samples
+            runs = stored_run_samples(info, [r.key for r in baseline.rows], [r.samples_s for r in baseline.rows], baseline.path)
+            out, cat = {}, list(samples)
+            for k, i in pos.items():
+                kept = [s for s in runs.get(k, ()) if len(s) and min(s) > 0]  # positive numbers only
+                out[i] = [len(s) for s in kept]
+                cat[i] = tuple(chain.from_iterable(kept))
+            return out, cat
+        row_at = [pos.get(r.key) for r in baseline.rows]  # file row -> compared position (None: not compared)
+        out: dict[int, list[int]] = {}
+        for run in info["runs"]:
+            for rr in run["rows"]:
+                i = row_at[rr[0]]
+                if i is not None:
+                    out.setdefault(i, []).append(rr[1])
+        return out, samples
+
+    def detail(self, i: int) -> tuple[list, dict[str, Any]]:
+        """Row ``i``'s runs' samples and its per-run bimodal flags and spreads, for ``instability``."""
+        g, r = self._where[i]
+        found, iqrs = self._groups[g]
+        offs = np.cumsum([0] + self._lengths[i]).tolist()
+        runs = [self._samples[i][o:o + m] for o, m in zip(offs, self._lengths[i])]
+        return runs, {"runs": [bool(x) for x in found[r]], "run_spreads": [float(x) for x in iqrs[r]]}
 
 
 @bulk
@@ -447,27 +507,20 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     only_b = tuple(k for k in base_rows if k not in cand_rows)
     only_c = tuple(k for k in cand_rows if k not in base_rows and not untimed(cand_rows[k]))
 
-    base_runs = pooled_run_samples(baseline)  # a pooled baseline's runs are judged one by one
-    bs = [np.asarray(base_rows[k].samples_s, dtype=float) for k in keys]  # converted once: rows may hold 1e5 samples
-    cs = [np.asarray(cand_rows[k].samples_s, dtype=float) for k in keys]
+    bs = [base_rows[k].samples_s for k in keys]
+    cs = [cand_rows[k].samples_s for k in keys]
     # medians derived from the samples, never the stored p50_s (the reader also refuses a row whose
-    # summary its samples contradict); a pooled baseline's is the median of its runs' medians
-    # every statistic is computed for all rows of one sample count at once (100,000 rows in seconds)
-    runs = [(i, run) for i, k in enumerate(keys) for run in (base_runs.get(k) or ()) if len(base_runs[k]) > 1]
-    run_med, run_iqr = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), [r for _, r in runs])
-    run_found = _batched(lambda a: stats.bimodal_split(a)[0], [r for _, r in runs])[0]
-    per_row_runs: dict[int, list[int]] = {}
-    for j, (i, _) in enumerate(runs):
-        per_row_runs.setdefault(i, []).append(j)
-    b_med, bn = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), bs)
-    cm, cn = _batched(lambda a: (stats.median(a), stats.relative_iqr(a)), cs)
-    bm = np.array([float(np.median(run_med[per_row_runs[i]])) if i in per_row_runs else float(b_med[i]) for i in range(len(keys))], dtype=float)
-    for k, a, b in zip(keys, bm, cm):
-        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
-            raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): the samples' median must be a positive number in both files")
-    p_slow, p_fast = _batched(lambda b, c: stats.mannwhitney_both(c, b), bs, cs)  # (slower, faster)
-    b_bi = _batched(stats.bimodal_split, bs)
-    c_bi = _batched(stats.bimodal_split, cs)
+    # summary its samples contradict); a pooled baseline's is the median of its runs' medians, its
+    # runs judged one by one. Every statistic is computed for all rows of one sample count at once
+    st = _side_stats(bs, cs)
+    runs = _PooledRuns(baseline, keys, bs)
+    bn, cm, cn = st["b_iqr"], st["c_med"], st["c_iqr"]
+    bm = np.where(runs.has, runs.median_s, st["b_med"])
+    bad = ~((bm > 0) & (cm > 0) & np.isfinite(bm) & np.isfinite(cm))
+    if bad.any():
+        k = keys[int(np.argmax(bad))]
+        raise RooflineError(f"row {k[0]} {k[2]} {k[3]} ({k[1]}): the samples' median must be a positive number in both files")
+    p_slow, p_fast = st["p_slow"], st["p_fast"]
     p_slow_adj = stats.holm(p_slow)
     p_fast_adj = stats.holm(p_fast)
     rel = cm / bm - 1.0 if keys else np.zeros(0)
@@ -475,6 +528,14 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     noise = np.maximum(bn, cn)
     limit = np.maximum(params.threshold, 2 * noise)
     timing = decide(rel, absd, noise, p_slow_adj, p_fast_adj, params)
+    # rows whose timing may not be trusted: a superset of what ``instability`` finds (it says why)
+    events = np.array([base_rows[k].method == "cuda_events" or cand_rows[k].method == "cuda_events" for k in keys], dtype=bool)
+    suspect = (st["c_found"] | np.where(runs.has, runs.n_bimodal > 0, st["b_found"]) | events
+               | stats.spread_changed(np.where(runs.has, runs.spread, bn), cn))
+    bm_l, cm_l, rel_l, absd_l = bm.tolist(), cm.tolist(), rel.tolist(), absd.tolist()
+    noise_l, bn_l, cn_l, limit_l = noise.tolist(), bn.tolist(), cn.tolist(), limit.tolist()
+    ps_l, psa_l, pf_l, pfa_l = p_slow.tolist(), p_slow_adj.tolist(), p_fast.tolist(), p_fast_adj.tolist()
+    timing_l, suspect_l = timing.tolist(), suspect.tolist()
 
     comps = []
     few = []
@@ -486,12 +547,16 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
             row_notes.append(f"few samples ({len(b.samples_s)} vs {len(c.samples_s)}; want >= {MIN_SAMPLES})")
         if not c.correct:
             row_notes.append("candidate failed its correctness check")
-        tv = str(timing[i])
-        timing_reason = _reason(rel[i], limit[i], noise[i], p_slow_adj[i], p_fast_adj[i], absd[i], tv, params)
-        pre = {"baseline": tuple(x[i] for x in b_bi), "candidate": tuple(x[i] for x in c_bi)}
-        if i in per_row_runs:
-            pre.update(runs=[bool(run_found[j]) for j in per_row_runs[i]], run_spreads=[float(run_iqr[j]) for j in per_row_runs[i]])
-        unstable = instability(b, c, float(bn[i]), float(cn[i]), bs[i], cs[i], base_runs.get(k), pre)
+        tv = str(timing_l[i])
+        timing_reason = _reason(rel_l[i], limit_l[i], noise_l[i], psa_l[i], pfa_l[i], absd_l[i], tv, params)
+        unstable = ""
+        if suspect_l[i]:
+            pre = {"baseline": (st["b_found"][i], st["b_gap"][i], st["b_lower"][i]), "candidate": (st["c_found"][i], st["c_gap"][i], st["c_lower"][i])}
+            b_runs = None
+            if runs.has[i]:
+                b_runs, per_run = runs.detail(i)
+                pre.update(per_run)
+            unstable = instability(b, c, bn_l[i], cn_l[i], bs[i], cs[i], b_runs, pre)
         cfg = config_diff(b, c)
         if unstable:
             verdict, reason = "unstable", f"{unstable}; timing alone: {tv} ({timing_reason})" + (f"; tuned config changed: {cfg}" if cfg else "")
@@ -502,12 +567,12 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
         comps.append(
             Comparison(
                 op=k[0], impl=k[1], shape=k[2], dtype=k[3],
-                baseline_median_s=float(bm[i]), candidate_median_s=float(cm[i]),
-                rel_change=float(rel[i]), abs_change_s=float(absd[i]),
-                noise=float(noise[i]), baseline_noise=float(bn[i]), candidate_noise=float(cn[i]), limit=float(limit[i]),
+                baseline_median_s=bm_l[i], candidate_median_s=cm_l[i],
+                rel_change=rel_l[i], abs_change_s=absd_l[i],
+                noise=noise_l[i], baseline_noise=bn_l[i], candidate_noise=cn_l[i], limit=limit_l[i],
                 n_baseline=len(b.samples_s), n_candidate=len(c.samples_s),
-                p_slower=float(p_slow[i]), p_slower_adj=float(p_slow_adj[i]),
-                p_faster=float(p_fast[i]), p_faster_adj=float(p_fast_adj[i]),
+                p_slower=ps_l[i], p_slower_adj=psa_l[i],
+                p_faster=pf_l[i], p_faster_adj=pfa_l[i],
                 verdict=verdict, reason=reason, note="; ".join(row_notes),
                 timing_verdict=tv, unstable_reason=unstable, config_changed=bool(cfg), config_diff=cfg,
             )
