@@ -324,12 +324,8 @@ def json_text(obj: Any, level: int = 0) -> str:
         return False
 
     def row(v: Any, lvl: int) -> str:
-        # a row holding a list of objects is indented: one at its first level is seen at once (a
-        # stored run is not encoded twice); deeper, the compact text shows "[{" (the C encoder
+        # a row holding a list of objects is indented: its compact text shows "[{" (the C encoder
         # writes no space there), so the walk runs only for the rows that may hold one
-        for x in v.values():
-            if type(x) in (list, tuple) and x and type(x[0]) is dict and rows(x):
-                return enc(v, lvl)
         t = compact(v)
         return enc(v, lvl) if "[{" in t and nested(v) else t
 

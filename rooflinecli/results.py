@@ -148,6 +148,7 @@ _ROW_FIELD_ORDER = tuple(f.name for f in fields(ResultRow))
 _ROW_VALUES = itemgetter(*_ROW_FIELD_ORDER)  # a row's fields in order, from its __dict__ (which holds every field)
 _ROW_DEFAULTS = {f.name: f.default for f in fields(ResultRow) if f.default is not MISSING}
 _ROW_FACTORIES = {f.name: f.default_factory for f in fields(ResultRow) if f.default_factory is not MISSING}
+_FILL: dict[tuple, tuple[dict[str, Any], tuple]] = {}  # a row's keys -> (defaults, factories) of the fields it lacks
 
 
 def row_from_checked(d: dict[str, Any]) -> ResultRow:
@@ -156,11 +157,16 @@ def row_from_checked(d: dict[str, Any]) -> ResultRow:
     is a third of reading a 100,000-row file. Same object, same equality and hash. ``d`` becomes
     the row's state (missing fields filled with their defaults): pass a dict nothing else keeps."""
     if len(d) != len(_ROW_FIELD_ORDER):
-        for k, v in _ROW_DEFAULTS.items():
-            d.setdefault(k, v)
-        for k, make in _ROW_FACTORIES.items():
-            if k not in d:
-                d[k] = make()
+        keys = tuple(d)  # rows written by one tool share their keys: their missing fields are found once
+        fill = _FILL.get(keys)
+        if fill is None:
+            if len(_FILL) > 256:
+                _FILL.clear()
+            fill = _FILL[keys] = ({k: v for k, v in _ROW_DEFAULTS.items() if k not in d},
+                                  tuple((k, make) for k, make in _ROW_FACTORIES.items() if k not in d))
+        d.update(fill[0])
+        for k, make in fill[1]:
+            d[k] = make()
     row = object.__new__(ResultRow)
     object.__setattr__(row, "__dict__", d)
     return row
@@ -283,7 +289,11 @@ _QUANTILES = (("p20_s", 0.2), ("p50_s", 0.5), ("p80_s", 0.8))
 
 def median_s(samples) -> float:
     """The median of timing samples (linear interpolation, as ``quantiles_s``), pure Python."""
-    a = sorted(samples)
+    return median_of_sorted(sorted(samples))
+
+
+def median_of_sorted(a) -> float:
+    """``median_s`` of samples already sorted."""
     n = len(a)
     return float(a[n // 2]) if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2.0
 
@@ -469,12 +479,19 @@ def _group_passes(keys: set[str], rows: list[dict]) -> bool:
     joined = "".join(texts)
     if not joined.isprintable() and _CONTROL_OR_ESCAPE.search(joined):  # isprintable: C0, DEL and C1 are not
         return False
-    nums = _column(rows, [k for k in _ROW_NUM if k in keys])
-    if not set(map(type, nums)) <= _NUMBER_OR_NULL:
-        return False
-    nums = list(filter(None, nums))  # None and zeros out (zeros pass); JSON has no NaN
-    if nums and not (min(nums) >= 0 and max(nums) <= MAX_ROW_NUMBER):
-        return False
+    lowest: dict[str, float | None] = {}  # per number column: its least value, None when a row gives null
+    for k in _ROW_NUM:
+        if k not in keys:
+            continue
+        col = list(map(itemgetter(k), rows))
+        types = set(map(type, col))
+        if not types <= _NUMBER_OR_NULL:
+            return False
+        if type(None) in types:
+            col = [v for v in col if v is not None]
+        if col and not (min(col) >= 0 and max(col) <= MAX_ROW_NUMBER):  # JSON has no NaN
+            return False
+        lowest[k] = None if type(None) in types else min(col, default=None)
     if "correct" in keys and not set(map(type, _column(rows, ["correct"]))) <= {bool}:
         return False
     for k in ("params", "config"):
@@ -503,6 +520,9 @@ def _group_passes(keys: set[str], rows: list[dict]) -> bool:
     flat = list(chain.from_iterable(x for x in samples if x))
     if not (set(map(type, flat)) <= _NUMBER and min(flat) >= MIN_SAMPLE_S and max(flat) <= MAX_ROW_NUMBER):
         return False
+    if len(timed) == len(rows):  # the column minima above hold for the timed rows
+        return (all(lowest[k] is not None and lowest[k] >= MIN_SAMPLE_S for k in ("p20_s", "p50_s", "p80_s"))
+                and lowest["flops"] is not None and lowest["bytes"] is not None)
     quantiles = _column(timed, ["p20_s", "p50_s", "p80_s"])
     if None in quantiles or not min(quantiles) >= MIN_SAMPLE_S:
         return False
@@ -611,7 +631,11 @@ def quantiles_s(samples: list[float] | tuple[float, ...]) -> tuple[float, float,
     """(p20, p50, p80) of timing samples, linear interpolation: numpy's ``percentile`` rule and
     arithmetic (bit for bit), in plain Python (a numpy call per row cost 0.3 ms; a big file has
     100,000 rows)."""
-    a = sorted(map(float, samples))
+    return quantiles_of_sorted(sorted(map(float, samples)))
+
+
+def quantiles_of_sorted(a) -> tuple[float, float, float]:
+    """``quantiles_s`` of float samples already sorted."""
     if not a:
         raise ValueError("quantiles of no samples")
     n = len(a)

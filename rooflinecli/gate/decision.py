@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from itertools import chain
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -171,6 +171,18 @@ class Comparison:
         every inconclusive row (inconclusive is about slowdowns), "candidate faster" otherwise."""
         inconclusive = "inconclusive" in (self.verdict, self.timing_verdict)
         return self.p_slower_adj if self.rel_change >= 0 or inconclusive else self.p_faster_adj
+
+
+_COMPARISON_FIELDS = frozenset(f.name for f in fields(Comparison))
+
+
+def _comparison(**values: Any) -> Comparison:
+    """``Comparison(**values)`` given every field, without the frozen dataclass's one
+    ``object.__setattr__`` per field (a tenth of comparing 100,000 rows). Same object."""
+    assert values.keys() == _COMPARISON_FIELDS
+    c = object.__new__(Comparison)
+    object.__setattr__(c, "__dict__", values)
+    return c
 
 
 @dataclass(frozen=True)
@@ -316,6 +328,16 @@ def _host_timed(r: ResultRow, spread: float) -> str:
     if spread >= HOST_SPREAD:
         return f"plain CUDA events with IQR/median {spread:.1%} >= {HOST_SPREAD:.0%} (the spread of host-timed rows)"
     return ""
+
+
+def _host_timed_mask(rows: list[ResultRow], spread: np.ndarray) -> np.ndarray:
+    """``_host_timed(r, spread) != ''`` for every row at once."""
+    events = np.array([r.method == "cuda_events" for r in rows], dtype=bool)
+    host_us = np.array([np.nan if r.host_us_per_call is None else r.host_us_per_call for r in rows], dtype=float)
+    med_us = np.array([r.p50_s for r in rows], dtype=float) * 1e6
+    with np.errstate(invalid="ignore"):
+        timed_by_host = np.where(np.isnan(host_us), spread >= HOST_SPREAD, host_us >= HOST_BOUND_FRACTION * med_us)
+    return events & timed_by_host
 
 
 def pooled_bimodal_quorum(n_runs: int) -> int:
@@ -492,20 +514,23 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     def untimed(r: ResultRow) -> bool:  # a row that failed its correctness check is stored without samples
         return len(r.samples_s) == 0
 
+    b_untimed = {k for k, r in base_rows.items() if untimed(r)}
+    c_untimed = {k for k, r in cand_rows.items() if untimed(r)}
     # an empty candidate must not pass the gate (a crashed suite would hide every slowdown)
     if not cand_rows:
         raise RooflineError(f"{candidate.path}: candidate has no rows for {what}; an empty candidate cannot pass the gate (see --impl)")
-    if all(untimed(r) for r in cand_rows.values()):
+    if len(c_untimed) == len(cand_rows):
         raise RooflineError(f"{candidate.path}: none of the candidate's {len(cand_rows)} row(s) for {what} was timed (all failed their correctness check)")
-    if not any(not untimed(r) for r in base_rows.values()):  # a wrong or empty baseline would pass everything
+    if len(b_untimed) == len(base_rows):  # a wrong or empty baseline would pass everything
         raise RooflineError(f"{baseline.path}: baseline has no timed rows for {what}; nothing to compare against (see --impl)")
 
-    failed = [k for k in cand_rows if untimed(cand_rows[k])]
+    failed = [k for k in cand_rows if k in c_untimed]
     common = [k for k in base_rows if k in cand_rows]
-    keys = [k for k in common if not untimed(base_rows[k]) and not untimed(cand_rows[k])]
-    not_compared = tuple((k, "baseline row untimed (failed its correctness check)") for k in common if untimed(base_rows[k]) and not untimed(cand_rows[k]))
+    either = b_untimed | c_untimed
+    keys = [k for k in common if k not in either] if either else common
+    not_compared = tuple((k, "baseline row untimed (failed its correctness check)") for k in common if k in b_untimed and k not in c_untimed)
     only_b = tuple(k for k in base_rows if k not in cand_rows)
-    only_c = tuple(k for k in cand_rows if k not in base_rows and not untimed(cand_rows[k]))
+    only_c = tuple(k for k in cand_rows if k not in base_rows and k not in c_untimed)
 
     bs = [base_rows[k].samples_s for k in keys]
     cs = [cand_rows[k].samples_s for k in keys]
@@ -529,9 +554,10 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
     limit = np.maximum(params.threshold, 2 * noise)
     timing = decide(rel, absd, noise, p_slow_adj, p_fast_adj, params)
     # rows whose timing may not be trusted: a superset of what ``instability`` finds (it says why)
-    events = np.array([base_rows[k].method == "cuda_events" or cand_rows[k].method == "cuda_events" for k in keys], dtype=bool)
-    suspect = (st["c_found"] | np.where(runs.has, runs.n_bimodal > 0, st["b_found"]) | events
-               | stats.spread_changed(np.where(runs.has, runs.spread, bn), cn))
+    b_spread = np.where(runs.has, runs.spread, bn)
+    suspect = (st["c_found"] | np.where(runs.has, runs.n_bimodal > 0, st["b_found"])
+               | stats.spread_changed(b_spread, cn)
+               | _host_timed_mask([base_rows[k] for k in keys], b_spread) | _host_timed_mask([cand_rows[k] for k in keys], cn))
     bm_l, cm_l, rel_l, absd_l = bm.tolist(), cm.tolist(), rel.tolist(), absd.tolist()
     noise_l, bn_l, cn_l, limit_l = noise.tolist(), bn.tolist(), cn.tolist(), limit.tolist()
     ps_l, psa_l, pf_l, pfa_l = p_slow.tolist(), p_slow_adj.tolist(), p_fast.tolist(), p_fast_adj.tolist()
@@ -565,7 +591,7 @@ def compare(baseline: Results, candidate: Results, params: GateParams = GatePara
         else:
             verdict, reason = tv, timing_reason + (f"; tuned config changed: {cfg}" if cfg else "")
         comps.append(
-            Comparison(
+            _comparison(
                 op=k[0], impl=k[1], shape=k[2], dtype=k[3],
                 baseline_median_s=bm_l[i], candidate_median_s=cm_l[i],
                 rel_change=rel_l[i], abs_change_s=absd_l[i],
