@@ -6,6 +6,7 @@ for the collector to find when it resumes."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
+T = TypeVar("T")
 
 
 @contextmanager
@@ -36,3 +38,21 @@ def bulk(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def frozen_from_fields(cls: type[T], values: dict) -> T:
+    """``cls(**values)`` for a frozen dataclass given every one of its fields, without the one
+    ``object.__setattr__`` per field that its ``__init__`` makes (a tenth of building 100,000
+    rows). The same object: equality, hash and repr read the fields from ``values``, which
+    becomes the object's state (pass a dict nothing else keeps)."""
+    names = _field_names(cls)
+    if values.keys() != names:
+        raise TypeError(f"{cls.__name__}: fields {sorted(names ^ values.keys())} missing or unknown")
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    return obj
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))

@@ -7,7 +7,7 @@ agree on what "predicted" means.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from rooflinecli.formulas import compute_time_s, memory_time_s
@@ -47,6 +47,24 @@ class Roof(NamedTuple):
         if not eff:
             return self.time_s
         return max(self.compute_time_s / eff.get("compute", 1.0), self.memory_time_s / eff.get("memory", 1.0))
+
+
+def roof_maker(spec: HardwareSpec) -> Callable[[float, float, str], Roof | None]:
+    """``roof`` on one spec as a function of (flops, bytes, compute dtype), the spec's peaks looked
+    up once per compute dtype (a validation builds four roofs for each of 100,000 rows)."""
+    peaks: dict[str, float | None] = {}
+    bandwidth, spec_id = spec.memory_bandwidth_bytes_per_s, spec.id
+
+    def make(flops: float, bytes_: float, compute_dtype: str) -> Roof | None:
+        try:
+            peak = peaks[compute_dtype]
+        except KeyError:
+            peak = peaks[compute_dtype] = spec.peak_flops_per_s(compute_dtype) if compute_dtype in spec.peak_dense_tflops else None
+        if peak is None:
+            return None
+        return Roof(float(compute_time_s(flops, peak)), float(memory_time_s(bytes_, bandwidth)), spec_id)
+
+    return make
 
 
 def roof(flops: float, bytes_: float, spec: HardwareSpec, compute_dtype: str) -> Roof | None:

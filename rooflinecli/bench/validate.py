@@ -26,8 +26,8 @@ import numpy as np
 from rooflinecli.bench.e2e_validation import ROOF_SLACK, e2e_full_flags, e2e_full_stats, end_to_end_checks, end_to_end_full_checks
 from rooflinecli.bench.fit import error_stats, fit_efficiency, loo_efficiencies, points_from_rows, predictions_with, rel_error
 from rooflinecli.bench.kernel_targets import Target, kernel_targets, paired_speedups
-from rooflinecli.bench.predict import compute_dtype_for, roof
-from rooflinecli.bulk import bulk
+from rooflinecli.bench.predict import compute_dtype_for, roof_maker
+from rooflinecli.bulk import bulk, frozen_from_fields
 from rooflinecli.errors import RooflineError
 from rooflinecli.hardware import HardwareSpec
 from rooflinecli.predict import fastest_ceilings
@@ -257,21 +257,26 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
     loo = dict(zip(((p.op, p.impl, p.shape, p.dtype) for p in ours), predictions_with(ours, eff_without)))
     eff_all = fit_efficiency(ours)
     bound_ms = fastest_ceilings(ms) if ms is not None else None  # what a measured kernel must not beat
+
+    def none(flops: float, bytes_: float, cdt: str) -> None:
+        return None
+
+    roof_ds, roof_ms = (roof_maker(ds) if ds is not None else none), (roof_maker(ms) if ms is not None else none)
+    roof_bound = roof_maker(bound_ms) if bound_ms is not None else none  # the fastest measured ceilings
+    roof_fit = roof_ms if ms is not None else roof_ds
     checks = []
     for r in timed:
         kind = r.model_kind or _kind(r)
         cdt = r.compute_dtype or compute_dtype_for(kind, r.dtype)
-        rd = roof(r.flops, r.bytes, ds, cdt) if ds is not None else None
-        rm = roof(r.flops, r.bytes, ms, cdt) if ms is not None else None
-        rb = roof(r.flops, r.bytes, bound_ms, cdt) if bound_ms is not None else None  # the fastest measured ceilings
+        rd, rm, rb = roof_ds(r.flops, r.bytes, cdt), roof_ms(r.flops, r.bytes, cdt), roof_bound(r.flops, r.bytes, cdt)
         fitted = loo.get((r.op, r.impl, r.shape, r.dtype))
         if fitted is None:  # a baseline row: the efficiency fitted on our kernels without its shape
-            base_roof = roof(r.flops, r.bytes, fit_spec, cdt)
+            base_roof = roof_fit(r.flops, r.bytes, cdt)
             if base_roof is not None:
                 fitted = base_roof.with_efficiency(eff_without.get((r.op, r.shape, r.dtype), eff_all).get(kind))
         m = _p50(r)
         checks.append(
-            RowCheck(
+            frozen_from_fields(RowCheck, dict(
                 op=r.op,
                 impl=r.impl,
                 shape=r.shape,
@@ -289,7 +294,7 @@ def check_rows(rows: Sequence[ResultRow], ds: HardwareSpec | None, ms: HardwareS
                 above_roof=bool(rd is not None and m < rd.time_s),
                 above_measured_roof=bool(rb is not None and m < rb.time_s * (1 - MEASURED_ROOF_SLACK)),
                 measured_bound_s=rb.time_s if rb else None,
-            )
+            ))
         )
     return checks, eff_all
 
