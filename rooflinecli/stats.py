@@ -82,6 +82,45 @@ def _rank_counts(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         bounds = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1, [N]])
         t = np.diff(bounds).astype(float)
         return np.float64(lo.sum() + 0.5 * (hi - lo).sum()), np.float64((t**3 - t).sum())
+    if x.shape[-1] * y.shape[-1] <= PAIRWISE_MAX_PAIRS:
+        return _rank_counts_pairwise(x, y)
+    return _rank_counts_sorted(x, y)
+
+
+#: batch rows with at most this many (x, y) pairs count U by comparing every pair (up to about
+#: 100 samples a side, where it is still faster than ranking); longer rows rank the pooled sample
+PAIRWISE_MAX_PAIRS = 10_000
+#: elements compared at once in the pairwise count (memory: a few bytes each)
+_PAIRWISE_CHUNK = 1 << 22
+
+
+def _rank_counts_pairwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_rank_counts`` of batched short rows: U from every (x_i, y_j) pair, a block of rows at a
+    time (two to six times faster than ranking for 10 to 40 samples a side); the tie term from the
+    sorted pooled rows, ranked only for the rows that have a tie. Same values (small integers and
+    halves, exact in floating point)."""
+    m, n = x.shape[-1], y.shape[-1]
+    batch = x.shape[:-1]
+    xf, yf = x.reshape(-1, m), y.reshape(-1, n)
+    rows = xf.shape[0]
+    u = np.empty(rows)
+    step = max(1, _PAIRWISE_CHUNK // max(1, m * n))
+    for a in range(0, rows, step):
+        xa, ya = xf[a:a + step, :, None], yf[a:a + step, None, :]
+        below = np.count_nonzero(ya < xa, axis=(1, 2))
+        equal = np.count_nonzero(ya == xa, axis=(1, 2))
+        u[a:a + step] = below + 0.5 * equal
+    pooled = np.sort(np.concatenate([xf, yf], axis=-1), axis=-1)
+    tie = np.zeros(rows)
+    tied = np.flatnonzero((pooled[:, 1:] == pooled[:, :-1]).any(axis=-1))
+    if tied.size:
+        tie[tied] = _rank_counts_sorted(xf[tied], yf[tied])[1]
+    return u.reshape(batch), tie.reshape(batch)
+
+
+def _rank_counts_sorted(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_rank_counts`` of batched rows by ranking the pooled sample: O(N log N) per row."""
+    N = x.shape[-1] + y.shape[-1]
     pooled = np.concatenate([x, y], axis=-1)
     is_y = np.concatenate([np.zeros(x.shape, dtype=np.int64), np.ones(y.shape, dtype=np.int64)], axis=-1)
     order = np.argsort(pooled, axis=-1)  # ties are grouped by value below, so any sort order will do
