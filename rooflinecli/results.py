@@ -148,7 +148,6 @@ _ROW_FIELD_ORDER = tuple(f.name for f in fields(ResultRow))
 _ROW_VALUES = itemgetter(*_ROW_FIELD_ORDER)  # a row's fields in order, from its __dict__ (which holds every field)
 _ROW_DEFAULTS = {f.name: f.default for f in fields(ResultRow) if f.default is not MISSING}
 _ROW_FACTORIES = {f.name: f.default_factory for f in fields(ResultRow) if f.default_factory is not MISSING}
-_FILL: dict[tuple, tuple[dict[str, Any], tuple]] = {}  # a row's keys -> (defaults, factories) of the fields it lacks
 
 
 def row_from_checked(d: dict[str, Any]) -> ResultRow:
@@ -157,16 +156,11 @@ def row_from_checked(d: dict[str, Any]) -> ResultRow:
     is a third of reading a 100,000-row file. Same object, same equality and hash. ``d`` becomes
     the row's state (missing fields filled with their defaults): pass a dict nothing else keeps."""
     if len(d) != len(_ROW_FIELD_ORDER):
-        keys = tuple(d)  # rows written by one tool share their keys: their missing fields are found once
-        fill = _FILL.get(keys)
-        if fill is None:
-            if len(_FILL) > 256:
-                _FILL.clear()
-            fill = _FILL[keys] = ({k: v for k, v in _ROW_DEFAULTS.items() if k not in d},
-                                  tuple((k, make) for k, make in _ROW_FACTORIES.items() if k not in d))
-        d.update(fill[0])
-        for k, make in fill[1]:
-            d[k] = make()
+        for k, v in _ROW_DEFAULTS.items():
+            d.setdefault(k, v)
+        for k, make in _ROW_FACTORIES.items():
+            if k not in d:
+                d[k] = make()
     row = object.__new__(ResultRow)
     object.__setattr__(row, "__dict__", d)
     return row
@@ -289,11 +283,7 @@ _QUANTILES = (("p20_s", 0.2), ("p50_s", 0.5), ("p80_s", 0.8))
 
 def median_s(samples) -> float:
     """The median of timing samples (linear interpolation, as ``quantiles_s``), pure Python."""
-    return median_of_sorted(sorted(samples))
-
-
-def median_of_sorted(a) -> float:
-    """``median_s`` of samples already sorted."""
+    a = sorted(samples)
     n = len(a)
     return float(a[n // 2]) if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2.0
 
@@ -487,11 +477,13 @@ def _group_passes(keys: set[str], rows: list[dict]) -> bool:
         types = set(map(type, col))
         if not types <= _NUMBER_OR_NULL:
             return False
-        if type(None) in types:
+        nulls = type(None) in types
+        if nulls:
             col = [v for v in col if v is not None]
-        if col and not (min(col) >= 0 and max(col) <= MAX_ROW_NUMBER):  # JSON has no NaN
+        lo = min(col) if col else None
+        if lo is not None and not (lo >= 0 and max(col) <= MAX_ROW_NUMBER):  # JSON has no NaN
             return False
-        lowest[k] = None if type(None) in types else min(col, default=None)
+        lowest[k] = None if nulls else lo
     if "correct" in keys and not set(map(type, _column(rows, ["correct"]))) <= {bool}:
         return False
     for k in ("params", "config"):
@@ -631,11 +623,7 @@ def quantiles_s(samples: list[float] | tuple[float, ...]) -> tuple[float, float,
     """(p20, p50, p80) of timing samples, linear interpolation: numpy's ``percentile`` rule and
     arithmetic (bit for bit), in plain Python (a numpy call per row cost 0.3 ms; a big file has
     100,000 rows)."""
-    return quantiles_of_sorted(sorted(map(float, samples)))
-
-
-def quantiles_of_sorted(a) -> tuple[float, float, float]:
-    """``quantiles_s`` of float samples already sorted."""
+    a = sorted(map(float, samples))
     if not a:
         raise ValueError("quantiles of no samples")
     n = len(a)

@@ -46,8 +46,7 @@ from rooflinecli.errors import RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
 from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info, check_row,
-                                 load_results, median_of_sorted, median_s, quantiles_of_sorted, quantiles_s, row_from_checked,
-                                 summary_mismatch)
+                                 load_results, median_s, quantiles_s, row_from_checked, summary_mismatch)
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
@@ -230,28 +229,20 @@ def pool_runs(held: list[dict[tuple, _RunRow]], fields_of: dict[tuple, ResultRow
     pooled = []
     for key, rows in per_key.items():  # first seen first: the oldest run's order, then newer rows
         newest, last = fields_of[key], rows[-1]
-        if len(rows) == 1:  # one run: its samples sorted once for its median and its quantiles
-            samples = last.samples_s
-            ordered = sorted(samples)
-            medians = [median_of_sorted(ordered)]
-            p50 = median_s(medians)
-            p20, _, p80 = quantiles_of_sorted(ordered)
-            configs: set[str] = set()  # distinct configs matter only between runs
-        else:
-            samples = tuple(s for r in rows for s in r.samples_s)
-            medians = [median_s(r.samples_s) for r in rows]
-            p50 = median_s(medians)  # results.pooled_median_s, each run's median taken once
-            p20, _, p80 = quantiles_s(samples)
-            configs = {json.dumps(r.config, sort_keys=True, default=str) for r in rows if r.config}
+        samples = rows[0].samples_s if len(rows) == 1 else tuple(s for r in rows for s in r.samples_s)
+        medians = [median_s(r.samples_s) for r in rows]
+        p50 = median_s(medians)  # results.pooled_median_s, each run's median taken once
+        p20, _, p80 = quantiles_s(samples)
         pct = last.pct_of_roof * medians[-1] / p50 if last.pct_of_roof is not None else None
         hosts = [r.host_us_per_call for r in rows if r.host_us_per_call is not None]
+        configs = {json.dumps(r.config, sort_keys=True, default=str) for r in rows if r.config}
         d = dict(newest.__dict__)
         d.update(
             samples_s=samples, p20_s=p20, p50_s=p50, p80_s=p80,
             achieved_tflops=newest.flops / p50 / 1e12 if newest.flops else newest.achieved_tflops,
             achieved_gb_per_s=newest.bytes / p50 / 1e9 if newest.bytes else newest.achieved_gb_per_s,
             pct_of_roof=pct, config=last.config,
-            host_us_per_call=(float(hosts[0]) if len(hosts) == 1 else float(statistics.median(hosts))) if hosts else None,
+            host_us_per_call=float(statistics.median(hosts)) if hosts else None,
             note=f"baseline: median of {len(rows)} run median(s); {len(samples)} samples pooled from {len(rows)} run(s)"
             + (f"; the runs' tuned configs differ ({len(configs)} distinct), the newest is kept" if len(configs) > 1 else ""),
         )
