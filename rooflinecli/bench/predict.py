@@ -62,7 +62,7 @@ def roof_maker(spec: HardwareSpec) -> Callable[[float, float, str], Roof | None]
             peak = peaks[compute_dtype] = spec.peak_flops_per_s(compute_dtype) if compute_dtype in spec.peak_dense_tflops else None
         if peak is None:
             return None
-        return Roof(float(compute_time_s(flops, peak)), float(memory_time_s(bytes_, bandwidth)), spec_id)
+        return _roof_from(flops, bytes_, peak, bandwidth, spec_id)
 
     return make
 
@@ -71,8 +71,8 @@ def roof(flops: float, bytes_: float, spec: HardwareSpec, compute_dtype: str) ->
     """The roofline of a call, or None when the spec has no peak for ``compute_dtype``."""
     if compute_dtype not in spec.peak_dense_tflops:
         return None
-    return Roof(
-        compute_time_s=float(compute_time_s(flops, spec.peak_flops_per_s(compute_dtype))),
-        memory_time_s=float(memory_time_s(bytes_, spec.memory_bandwidth_bytes_per_s)),
-        spec_id=spec.id,
-    )
+    return _roof_from(flops, bytes_, spec.peak_flops_per_s(compute_dtype), spec.memory_bandwidth_bytes_per_s, spec.id)
+
+
+def _roof_from(flops: float, bytes_: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float, spec_id: str) -> Roof:
+    return Roof(float(compute_time_s(flops, peak_flops_per_s)), float(memory_time_s(bytes_, bandwidth_bytes_per_s)), spec_id)

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import chain
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -419,7 +419,7 @@ def _side_stats(bs: list, cs: list) -> dict[str, np.ndarray]:
 class _PooledRuns:
     """The stored runs of a pooled baseline's compared rows, judged one by one: per row (arrays over
     the compared rows) whether it has more than one run, the median of its runs' medians, the
-    median of their IQR/median, how many runs are bimodal and the shortest run; per-run flags and
+    median of their IQR/median and how many runs are bimodal; per-run flags and
     spreads of one row on request (``detail``). Rows of one run-length pattern are computed at once."""
 
     def __init__(self, baseline: Results, keys: list, samples: list) -> None:
@@ -428,7 +428,6 @@ class _PooledRuns:
         self.median_s = np.full(n, np.nan)
         self.spread = np.full(n, np.nan)
         self.n_bimodal = np.zeros(n, dtype=np.int64)
-        self.min_len = np.zeros(n, dtype=np.int64)
         self._where: dict[int, tuple[int, int]] = {}
         self._groups: list[tuple[np.ndarray, np.ndarray]] = []
         lengths, pooled = self._run_lengths(baseline, keys, samples)
@@ -447,7 +446,6 @@ class _PooledRuns:
             self.median_s[idx] = np.median(meds, axis=1)
             self.spread[idx] = np.median(iqrs, axis=1)
             self.n_bimodal[idx] = found.sum(axis=1)
-            self.min_len[idx] = min(ls)
             g = len(self._groups)
             self._groups.append((found, iqrs))
             self._where.update((i, (g, r)) for r, i in enumerate(idx))

@@ -185,3 +185,23 @@ def test_strict_fails_on_unstable_only(tmp_path):
     assert strict.exit_code == 1 and strict.verdict == "unstable"
     assert "unstable = bimodal samples" in strict.rule_text() and "fails: --strict" in strict.rule_text()
     assert replace(strict.params, strict=False) == GateParams()
+
+
+def test_host_timed_mask_matches_the_written_rule():
+    """The gate's all-rows host-timed mask flags exactly the rows whose reason text is non-empty:
+    plain CUDA events with the host share at, under and over the bound, with and without a host
+    figure, spreads either side of the host-timed spread, and graph-timed rows."""
+    from rooflinecli.gate.decision import HOST_BOUND_FRACTION, HOST_SPREAD, _host_timed, _host_timed_mask
+
+    rng = np.random.default_rng(11)
+    rows, spreads = [], []
+    for i in range(400):
+        samples = 1e-4 * (1 + 0.01 * rng.standard_normal(20))
+        med_us = quantiles_s(tuple(samples))[1] * 1e6
+        host = [None, HOST_BOUND_FRACTION * med_us, HOST_BOUND_FRACTION * med_us * (1 + rng.uniform(-0.5, 0.5))][i % 3]
+        rows.append(_row(f"op{i}", samples, method=["cuda_events", "cuda_graph"][i % 5 == 0], host_us_per_call=host))
+        spreads.append([HOST_SPREAD, HOST_SPREAD * rng.uniform(0.5, 1.5)][i % 2])
+    mask = _host_timed_mask(rows, np.array(spreads))
+    expected = [bool(_host_timed(r, s)) for r, s in zip(rows, spreads)]
+    assert mask.tolist() == expected
+    assert 50 < sum(expected) < 350  # both verdicts are exercised
