@@ -23,6 +23,9 @@ PIPE_WIDTH = 200
 FALLBACK_WIDTH = 80
 #: the narrowest COLUMNS taken as given
 MIN_WIDTH = 20
+#: per-row tables (regress, validate) show at most this many rows unless --max-rows says otherwise:
+#: a full suite is a few hundred rows, and a terminal table of 100,000 rows takes minutes to print
+TABLE_MAX_ROWS = 200
 #: a wrapped text column (``fit_table(wrap=...)``) is at least this wide; a longer word folds
 WRAP_MIN_WIDTH = 20
 

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from rooflinecli.console import TABLE_MAX_ROWS
 from rooflinecli.errors import one_line
 from rooflinecli.cli.options import tokens_option
 
@@ -28,16 +29,15 @@ class Suite(str, enum.Enum):
     test = "test"  # the kernels' tiny CPU-interpreter cases
 
 
-def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set[int] | None = None) -> None:
-    from rooflinecli.console import make_console
-    from rich.table import Table
+def _echo_table(title: str, header: list[str], rows: list[list[str]], right: set[int] | None = None,
+                wrap: tuple[str, ...] = (), optional: tuple[str, ...] = ()) -> None:
+    """A table that fits the terminal (``console.fit_table``): numbers are never cut; ``wrap``
+    names text columns that may wrap, ``optional`` columns that may be left out, first named first."""
+    from rooflinecli.console import fit_table, make_console
 
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    for i, h in enumerate(header):
-        table.add_column(h, justify="right" if right and i in right else "left", overflow="fold")
-    for r in rows:
-        table.add_row(*r)
-    make_console().print(table)
+    con = make_console()
+    justify = ["right" if right and i in right else "left" for i in range(len(header))]
+    con.print(fit_table(con, title, header, rows, justify=justify, wrap=wrap, optional=optional, show_edge=False, pad_edge=False))
 
 
 def _use_cpu(device: str, allow_cpu: bool, cmd: str) -> bool:
@@ -386,6 +386,7 @@ def validate(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write the validation JSON to this file.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write a Markdown report to this file.")] = None,
     calibration: Annotated[str | None, typer.Option("--calibration", help="Instead of a results file: the imported calibrations' leave-shape-out, cross-framework and transfer errors ('all', a GPU, or GPU.engine).")] = None,
+    max_rows: Annotated[int, typer.Option("--max-rows", help="Kernel rows the terminal table shows, in file order (0: all); --json, --out and --markdown hold every row.")] = TABLE_MAX_ROWS,
 ) -> None:
     """Predicted vs measured time per kernel and shape, error statistics and the kernel targets."""
     if calibration is not None:
@@ -394,6 +395,8 @@ def validate(
         return run_validate_calibration(None if calibration == "all" else calibration, as_json)
     if results is None:
         raise RooflineError("validate: name a results file, or pass --calibration")
+    if max_rows < 0:
+        raise RooflineError(f"--max-rows must be >= 0 (0 shows every row), got {max_rows}")
     import json
 
     from rooflinecli.output import json_text, refuse_overwriting_inputs, write_text_atomic
@@ -412,28 +415,35 @@ def validate(
     if as_json:
         typer.echo(text, nl=False)
         return
-    _show_validation(v, summary_table(v))
+    _show_validation(v, summary_table(v), max_rows)
     for path in (out, markdown):
         if path is not None:
             typer.echo(f"wrote {one_line(path)}")
 
 
-def _show_validation(v, summary: list[list[str]]) -> None:
+def _show_validation(v, summary: list[list[str]], max_rows: int = 0) -> None:
     from rooflinecli.fmt import fmt_pct, fmt_us
+    from rooflinecli.gate.render import kernel
 
+    shown = v.rows if max_rows <= 0 else v.rows[:max_rows]
     rows = []
-    for r in v.rows:
+    for r in shown:
         flag = " ABOVE ROOF" if r.above_roof else ""
         rows.append(
-            [r.op, r.impl, r.shape, r.dtype, r.bound + flag, fmt_us(r.measured_s), fmt_us(r.predicted_datasheet_s), fmt_pct(r.error("datasheet")),
-             fmt_us(r.predicted_measured_s), fmt_pct(r.error("measured")), fmt_pct(r.error("fitted"))]
+            [kernel((r.op, r.impl, r.shape, r.dtype)), r.bound + flag, fmt_us(r.measured_s), fmt_us(r.predicted_datasheet_s),
+             fmt_pct(r.error("datasheet")), fmt_us(r.predicted_measured_s), fmt_pct(r.error("measured")), fmt_pct(r.error("fitted"))]
         )
+    kernel_col = "kernel (op shape dtype [impl])"
     _echo_table(
         f"{v.gpu_name}: predicted vs measured (datasheet {v.datasheet.id if v.datasheet else '-'}, measured {v.measured.id if v.measured else '-'})",
-        ["op", "impl", "shape", "dtype", "bound", "measured us", "datasheet us", "err", "meas.-ceil. us", "err", "fitted err"],
+        [kernel_col, "bound", "measured us", "datasheet us", "datasheet err", "meas.-ceil. us", "meas.-ceil. err", "fitted err"],
         rows,
-        right={5, 6, 7, 8, 9, 10},
+        right={2, 3, 4, 5, 6, 7},
+        wrap=(kernel_col,),
+        optional=("datasheet us", "meas.-ceil. us", "bound"),
     )
+    if len(shown) < len(v.rows):
+        typer.echo(f"... {len(v.rows) - len(shown):,} more row(s) not shown (--max-rows 0 shows every row; --json or --out writes them all)")
     if v.end_to_end:
         _echo_table(
             "end to end: one decoder layer",
@@ -449,14 +459,16 @@ def _show_validation(v, summary: list[list[str]]) -> None:
         _echo_table("whole model (e2e --full): predicted vs measured", E2E_FULL_HEADER, e2e_full_rows(v.end_to_end_full), right=set(range(3, 13)))
         _echo_table("whole model error summary (torch engine)", ["predictor", "phase", "points", "median |err|", "p90 |err|"], e2e_full_summary_rows(v.end_to_end_full), right={2, 3, 4})
     _echo_table("kernel targets", ["target", "goal", "value (unit)", "status", "detail"],
-                [[t.name, t.goal, t.value_text(), t.status, t.detail] for t in v.targets], right={2})
-    _echo_table("error summary (our kernels)", ["prediction from", "points", "median |err|", "p90 |err|", "median err"], summary, right={1, 2, 3, 4})
-    for f in v.flags():
-        typer.echo(f"flag: {f}")
-    for r in v.failed:
-        typer.echo(f"failed check (not timed): {r.op}[{r.impl}] {r.shape} {r.dtype}: {r.note}")
+                [[t.name, t.goal, t.value_text(), t.status, t.detail] for t in v.targets], right={2},
+                wrap=("goal", "detail"))
+    _echo_table("error summary (our kernels)", ["prediction from", "points", "median |err|", "p90 |err|", "median err"], summary, right={1, 2, 3, 4}, wrap=("prediction from",))
+    for what, lines in (("flag", v.flags()), ("failed check (not timed)", [f"{r.op}[{r.impl}] {r.shape} {r.dtype}: {r.note}" for r in v.failed])):
+        for line in lines if max_rows <= 0 else lines[:max_rows]:
+            typer.echo(f"{what}: {one_line(line)}")
+        if 0 < max_rows < len(lines):
+            typer.echo(f"... {len(lines) - max_rows:,} more {what} line(s) (--max-rows 0 shows every line)")
     for n in v.notes:
-        typer.echo(f"note: {n}")
+        typer.echo(f"note: {one_line(n)}")
 
 
 # ------------------------------------------------------------------------------------------------

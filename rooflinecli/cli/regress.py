@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from rooflinecli.errors import one_line
+from rooflinecli.console import TABLE_MAX_ROWS
+from rooflinecli.errors import RooflineError, one_line
 
 
 def _console():
@@ -31,6 +32,7 @@ def regress(
     strict: Annotated[bool, typer.Option("--strict", help="Unstable rows (bimodal, spread changed, host-timed) fail the gate (exit 1).")] = False,
     allow_missing: Annotated[bool, typer.Option("--allow-missing", help="Baseline rows missing from the candidate do not fail the gate (still listed).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the summary line.")] = False,
+    max_rows: Annotated[int, typer.Option("--max-rows", help="Rows the terminal table shows, most severe first (0: all); --json, --markdown and --junit hold every row.")] = TABLE_MAX_ROWS,
 ) -> None:
     """Compare two benchmark runs; exit 0 pass, 1 regression (or a failed check, a missing row, --strict unstable), 2 error.
 
@@ -39,21 +41,30 @@ def regress(
     host-timed) and changed tuned configs get their own verdicts. Markdown is also appended to
     $GITHUB_STEP_SUMMARY when set.
     """
-    from rooflinecli.gate.decision import GateParams, compare, parse_impls, parse_threshold
-    from rooflinecli.gate.render import render_table, write_outputs
     from rooflinecli.output import exit_on_closed_pipe, refuse_overwriting_inputs
-    from rooflinecli.results import load_results
+    from rooflinecli.results import load_results, load_results_in_background
 
+    if max_rows < 0:
+        raise RooflineError(f"--max-rows must be >= 0 (0 shows every row), got {max_rows}")
     inputs = {"the baseline": baseline, "the candidate": candidate}
     refuse_overwriting_inputs(inputs, {"--markdown": markdown, "--junit": junit, "--json": json_out})
-    params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
-                        strict=strict, allow_missing=allow_missing)
-    rep = compare(load_results(baseline), load_results(candidate), params, allow_hardware_mismatch=allow_hardware_mismatch)
+    later = load_results_in_background(candidate, beside=baseline)  # big files: read on a second core, before numpy starts threads
+    try:
+        from rooflinecli.gate.decision import GateParams, compare, parse_impls, parse_threshold
+        from rooflinecli.gate.render import render_table, write_outputs
+
+        params = GateParams(threshold=parse_threshold(threshold), alpha=alpha, min_abs_s=min_abs_us * 1e-6, impls=parse_impls(impl),
+                            strict=strict, allow_missing=allow_missing)
+        base = load_results(baseline)
+        cand = later.result()
+    finally:
+        later.cancel()
+    rep = compare(base, cand, params, allow_hardware_mismatch=allow_hardware_mismatch)
     exit_on_closed_pipe(rep.exit_code)  # `regress ... | head` still fails on a regression
     if quiet:
         typer.echo(rep.summary_line())
     else:
-        render_table(rep, _console())
+        render_table(rep, _console(), max_rows)
     for p in write_outputs(rep, markdown=markdown, junit=junit, json_path=json_out, inputs=inputs):
         typer.echo(f"wrote {one_line(p)}")
     raise typer.Exit(rep.exit_code)

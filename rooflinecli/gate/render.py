@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rooflinecli.console import TABLE_MAX_ROWS
 from rooflinecli.errors import RooflineError, clean_text, one_line, show_name
 from rooflinecli.gate.decision import REPORT_SCHEMA, Comparison, RegressReport
 
@@ -126,29 +127,50 @@ def render_json(rep: RegressReport) -> dict[str, Any]:
 # -- terminal ----------------------------------------------------------------------------------------
 
 
-def render_table(rep: RegressReport, con) -> None:
+def _capped(items: list, max_rows: int) -> tuple[list, int]:
+    """The first ``max_rows`` of ``items`` (all when ``max_rows`` is 0) and how many were left out."""
+    if max_rows <= 0 or len(items) <= max_rows:
+        return list(items), 0
+    return list(items[:max_rows]), len(items) - max_rows
+
+
+def render_table(rep: RegressReport, con, max_rows: int = TABLE_MAX_ROWS) -> None:
     """The comparison table, the flagged rows' reasons, missing / new rows, notes and the summary
-    line, on a Rich console (no markup parsed)."""
+    line, on a Rich console (no markup parsed). At most ``max_rows`` comparisons (0: all), most
+    severe first as the report orders them, and as many lines of each list; the JSON, Markdown
+    and JUnit outputs always hold every row."""
     from rich.text import Text
 
     from rooflinecli.console import fit_table
 
+    shown, hidden = _capped(rep.comparisons, max_rows)
     kernel_col = "kernel (op shape dtype [impl])"
     cols = ["verdict", kernel_col, "base p50 us", "cand p50 us", "change", "noise", "p Holm", "n"]
     rows = [[c.label, kernel(c.key), us(c.baseline_median_s), us(c.candidate_median_s), pct(c.rel_change, True), pct(c.noise),
-             p_value(c.p_shown), f"{c.n_baseline}/{c.n_candidate}"] for c in rep.comparisons]
-    con.print(fit_table(con, "roofline regress", cols, rows, styles=[_VERDICT_STYLE[c.verdict] or None for c in rep.comparisons],
+             p_value(c.p_shown), f"{c.n_baseline}/{c.n_candidate}"] for c in shown]
+    con.print(fit_table(con, "roofline regress", cols, rows, styles=[_VERDICT_STYLE[c.verdict] or None for c in shown],
                         justify=["left", "left"] + ["right"] * 6, wrap=(kernel_col,), optional=("n", "p Holm", "noise")))
-    for c in rep.comparisons:
+    if hidden:
+        left = {}
+        for c in rep.comparisons[len(shown):]:
+            left[c.label] = left.get(c.label, 0) + 1
+        what = ", ".join(f"{n:,} {label}" for label, n in left.items())
+        con.print(Text(f"... {hidden:,} more row(s) not shown ({what}); --max-rows 0 shows every row, --json writes them all"))
+    for c in shown:
         if c.verdict in ("failed", "regression", "unstable", "config-changed", "inconclusive"):
             con.print(Text(f"{c.label}: {kernel(c.key)}: {text(c.reason)}" + (f" ({text(c.note)})" if c.note else "")))
     missing = "fails the gate; --allow-missing to accept" if rep.missing_fail else "allowed by --allow-missing"
-    for k in rep.only_in_baseline:
-        con.print(Text(f"missing from candidate: {kernel(k)} ({missing})"))
-    for k in rep.only_in_candidate:
-        con.print(Text(f"only in candidate: {kernel(k)} (new, not compared)"))
-    for k, why in rep.not_compared:
-        con.print(Text(f"not compared: {kernel(k)}: {text(why)}"))
+    lists = (
+        ("missing from candidate", [f"{kernel(k)} ({missing})" for k in rep.only_in_baseline]),
+        ("only in candidate", [f"{kernel(k)} (new, not compared)" for k in rep.only_in_candidate]),
+        ("not compared", [f"{kernel(k)}: {text(why)}" for k, why in rep.not_compared]),
+    )
+    for title, lines in lists:
+        shown_lines, more = _capped(lines, max_rows)
+        for line in shown_lines:
+            con.print(Text(f"{title}: {line}"))
+        if more:
+            con.print(Text(f"... {more:,} more '{title}' row(s); --max-rows 0 shows every row, --json writes them all"))
     for n in rep.notes:
         con.print(Text(f"note: {text(n)}"))
     con.print(Text(f"rule: {rep.rule_text()}"))

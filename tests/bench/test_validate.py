@@ -150,6 +150,23 @@ def test_validate_cli_json_markdown_and_tables(tmp_path, measured_spec):
     assert r.exit_code == 0 and "kernel targets" in r.output and "flag: rmsnorm" in r.output
 
 
+
+def test_validate_terminal_table_shows_at_most_max_rows(tmp_path, measured_spec):
+    """The terminal table stops at --max-rows (a 100,000-row file printed whole took 88 s); the
+    JSON holds every row; 0 shows all; a negative count is a one-line error."""
+    synthetic_results(tmp_path)
+    res = str(tmp_path / "results.json")
+    r = runner.invoke(app, ["validate", res, "--measured", measured_spec.path, "--max-rows", "2"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "copy N268435456 bf16 [triton]" in r.output and "copy N268435456 bf16 [torch]" in r.output
+    assert "M4096-N4096-K4096" not in r.output.split("more row(s) not shown")[0]
+    assert "... 4 more row(s) not shown (--max-rows 0 shows every row" in r.output
+    assert "flag: rmsnorm" in r.output and "more flag line" not in r.output  # one flag: under the cap, shown
+    r = runner.invoke(app, ["validate", res, "--measured", measured_spec.path, "--max-rows", "0"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "not shown" not in r.output and "rmsnorm M16384-D4096 bf16 [triton]" in r.output
+    r = runner.invoke(app, ["validate", res, "--measured", measured_spec.path, "--max-rows", "-1"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--max-rows must be >= 0" in r.output
+
 def test_validate_bad_inputs_are_one_line_errors(tmp_path):
     (tmp_path / "bad.json").write_text('{"schema": "other/9", "rows": []}')
     for args, needle in (([str(tmp_path / "nope.json")], "no such results file"), ([str(tmp_path / "bad.json")], "is not supported")):

@@ -204,6 +204,27 @@ def test_cli_writes_markdown_junit_json_and_step_summary(files, tmp_path, monkey
     assert not list(tmp_path.glob("o/.*.tmp"))  # atomic writes leave no temp files
 
 
+
+def test_cli_terminal_table_stops_at_max_rows_most_severe_first(tmp_path):
+    """At most --max-rows rows (and lines of each list) print, the regression first; the JSON holds
+    every row; 0 shows all; a negative count is a one-line error."""
+    b = [_row(f"k{i}", _lognormal(1e-4, 10, 0.01, 10 + i)) for i in range(6)] + [_row(f"gone{i}", _lognormal(1e-4, 10, 0.01, 30 + i)) for i in range(3)]
+    c = [_row(f"k{i}", _lognormal(1e-4 * (1.3 if i == 4 else 1.0), 10, 0.01, 20 + i)) for i in range(6)]
+    _results(b).save(tmp_path / "b.json")
+    _results(c).save(tmp_path / "c.json")
+    args = ["regress", str(tmp_path / "b.json"), str(tmp_path / "c.json"), "--allow-missing", "--json", str(tmp_path / "r.json")]
+    r = runner.invoke(app, [*args, "--max-rows", "2"], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    table = r.output.split("... 4 more row(s) not shown (4 pass); --max-rows 0 shows every row")[0]
+    assert "k4 S1 bf16 [triton]" in table and table.count("[triton]") == 2
+    assert r.output.count("missing from candidate:") == 2 and "... 1 more 'missing from candidate' row(s)" in r.output
+    assert len(json.loads((tmp_path / "r.json").read_text())["rows"]) == 6
+    r = runner.invoke(app, [*args, "--max-rows", "0"], env={"COLUMNS": "200"})
+    assert "not shown" not in r.output and r.output.count("missing from candidate:") == 3
+    assert all(f"k{i} S1 bf16 [triton]" in r.output for i in range(6))
+    r = runner.invoke(app, [*args, "--max-rows", "-3"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--max-rows must be >= 0" in r.output
+
 def test_cli_missing_rows_fail_unless_allowed_and_new_rows_are_listed(tmp_path):
     """A baseline row missing from the candidate (a kernel that crashed or was skipped) fails the
     gate; --allow-missing accepts it, still listed. A row only in the candidate is never a failure."""

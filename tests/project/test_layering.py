@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[2] / "rooflinecli"
 LAYERS: dict[str, int] = {}
 for layer, units in enumerate(
     (
-        ("errors", "fmt", "console", "formulas", "dtypes", "stats", "output", "quant", "bulk", "__init__"),
+        ("errors", "fmt", "console", "formulas", "dtypes", "stats", "output", "quant", "bulk", "forked", "__init__"),
         ("hardware", "models", "hf_config", "model_registry", "params", "kv", "rope", "results"),
         ("analysis",),
         ("ceilings", "achievable"),
