@@ -76,6 +76,10 @@ TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "context_mla": ("kv_dtype", "B", "S", "H"),
     "generation_mla": ("kv_dtype", "B", "N", "H"),
     "mla_bmm": ("op", "dtype", "T", "H"),
+    # per-tensor fp8 quantization of an M x K activation: what dynamic scaling adds to the static
+    # kernel (``fp8_scale``), and the static quantize kernel itself (``fp8_quantize``)
+    "fp8_scale": ("M", "K"),
+    "fp8_quantize": ("M", "K"),
 }
 TEXT_COLUMNS = ("dtype", "kv_dtype", "op")
 

@@ -8,7 +8,7 @@ when the host falls behind the GPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rooflinecli.errors import RooflineError, unknown_name_error
 
@@ -44,6 +44,19 @@ class EngineProfile:
     #: the new K and V written into the cache; "rope": RoPE on q and k, as TensorRT-LLM's QKV
     #: preprocessing): those kernels get no row of their own
     attention_includes: tuple[str, ...] = ()
+    #: per-tensor fp8 GEMMs run with the checkpoint's static activation scale while the engine's
+    #: measured fp8 GEMM rows were timed with dynamic scaling: each loses what dynamic scaling adds
+    #: (the calibration's ``fp8_scale`` table, where it has one)
+    fp8_static_scale: bool = False
+    #: GEMMs whose input arrives already in fp8 (the kernel before them writes it): they also lose
+    #: the quantize kernel (``fp8_quantize``)
+    fp8_fed_gemms: tuple[str, ...] = ()
+    #: model types whose tensor-parallel all-reduces carry the residual add and the next RMSNorm
+    #: (and, for fp8, its quantization) in one kernel, for hidden sizes above
+    #: ``allreduce_norm_fusion_above``: those norms get no kernel of their own, and the GEMMs they
+    #: feed an fp8 input
+    allreduce_norm_fusion: tuple[str, ...] = ()
+    allreduce_norm_fusion_above: int = 0
 
 
 def _serving(name: str, description: str, includes: tuple[str, ...]) -> EngineProfile:
@@ -104,8 +117,18 @@ ENGINES: dict[str, EngineProfile] = {
                      "KV-cache write, custom all-reduce; fused norm and SiLU*mul", ("kv_write",)),
     "sglang": _serving("sglang", "SGLang's kernels as measured: GEMMs, FlashInfer / FA3 attention calls that include the KV-cache "
                        "write, custom all-reduce; fused norm and SiLU*mul", ("kv_write",)),
-    "trtllm": _serving("trtllm", "TensorRT-LLM's kernels as measured: GEMMs, attention calls that include the QKV preprocessing "
-                       "(RoPE and the KV-cache write), custom all-reduce; fused norm and SiLU*mul", ("rope", "kv_write")),
+    # TensorRT-LLM's PyTorch backend (tensorrt_llm/_torch): ``FP8QDQLinearMethod`` quantizes with the
+    # checkpoint's input_scale (per-tensor fp8 checkpoints are ModelOpt's, which ship one) and only
+    # falls back to dynamic scaling without it, as the collector's Linear (no input_scale) ran; the
+    # attention op writes fp8 for an fp8 o_proj (``out_scale``) and GatedMLP's swiglu for an fp8
+    # down_proj (``quant_scale``); ``LlamaDecoderLayer`` fuses each TP all-reduce with the residual
+    # add, the next RMSNorm and its fp8 quantization (``AllReduceFusionOp.RESIDUAL_RMS_NORM_QUANT_FP8``)
+    # for hidden sizes above 4,096 (``TRTLLM_LLAMA_EAGER_FUSION_DISABLED`` turns it off)
+    "trtllm": replace(
+        _serving("trtllm", "TensorRT-LLM's kernels as measured: GEMMs, attention calls that include the QKV preprocessing "
+                 "(RoPE and the KV-cache write), custom all-reduce (Llama: with the residual add and RMSNorm); fused norm and SiLU*mul; "
+                 "static fp8 activation scales", ("rope", "kv_write")),
+        fp8_static_scale=True, fp8_fed_gemms=("attn.o", "mlp.down"), allreduce_norm_fusion=("llama",), allreduce_norm_fusion_above=4096),
 }
 
 

@@ -246,6 +246,11 @@ class _Builder:
         M = self.last if name == "lm_head" else self.tokens
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
+        less, why = self.static_fp8_saving(name, M, d_in)
+        if less is not None:  # kept above the graph floor (a kernel costs at least that much)
+            t = np.maximum(t - less, np.minimum(t, self.m.graph_floor_s))
+            t0 = np.minimum(t0, t)
+            note += why
         s16 = self.unconverted_share(parts) if self.wl.compute_dtype not in ("bf16", "fp16") else 0.0
         if s16 > 0:  # stored 16-bit (left out of the quantization): a bf16 GEMM
             t16, t016 = self.gemm(M, N, d_in, nbytes / count, bf16=True)
@@ -264,6 +269,34 @@ class _Builder:
         if self.gemm_speedup != 1.0:
             note += f"; {self.wl.compute_dtype} compute {self.gemm_speedup:.2f}x the bf16 fit ({self.gemm_speedup_source})"
         self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count))
+
+    def static_fp8_saving(self, name: str, M, K):
+        """(seconds less per call, note) for a per-tensor fp8 GEMM of the engine's measured table
+        when the engine runs it with a static activation scale (``fp8_static_scale``) but the rows
+        were timed with dynamic scaling: what dynamic scaling adds (the ``fp8_scale`` table) comes
+        off, and the quantize kernel too (``fp8_quantize``) for a GEMM fed an fp8 tensor
+        (``fp8_fed_gemms``, or the GEMMs after a fused all-reduce + RMSNorm + quantize); (None, "")
+        where none of this applies."""
+        tm = self.m.tables
+        # a block-quantized checkpoint scales per token group at run time whatever table answers for it
+        if (not self.p.fp8_static_scale or tm is None or name == "lm_head" or tm.fp8_quant is None or self.table_dtype(tm.gemm) != "fp8"
+                or self.gemm_table().dtype != "fp8"):
+            return None, ""
+        q = tm.fp8_quant
+        fed = name in self.p.fp8_fed_gemms or (name in ("attn.qkv", "mlp.gate_up") and self.allreduce_norm_fused())
+        less = q.scale.time_s(M, K) + (q.quantize.time_s(M, K) if fed else 0.0)
+        what = "dynamic scaling and the quantize kernel (its input arrives in fp8)" if fed else "dynamic scaling"
+        return less, f"; static activation scale: {float(np.mean(less)) * 1e6:.1f} us of {what} off the table's time"
+
+    def allreduce_norm_fused(self) -> bool:
+        """Whether the engine fuses each TP all-reduce with the residual add and the next RMSNorm
+        (``allreduce_norm_fusion``) for this model: its model type, a hidden size above the
+        engine's threshold, tensor parallelism without attention DP, a dense model, and the
+        all-reduces timed from the engine's measured table."""
+        p, cfg, wl, tm = self.p, self.cfg, self.wl, self.m.tables
+        return (cfg.model_type in p.allreduce_norm_fusion and cfg.hidden_size > p.allreduce_norm_fusion_above and wl.tp > 1
+                and wl.attention_dp == 1 and cfg.moe is None and tm is not None and tm.comm is not None
+                and any(n.startswith("comm.tp_allreduce") for n in self.ops))
 
     def _split_roof(self, rows: list[StepRow], weights: list[float]) -> None:
         """Share the first row's roof (it covers all of ``rows``' ops) among ``rows`` by ``weights``
@@ -458,6 +491,8 @@ class _Builder:
                 done.update(parts)
             elif "linear" in op.extra:
                 self.linear(name, (name,))
+            elif name == "norms" and op.kernels <= 2 and self.allreduce_norm_fused():  # inside the all-reduce kernels: their bytes at the roof
+                self.add("norms", "elementwise", L, 0, 0.0, 0.0, ("norms",), "with the residual add, inside the TP all-reduce kernels")
             elif name == "norms":
                 self.norms("norms", 2, cfg.hidden_size, L, ("norms",), with_add=p.residual_add_kernels == 0, clamp=op.kernels <= 2)
                 if op.kernels > 2:  # MLA latent norms, q/k norms: plain norms of their mean width

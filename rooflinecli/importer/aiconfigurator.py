@@ -64,6 +64,10 @@ TABLES: dict[tuple[str, str], tuple[str, ...]] = {
     ("mla", "generation_mla_perf"): ("device", "framework", "version", "kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size",
                                      "step", "tp_size", "latency"),
     ("mla_bmm", "mla_bmm_perf"): ("device", "framework", "version", "op_name", "kernel_source", "bmm_dtype", "num_tokens", "num_heads", "latency"),
+    # per-tensor fp8 quantization of an M x K activation: ``scale_matrix`` is the static quantize
+    # kernel (a known scale), ``compute_scale`` what dynamic quantization (amax, then scale) adds
+    ("quantize", "computescale_perf"): ("device", "framework", "version", "kernel_source", "m", "k", "quant_dtype", "latency"),
+    ("quantize", "scale_matrix_perf"): ("device", "framework", "version", "kernel_source", "m", "k", "quant_dtype", "latency"),
 }
 #: the key columns of each table (rows repeating them are merged)
 KEYS: dict[str, tuple[str, ...]] = {
@@ -76,6 +80,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "context_mla_perf": ("kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "tp_size"),
     "generation_mla_perf": ("kernel_source", "mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "step", "tp_size"),
     "mla_bmm_perf": ("op_name", "kernel_source", "bmm_dtype", "num_tokens", "num_heads"),
+    "computescale_perf": ("kernel_source", "quant_dtype", "m", "k"),
+    "scale_matrix_perf": ("kernel_source", "quant_dtype", "m", "k"),
 }
 #: a newer clean table with fewer than this share of the rows of the largest clean one is a partial
 #: re-collection (a few shapes for a new model): the largest answers, and the newer one is named
@@ -578,6 +584,27 @@ def _mla_bmm_table(cols: dict) -> tuple[dict, list[str]]:
     return {"columns": out, "kernels": kernels}, skipped
 
 
+def _quant_table(cols: dict) -> tuple[dict, list[str]]:
+    """fp8 rows of a quantize table (one kernel source: the one with most rows). ``compute_scale``
+    is measured as dynamic minus static quantization and clipped at 0: a row of 0 (the two equally
+    fast at that shape) is left to the grid's interpolation, as a table holds positive times."""
+    ks, qd = cols["kernel_source"].astype(str), cols["quant_dtype"].astype(str)
+    lat = np.asarray(cols["latency"], dtype=float)
+    skipped = []
+    if (qd != "fp8").any():
+        skipped.append(f"{int((qd != 'fp8').sum())} rows of quant dtypes other than fp8 (not modelled)")
+    k = _most_rows(ks, qd == "fp8")
+    keep = (qd == "fp8") & (ks == k) & (lat > 0)
+    other = int(((qd == "fp8") & (ks != k)).sum())
+    if other:
+        skipped.append(f"{other} fp8 rows of other kernels than {k} (one kernel: the one with most rows)")
+    zero = int(((qd == "fp8") & (ks == k) & ~(lat > 0)).sum())
+    if zero:
+        skipped.append(f"{zero} rows of 0 (dynamic no slower than static there; interpolated)")
+    out = {"M": cols["m"][keep].astype(int).tolist(), "K": cols["k"][keep].astype(int).tolist(), "latency_us": _sig(lat[keep] * 1e3)}
+    return {"columns": out, "kernels": {"fp8": k} if k else {}}, skipped
+
+
 #: our table name -> (data table, framework folder: None = the engine's own, builder)
 IMPORTS = {
     "gemm": ("gemm_perf", None, lambda c: _gemm_table(c)),
@@ -589,6 +616,8 @@ IMPORTS = {
     "context_mla": ("context_mla_perf", None, lambda c: _mla_table(c, "S")),
     "generation_mla": ("generation_mla_perf", None, lambda c: _mla_table(c, "N")),
     "mla_bmm": ("mla_bmm_perf", None, _mla_bmm_table),
+    "fp8_scale": ("computescale_perf", None, _quant_table),
+    "fp8_quantize": ("scale_matrix_perf", None, _quant_table),
 }
 #: tables a calibration cannot do without (the rest are used where present)
 REQUIRED_TABLES = ("gemm",)

@@ -89,3 +89,53 @@ def test_block_fp8_moe_under_tp_reads_the_kernel_measured_there():
     rows = _rows(cfg, spec, _wl(int(T), tp=2), T, 1024, "vllm")
     assert "fp8_block table" in rows["moe.experts"]["note"] and other in rows["moe.experts"]["note"]
     assert rows["moe.experts"]["time_s"] == pytest.approx(cfg.num_layers * want, rel=1e-6)
+
+
+def _quant_row(spec, engine, table, M, K) -> float:
+    c = calibration_for(spec, engine).tables[table]["columns"]
+    m = (c["M"] == M) & (c["K"] == K)
+    assert m.sum() == 1
+    return float(c["latency_us"][m][0]) * 1e-6
+
+
+def test_trtllm_per_tensor_fp8_gemms_run_with_the_static_scale():
+    # llama-3.1-8b on H200, TP 1, batch 32: the fp8 rows were timed with dynamic scaling; a static
+    # scale takes the measured scaling step off every GEMM, and the quantize kernel off those fed fp8
+    spec, cfg, B = get_spec("h200"), get_model("llama-3.1-8b"), 32
+    rows = _rows(cfg, spec, _wl(B), B, 1024, "trtllm")
+    L = cfg.num_layers
+    scale, quantize = _quant_row(spec, "trtllm", "fp8_scale", 32, 4096), _quant_row(spec, "trtllm", "fp8_quantize", 32, 4096)
+    assert scale > 3 * quantize > 0  # amax + scale is the larger part of dynamic quantization
+    qkv = _gemm_row(spec, "trtllm", "fp8", 32, 6144, 4096)
+    assert rows["attn.qkv"]["time_s"] == pytest.approx(L * (qkv - scale), rel=1e-6)
+    assert "static activation scale" in rows["attn.qkv"]["note"] and "input arrives in fp8" not in rows["attn.qkv"]["note"]
+    o = _gemm_row(spec, "trtllm", "fp8", 32, 4096, 4096)  # fed by attention's fp8 output
+    assert rows["attn.o"]["time_s"] == pytest.approx(L * (o - scale - quantize), rel=1e-6)
+    assert "input arrives in fp8" in rows["attn.o"]["note"]
+    # hidden 4,096 and TP 1: the norms keep their kernels
+    assert rows["norms"]["kernels"] == 2
+
+
+def test_other_engines_and_bf16_keep_the_table_as_measured():
+    spec, cfg, B = get_spec("h200"), get_model("llama-3.1-8b"), 32
+    rows = _rows(cfg, spec, _wl(B), B, 1024, "vllm")
+    assert "static activation scale" not in rows["attn.o"]["note"]
+    assert rows["attn.o"]["time_s"] == pytest.approx(cfg.num_layers * _gemm_row(spec, "vllm", "fp8", 32, 4096, 4096), rel=1e-6)
+    wl = Workload(batch=B, prompt_len=1024, gen_len=1)
+    rows = _rows(cfg, spec, wl, B, 1024, "trtllm")
+    assert "static activation scale" not in rows["attn.o"]["note"]
+
+
+def test_trtllm_llama_all_reduce_carries_the_norms_and_their_quantization():
+    spec, cfg, B = get_spec("h200"), get_model("llama-3.1-70b"), 8
+    assert cfg.hidden_size > 4096
+    tp8 = _rows(cfg, spec, _wl(B, tp=8), B, 1024, "trtllm")
+    assert tp8["norms"]["kernels"] == 0 and "all-reduce" in tp8["norms"]["note"]
+    assert tp8["norms"]["time_s"] == pytest.approx(tp8["norms"]["roof_s"], rel=1e-9)  # its bytes at the roof, no kernel
+    assert "input arrives in fp8" in tp8["attn.qkv"]["note"] and "input arrives in fp8" in tp8["mlp.gate_up"]["note"]
+    tp1 = _rows(cfg, spec, _wl(B), B, 1024, "trtllm")  # no all-reduce to fuse into
+    assert tp1["norms"]["kernels"] == 2 and "input arrives in fp8" not in tp1["attn.qkv"]["note"]
+    qwen = get_model("qwen3-32b")  # Qwen3's decoder layer runs its norms on their own
+    assert _rows(qwen, spec, _wl(B, tp=8), B, 1024, "trtllm")["norms"]["kernels"] == 2
+    vllm = _rows(cfg, spec, _wl(B, tp=8), B, 1024, "vllm")
+    assert vllm["norms"]["kernels"] == 2

@@ -401,3 +401,34 @@ def test_moe_import_with_one_kernel_a_dtype_has_no_layout_kernels() -> None:
     rows = [("triton", "bfloat16", T, 4096, 1536, 8, 128, tp, 1, 0.1) for tp in (1, 2) for T in (1, 16)]
     body, skipped = _moe_table(_moe_cols(rows))
     assert "layout_kernels" not in body and not any("other kernels" in s for s in skipped)
+
+
+def _quantize(folder: Path, table: str, rows: list[tuple]) -> None:
+    names = ["framework", "version", "device", "op_name", "kernel_source", "m", "k", "quant_dtype", "latency"]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({nm: [r[i] for r in rows] for i, nm in enumerate(names)}), folder / f"{table}.parquet")
+
+
+def test_fp8_quantize_tables_imported_and_read_as_measured(data: Path) -> None:
+    from rooflinecli.achievable.calibration import parse_calibration
+    from rooflinecli.achievable.tables import fit_tables
+
+    f = data / "h200_sxm/quantize/trtllm/1.3.0rc20"
+    _meta(f, "trtllm", "1.3.0rc20", ["computescale_perf", "scale_matrix_perf"])
+    grid = [(m, k) for m in (1, 16, 256, 4096) for k in (1024, 8192)]
+    # compute_scale is dynamic minus static, clipped at 0 by the collector: a 0 row is interpolated
+    scale = [("TRTLLM", "1.3.0rc20", "NVIDIA H200", "compute_scale", "torch_ops", m, k, "fp8", 0.0 if (m, k) == (16, 1024) else 0.007 + m * k * 3e-12)
+             for m, k in grid] + [("TRTLLM", "1.3.0rc20", "NVIDIA H200", "compute_scale", "torch_ops", 1, 1024, "int8", 0.5)]
+    _quantize(f, "computescale_perf", scale)
+    _quantize(f, "scale_matrix_perf", [("TRTLLM", "1.3.0rc20", "NVIDIA H200", "scale_matrix", "torch_ops", m, k, "fp8", 0.0014 + m * k * 1e-12) for m, k in grid])
+    _meta(data / "h200_sxm/gemm/trtllm/1.3.0rc20", "trtllm", "1.3.0rc20", ["gemm_perf"])
+    doc = build_calibration(DataRoot(data, "test"), "h200", "trtllm")
+    s = doc["tables"]["fp8_scale"]
+    assert len(s["columns"]["M"]) == len(grid) - 1 and s["provenance"]["table_path"].endswith("computescale_perf.parquet")
+    assert any("rows of 0" in x for x in s["provenance"]["skipped_rows"]) and any("int8" not in x and "other than fp8" in x for x in s["provenance"]["skipped_rows"])
+    q = fit_tables(parse_calibration(json.loads(json.dumps(doc)), "test")).fp8_quant
+    assert q.scale.time_s(256, 8192) == pytest.approx(0.007e-3 + 256 * 8192 * 3e-15, rel=1e-3)  # a grid point, as measured
+    assert q.quantize.time_s(4096, 1024) == pytest.approx(0.0014e-3 + 4096 * 1024 * 1e-15, rel=1e-3)
+    between = q.scale.time_s(16, 1024)  # the clipped row, between its neighbours
+    assert q.scale.time_s(1, 1024) < between < q.scale.time_s(256, 1024)
+    assert q.quantize.time_s(8192, 1024) == pytest.approx(2 * q.quantize.time_s(4096, 1024), rel=1e-9)  # past the edge: by the elements
