@@ -334,10 +334,31 @@ def json_text(obj: Any, level: int = 0) -> str:
         if isinstance(x, dict) and x and (lvl < 2 or nested(x)):
             return "{\n" + ",\n".join(f"{inner}{json.dumps(str(k))}: {enc(v, lvl + 1)}" for k, v in x.items()) + f"\n{pad}}}"
         if rows(x):
-            return "[\n" + ",\n".join(f"{inner}{row(v, lvl + 1)}" for v in x) + f"\n{pad}]"
+            return "[\n" + _halves(lambda part: ",\n".join(f"{inner}{row(v, lvl + 1)}" for v in part), x) + f"\n{pad}]"
         return compact(x)
 
     return enc(obj, level)
+
+
+#: a list of at least this many objects is encoded in two halves at once, the second in a forked
+#: child (``rooflinecli.forked``: only where forking is safe; else here, one after the other)
+PARALLEL_ROWS = 20_000
+
+
+def _halves(encode, rows) -> str:
+    """``encode(rows)`` of a list of objects as ``encode(first half) + ",\n" + encode(second
+    half)``, the second half encoded in a forked child when the list is long."""
+    if len(rows) < PARALLEL_ROWS:
+        return encode(rows)
+    from rooflinecli import forked
+
+    half = len(rows) // 2
+    later = forked.start(encode, rows[half:])
+    try:
+        first = encode(rows[:half])
+        return first + ",\n" + later.result()
+    finally:
+        later.cancel()
 
 
 def write_output(path: str | os.PathLike[str], text: str, *, make_parents: bool = False) -> Path | None:

@@ -646,6 +646,10 @@ class _Rebuilt:
     def __init__(self, pending, path: str):
         self._pending, self._path = pending, path
 
+    @property
+    def forked(self) -> bool:
+        return self._pending.forked
+
     @bulk
     def result(self) -> Results:
         return _from_portable(self._pending.result()) if self._pending.forked else load_results(self._path)

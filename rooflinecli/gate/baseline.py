@@ -34,10 +34,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import statistics
 import struct
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timezone
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,7 @@ from rooflinecli.errors import RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
 from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info, check_row,
-                                 load_results, median_s, quantiles_s, row_from_checked, summary_mismatch)
+                                 load_results, load_results_in_background, median_s, quantiles_s, row_from_checked, summary_mismatch)
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
@@ -229,7 +231,7 @@ def pool_runs(held: list[dict[tuple, _RunRow]], fields_of: dict[tuple, ResultRow
     pooled = []
     for key, rows in per_key.items():  # first seen first: the oldest run's order, then newer rows
         newest, last = fields_of[key], rows[-1]
-        samples = rows[0].samples_s if len(rows) == 1 else tuple(s for r in rows for s in r.samples_s)
+        samples = rows[0].samples_s if len(rows) == 1 else tuple(chain.from_iterable(r.samples_s for r in rows))
         medians = [median_s(r.samples_s) for r in rows]
         p50 = median_s(medians)  # results.pooled_median_s, each run's median taken once
         p20, _, p80 = quantiles_s(samples)
@@ -267,60 +269,128 @@ class UpdateOutcome:
     skipped_incorrect: int
 
 
-@bulk
-def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DIR, keep: int = DEFAULT_KEEP, now: str | None = None) -> UpdateOutcome:
-    """Add a run to its GPU's baseline, keep the newest ``keep`` runs, rewrite the pooled rows."""
-    if keep < 1:
-        raise RooflineError(f"--keep must be >= 1, got {keep}")
-    res = load_results(results_path)
+#: bytes of a results file's head read for its environment before the whole file is parsed
+SNIFF_BYTES = 1 << 16
+
+
+def _sniffed_baseline(results_path: str | Path, directory: str | Path) -> Path | None:
+    """The existing baseline file the run at ``results_path`` names in the head of its file
+    (``environment.gpu_name`` within the first ``SNIFF_BYTES``), read without parsing the rest; a
+    guess that ``update_baseline`` checks once the run is read. None when the head does not say
+    or no regular file is there."""
+    import json
+    import stat
+
+    try:
+        with open(results_path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES).decode("utf-8", "replace")
+        i = head.find('"environment"')
+        j = head.find("{", i) if i >= 0 else -1
+        env, _ = json.JSONDecoder().raw_decode(head, j) if j >= 0 else (None, 0)
+    except (OSError, ValueError, RecursionError):
+        return None
+    gpu = env.get("gpu_name") if isinstance(env, dict) else None
+    if not isinstance(gpu, str) or not gpu.strip() or gpu.strip().lower() == "unknown" or len(gpu_slug(gpu.strip())) > MAX_GPU_SLUG:
+        return None
+    guess = baseline_path(gpu.strip(), directory)
+    try:
+        return guess if stat.S_ISREG(os.stat(guess).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _checked_run(res: Results) -> Results:
     if not res.rows:
         raise RooflineError(f"{res.path}: no rows to take into a baseline")
     if isinstance(res.extra.get("baseline"), dict):
         raise RooflineError(f"{res.path}: is itself a baseline; update from a benchmark run's results file")
-    path = baseline_path_for(res, directory)
+    return res
+
+
+def _resolved(path: Path) -> Path:
     try:  # makes the baselines folder (the tool's own); refuses a device, FIFO or non-results file
         resolve_output(path, make_parents=True, kind=RESULTS_KIND)
     except RooflineError as e:
         raise RooflineError(f"baseline {e}") from None
-    with locked(path.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
-        headers: list[dict[str, Any]] = []
-        held: list[dict[tuple, _RunRow]] = []
-        fields_of: dict[tuple, ResultRow] = {}
-        if path.exists():
-            old = load_results(path)
-            headers, held, fields_of = stored_runs(old)
-            if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
-                raise RooflineError(f"{path}: baseline is for GPU '{one_line(old.gpu_name)}', but {res.path} ran on '{one_line(res.gpu_name)}'; refusing to mix them")
-        fp = run_fingerprint(res)
-        added = not _already_held(res, fp, headers)
-        if added:
-            headers.append(_run_header(res, fp))
-            correct = [r for r in res.rows if r.correct]
-            held.append({r.key: _held(r) for r in correct})
-            fields_of.update((r.key, r) for r in correct)  # the newest run's fields
-        dropped = max(0, len(headers) - keep)
-        headers, held = headers[dropped:], held[dropped:]
-        rows = pool_runs(held, fields_of)
-        if not rows:
-            raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
-        index = {r.key: i for i, r in enumerate(rows)}
-        runs = [{**h, "rows": _stored_rows(mine, index)} for h, mine in zip(headers, held)]
-        newest = headers[-1]
-        base = Results(
-            rows=rows,
-            environment=dict(newest.get("environment") or {}),
-            created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            tool_version=str(newest.get("tool_version") or ""),
-            suite=str(newest.get("suite") or "full"),
-            hardware_spec=newest.get("hardware_spec"),
-            measured_spec=newest.get("measured_spec"),
-            extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated, oldest run first",
-                                "run_row": list(BASELINE_RUN_ROW), "runs": runs}},
-        )
-        try:
-            base.save(path)
-        except RooflineError as e:
-            raise RooflineError(f"baseline {e}") from None
+    return path
+
+
+@bulk
+def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DIR, keep: int = DEFAULT_KEEP, now: str | None = None) -> UpdateOutcome:
+    """Add a run to its GPU's baseline, keep the newest ``keep`` runs, rewrite the pooled rows.
+
+    Two big files (the run and an existing baseline, ``load_results_in_background``'s sizes) are
+    read at once: the run in a forked child while this process, holding the folder's lock, reads
+    the baseline its head names (``_sniffed_baseline``). Errors come in the serial order (the
+    run's first), and a guess the run's rows contradict is dropped for the serial read."""
+    if keep < 1:
+        raise RooflineError(f"--keep must be >= 1, got {keep}")
+    guess = _sniffed_baseline(results_path, directory)
+    run = load_results_in_background(results_path, beside=guess) if guess is not None else None
+    try:
+        res = None
+        if run is not None and run.forked:
+            with locked(guess.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
+                try:
+                    old, old_error = load_results(guess), None
+                except RooflineError as e:
+                    old, old_error = None, e
+                res = _checked_run(run.result())
+                path = baseline_path_for(res, directory)
+                if path == guess:
+                    _resolved(path)
+                    if old_error is not None:
+                        raise old_error
+                    return _pooled_and_written(res, path, old, keep, now)
+        res = _checked_run(res if res is not None else run.result() if run is not None else load_results(results_path))
+        path = _resolved(baseline_path_for(res, directory))
+        with locked(path.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
+            return _pooled_and_written(res, path, load_results(path) if path.exists() else None, keep, now)
+    finally:
+        if run is not None:
+            run.cancel()
+
+
+def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int, now: str | None) -> UpdateOutcome:
+    """The baseline at ``path`` (``old``, as read under the folder's lock) with the run ``res``
+    added, pooled and written."""
+    headers: list[dict[str, Any]] = []
+    held: list[dict[tuple, _RunRow]] = []
+    fields_of: dict[tuple, ResultRow] = {}
+    if old is not None:
+        headers, held, fields_of = stored_runs(old)
+        if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
+            raise RooflineError(f"{path}: baseline is for GPU '{one_line(old.gpu_name)}', but {res.path} ran on '{one_line(res.gpu_name)}'; refusing to mix them")
+    fp = run_fingerprint(res)
+    added = not _already_held(res, fp, headers)
+    if added:
+        headers.append(_run_header(res, fp))
+        correct = [r for r in res.rows if r.correct]
+        held.append({r.key: _held(r) for r in correct})
+        fields_of.update((r.key, r) for r in correct)  # the newest run's fields
+    dropped = max(0, len(headers) - keep)
+    headers, held = headers[dropped:], held[dropped:]
+    rows = pool_runs(held, fields_of)
+    if not rows:
+        raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
+    index = {r.key: i for i, r in enumerate(rows)}
+    runs = [{**h, "rows": _stored_rows(mine, index)} for h, mine in zip(headers, held)]
+    newest = headers[-1]
+    base = Results(
+        rows=rows,
+        environment=dict(newest.get("environment") or {}),
+        created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tool_version=str(newest.get("tool_version") or ""),
+        suite=str(newest.get("suite") or "full"),
+        hardware_spec=newest.get("hardware_spec"),
+        measured_spec=newest.get("measured_spec"),
+        extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated, oldest run first",
+                            "run_row": list(BASELINE_RUN_ROW), "runs": runs}},
+    )
+    try:
+        base.save(path)
+    except RooflineError as e:
+        raise RooflineError(f"baseline {e}") from None
     return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
 
 

@@ -105,3 +105,69 @@ def test_results_read_in_background_equal_the_plain_read_and_keep_its_errors(tmp
     assert got["error"] == got["plain_error"] and "rows[2]" in got["error"] and "never trusted" in got["error"]
     assert got["small_forked"] is False
     assert got["forked"] == got["can_fork"]
+
+
+def test_baseline_update_read_beside_its_baseline_writes_what_the_serial_update_writes(tmp_path):
+    from rooflinecli.gate.sim import synthetic_results
+
+    runs = []
+    for seed in (3, 4):
+        p = tmp_path / f"run{seed}.json"
+        synthetic_results(seed=seed).save(p)
+        runs.append(str(p))
+    bad = tmp_path / "bad.json"
+    doc = json.loads(Path(runs[1]).read_text())
+    doc["rows"][2]["p50_s"] = doc["rows"][2]["p50_s"] * 10
+    bad.write_text(json.dumps(doc))
+    got = _run(f"""
+        import json, shutil
+        from pathlib import Path
+        from rooflinecli import forked, results
+        from rooflinecli.errors import RooflineError
+        from rooflinecli.gate import baseline as B
+
+        out = {{"can_fork": forked.can_fork(), "forked": []}}
+        plain = B.load_results_in_background
+        def recorded(*a, **k):
+            p = plain(*a, **k)
+            out["forked"].append(p.forked)
+            return p
+        B.load_results_in_background = recorded
+        tmp = Path({str(tmp_path)!r})
+        for name, size in (("parallel", 0), ("serial", 1 << 40)):
+            results.BACKGROUND_MIN_BYTES = size
+            d = tmp / name
+            B.update_baseline({runs[0]!r}, d, now="2026-01-01T00:00:00Z")
+            out[name + "_guess"] = str(B._sniffed_baseline({runs[1]!r}, d))
+            o = B.update_baseline({runs[1]!r}, d, now="2026-01-01T00:00:00Z")
+            out[name] = [o.runs, o.added, (d / o.path.name).read_text()]
+            try:
+                B.update_baseline({str(bad)!r}, d)
+            except RooflineError as e:
+                out[name + "_error"] = str(e)
+            out[name + "_after"] = (d / o.path.name).read_text() == out[name][2]
+        print(json.dumps(out))
+    """)
+    assert got["parallel"][:2] == [2, True] and got["parallel"] == got["serial"]
+    assert got["parallel_guess"].endswith(".json") and got["parallel_guess"] != "None"
+    assert got["parallel_error"] == got["serial_error"] and "rows[2]" in got["parallel_error"]
+    assert got["parallel_after"] and got["serial_after"]  # a refused run leaves the baseline as it was
+    # the first update of each folder has no baseline to read beside; then forked only when big enough
+    assert got["forked"] == [got["can_fork"], got["can_fork"], False, False]
+
+
+def test_long_lists_written_in_two_halves_read_as_one():
+    got = _run("""
+        import json
+        from rooflinecli import forked, output
+
+        rows = [{"op": f"op{i}", "samples_s": [i * 1e-6, float("nan") if i == 7 else 2e-6], "nested": [{"a": i}] if i % 5 == 0 else []}
+                for i in range(101)]
+        doc = {"schema": "x", "rows": rows}
+        output.PARALLEL_ROWS = 1 << 40
+        whole = output.json_text(doc)
+        output.PARALLEL_ROWS = 10
+        halves = output.json_text(doc)
+        print(json.dumps({"can_fork": forked.can_fork(), "same": halves == whole, "reads": json.loads(halves)["rows"][7]["samples_s"]}))
+    """)
+    assert got["same"] is True and got["reads"][0] == 7e-6 and got["reads"][1] is None
