@@ -87,7 +87,7 @@ def steady_aggregated(rep: Replica, isl: int, osl: int, load: Load, token_budget
 
 def replica_key(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, **kw) -> tuple:
     """The key ``serve_point`` keeps a replica under in its ``replicas`` dict."""
-    return (cfg.name, spec.id, repr(wl), tuple(sorted(kw.items())))
+    return (cfg.name, repr(cfg.quantization), spec.id, repr(wl), tuple(sorted(kw.items())))
 
 
 def serve_point(cfg: ModelConfig, spec: HardwareSpec, wl: Workload, *, isl: int, osl: int, load: Load, disagg: tuple[int, int] | None = None,

@@ -31,6 +31,10 @@ MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b-fp8",
     "openai/gpt-oss-120b": "gpt-oss-120b",
 }
+#: the run's model -> the preset whose ``quantization_config`` its fp8 runs' checkpoint has, where
+#: ours of the model is its 16-bit layout: the published DeepSeek-V3 weights are stored fp8 in
+#: 128 x 128 blocks, as DeepSeek-R1's (same shapes; the ``deepseek-v3`` preset is the bf16 layout)
+FP8_CHECKPOINT_QUANT = {"deepseek-ai/DeepSeek-V3": "deepseek-r1"}
 #: the run's system -> our GPU spec (single node: 8 GPUs per node)
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 GPUS_PER_NODE = 8
@@ -100,6 +104,8 @@ def point(row: dict, kv_dtype: str = "auto") -> tuple[dict | None, str | None]:
     kv = kv_dtype if kv_dtype != "auto" else ("fp8" if wdt == "fp8" else "bf16")
     base = {"model": model, "hw": gpu, "engine": row["backend"], "isl_tokens": _int(row["isl"]), "osl_tokens": _int(row["osl"]), "concurrency": conc,
             "weight_dtype": wdt, "compute_dtype": cdt, "kv_dtype": kv}
+    if wdt == "fp8" and row["model_path"] in FP8_CHECKPOINT_QUANT:
+        base["quantization_from"] = FP8_CHECKPOINT_QUANT[row["model_path"]]
 
     def layout(prefix: str) -> tuple[tuple[int, int] | None, str | None]:
         tp, adp = _int(row[f"{prefix}tp_size"]) or 1, _int(row[f"{prefix}attention_dp_size"]) or 1
@@ -174,18 +180,29 @@ def benchmark_ttft(cache: dict, cfg, spec, wl: Workload, p: dict, steady_ttft_s:
     return {"ttft_s": (first + (k - 1.0) * steady_ttft_s) / k, "first_wave_ttft_s": first, "steady_ttft_s": steady_ttft_s}
 
 
-def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS_PER_CLIENT) -> dict:
+def _model_and_spec(p: dict, cache: dict):
+    """(model config, GPU spec) of a point, the config with its checkpoint's quantization where
+    the run's differs from our preset's (``FP8_CHECKPOINT_QUANT``)."""
+    from dataclasses import replace
+
     from rooflinecli.hardware import get_spec
     from rooflinecli.model_registry import get_model
 
+    key = (p["model"], p["hw"], p.get("quantization_from"))
+    if key not in cache:
+        cfg = get_model(p["model"])
+        if p.get("quantization_from"):
+            cfg = replace(cfg, quantization=get_model(p["quantization_from"]).quantization)
+        cache[key] = (cfg, get_spec(p["hw"]))
+    return cache[key]
+
+
+def _predict(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUESTS_PER_CLIENT) -> dict:
     from .replica import DEFAULT_TOKEN_BUDGET
     from .run import Load, serve_point
     from .schedulers import step_policy
 
-    key = (p["model"], p["hw"])
-    if key not in cache:
-        cache[key] = (get_model(p["model"]), get_spec(p["hw"]))
-    cfg, spec = cache[key]
+    cfg, spec = _model_and_spec(p, cache)
     wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                   kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])
     if p["serving"] == "aggregated":
@@ -208,9 +225,9 @@ def _simulated(p: dict, cache: dict, requests_per_client: int = BENCHMARK_REQUES
     from .schedulers import step_policy
     from .sim import simulate
 
-    cfg, spec = cache[(p["model"], p["hw"])]
+    cfg, spec = _model_and_spec(p, cache)
     policy = step_policy(p["engine"], spec.memory_capacity_bytes, DEFAULT_TOKEN_BUDGET)
-    key = ("sim", p["model"], p["hw"], p["engine"], p["weight_dtype"], p["kv_dtype"], p["tp"], p["ep"], p["isl_tokens"], p["osl_tokens"])
+    key = ("sim", p["model"], p.get("quantization_from"), p["hw"], p["engine"], p["weight_dtype"], p["kv_dtype"], p["tp"], p["ep"], p["isl_tokens"], p["osl_tokens"])
     if key not in cache:
         wl = Workload(batch=1, prompt_len=p["isl_tokens"], gen_len=p["osl_tokens"], compute_dtype=p["compute_dtype"], weight_dtype=p["weight_dtype"],
                       kv_dtype=p["kv_dtype"], tp=p["tp"], ep=p["ep"], engine=p["engine"])

@@ -81,3 +81,20 @@ def test_benchmark_ttft_weighs_the_first_wave(result):
     for a, b in zip(result["points"], steady["points"]):
         if a["serving"] == "aggregated":
             assert b["ttft_s"] == pytest.approx(b["first_wave_ttft_s"])
+
+
+def test_deepseek_v3_fp8_runs_read_its_block_fp8_checkpoint():
+    from rooflinecli.model_registry import get_model
+    from rooflinecli.serve.validate import _model_and_spec
+
+    row = {"model_path": "deepseek-ai/DeepSeek-V3", "system": "h200_sxm", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "backend": "trtllm",
+           "isl": "1024", "osl": "1024", "silicon_data_source": "x; silicon_concurrency=8; y", "mode": "agg", "tp_size": "8", "pp_size": "1",
+           "attention_dp_size": "", "moe_tp_size": "8", "moe_ep_size": "1"}
+    p, _ = point(row)
+    cache: dict = {}
+    cfg, _ = _model_and_spec(p, cache)
+    assert get_model("deepseek-v3").quantization is None  # the preset is the 16-bit layout
+    assert cfg.quantization == get_model("deepseek-r1").quantization and cfg.quantization.group_in == cfg.quantization.group_out == 128
+    assert cfg.num_layers == get_model("deepseek-v3").num_layers
+    bf16, _ = point({**row, "gemm_quant_mode": "", "moe_quant_mode": ""})
+    assert "quantization_from" not in bf16 and _model_and_spec(bf16, cache)[0].quantization is None
