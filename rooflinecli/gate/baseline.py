@@ -278,7 +278,6 @@ def _sniffed_baseline(results_path: str | Path, directory: str | Path) -> Path |
     (``environment.gpu_name`` within the first ``SNIFF_BYTES``), read without parsing the rest; a
     guess that ``update_baseline`` checks once the run is read. None when the head does not say
     or no regular file is there."""
-    import json
     import stat
 
     try:
