@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflinecli.bulk import bulk
-from rooflinecli.errors import RooflineError, one_line
+from rooflinecli.errors import MAX_USER_FILE_BYTES, RooflineError, one_line
 from rooflinecli.output import json_text, write_text_atomic
 
 SCHEMA = "rooflinecli.results/1"
@@ -119,10 +119,20 @@ class Results:
             "extra": self.extra,
         }
 
-    def save(self, path: str | Path, *, make_parents: bool = False) -> Path:
-        """Write atomically; an existing file at ``path`` must be a results file (a config, a spec
-        or a log named by mistake is refused, not replaced)."""
-        return write_text_atomic(path, json_text(self.to_json()) + "\n", make_parents=make_parents, kind=RESULTS_KIND)
+    def text(self) -> str:
+        """The file's text (ASCII: its length is its size in bytes)."""
+        return json_text(self.to_json()) + "\n"
+
+    def save(self, path: str | Path, *, make_parents: bool = False, text: str | None = None) -> Path:
+        """Write atomically (``text``: this object's ``text()``, when the caller already made it);
+        an existing file at ``path`` must be a results file (a config, a spec or a log named by
+        mistake is refused, not replaced), and a file no reader would accept (over
+        ``MAX_USER_FILE_BYTES``) is refused before anything is written."""
+        text = self.text() if text is None else text
+        if len(text) > MAX_USER_FILE_BYTES:
+            raise RooflineError(f"{path}: the results would be {len(text):,} bytes, over the {MAX_USER_FILE_BYTES:,}-byte limit "
+                                "every results reader applies; nothing written")
+        return write_text_atomic(path, text, make_parents=make_parents, kind=RESULTS_KIND)
 
 
 def _row_json(r: ResultRow) -> dict[str, Any]:

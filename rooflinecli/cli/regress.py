@@ -80,12 +80,14 @@ def baseline_update(
     keep: Annotated[int, typer.Option("--keep", help="Pool the newest K runs.")] = 5,
 ) -> None:
     """Add a run to its GPU's baseline and re-pool: median of the runs' medians, samples concatenated."""
+    from rooflinecli.errors import MAX_USER_FILE_BYTES
     from rooflinecli.gate.baseline import update_baseline
 
     out = update_baseline(results, directory, keep)
     what = "added" if out.added else "already present (not added twice)"
     typer.echo(f"{out.path}: run {what}; pooling {out.runs} run(s), {out.rows} row(s)"
                + (f"; {out.dropped} old run(s) dropped" if out.dropped else "")
+               + (f"; {out.dropped_for_size} older run(s) dropped to keep the file under the results-file limit ({MAX_USER_FILE_BYTES:,} bytes)" if out.dropped_for_size else "")
                + (f"; {out.skipped_incorrect} row(s) that failed correctness left out" if out.skipped_incorrect else ""))
 
 

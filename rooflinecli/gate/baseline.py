@@ -27,6 +27,8 @@ row. Rows whose correctness check failed are not taken into a baseline.
 
 ``update_baseline`` holds a lock on the baselines folder while it reads, pools and rewrites a
 baseline, so concurrent updates (two CI jobs on one GPU type) serialize and every run is kept.
+A baseline never grows past the size every results reader accepts (``MAX_USER_FILE_BYTES``): where
+the newest K runs would, the oldest of them are dropped until it fits, and the update says how many.
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ import statistics
 import struct
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime, timezone
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
 from rooflinecli.bulk import bulk
-from rooflinecli.errors import RooflineError, one_line
+from rooflinecli.errors import MAX_USER_FILE_BYTES, RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
 from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info, check_row,
@@ -267,6 +269,7 @@ class UpdateOutcome:
     added: bool  # False when this run was already in the baseline
     dropped: int  # runs that fell out of the window
     skipped_incorrect: int
+    dropped_for_size: int = 0  # older runs dropped besides, so the file stays readable (MAX_USER_FILE_BYTES)
 
 
 #: bytes of a results file's head read for its environment before the whole file is parsed
@@ -369,13 +372,33 @@ def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int
         fields_of.update((r.key, r) for r in correct)  # the newest run's fields
     dropped = max(0, len(headers) - keep)
     headers, held = headers[dropped:], held[dropped:]
+    for_size = 0
+    for_size = _surely_over(old, held)
+    headers, held = headers[for_size:], held[for_size:]
+    while True:
+        base = _pooled(res, headers, held, fields_of, keep, now)
+        text = base.text()
+        if len(text) <= MAX_USER_FILE_BYTES or len(headers) == 1:
+            break
+        k = _oldest_over(held, len(text))
+        headers, held, for_size = headers[k:], held[k:], for_size + k
+    try:
+        base.save(path, text=text)
+    except RooflineError as e:
+        raise RooflineError(f"baseline {e}") from None
+    return UpdateOutcome(path=path, runs=len(headers), rows=len(base.rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct),
+                         dropped_for_size=for_size)
+
+
+def _pooled(res: Results, headers: list[dict[str, Any]], held: list[dict[tuple, _RunRow]], fields_of: dict[tuple, ResultRow], keep: int, now: str | None) -> Results:
+    """The baseline of the stored runs ``headers`` / ``held`` (oldest first), pooled."""
     rows = pool_runs(held, fields_of)
     if not rows:
         raise RooflineError(f"{res.path}: every row failed its correctness check; nothing to take into a baseline")
     index = {r.key: i for i, r in enumerate(rows)}
     runs = [{**h, "rows": _stored_rows(mine, index)} for h, mine in zip(headers, held)]
     newest = headers[-1]
-    base = Results(
+    return Results(
         rows=rows,
         environment=dict(newest.get("environment") or {}),
         created_utc=now or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -386,11 +409,43 @@ def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int
         extra={"baseline": {"format": BASELINE_FORMAT, "keep": keep, "pooling": "p50_s = median of run medians; samples_s = raw samples of the runs concatenated, oldest run first",
                             "run_row": list(BASELINE_RUN_ROW), "runs": runs}},
     )
+
+
+def _surely_over(old: Results | None, held: list[dict[tuple, _RunRow]]) -> int:
+    """How many of the oldest runs ``held`` must go before a baseline of the rest can fit under
+    ``MAX_USER_FILE_BYTES``, estimated from the old file (its size, less its samples' text, plus the
+    text of the samples held, at the bytes per sample of up to 1,000 rows of them) and counted
+    only while the estimate is over by 3% or more: the exact check after encoding drops the rest,
+    so a run that fits is never dropped on a guess. Saves encoding a too-big baseline first."""
     try:
-        base.save(path)
-    except RooflineError as e:
-        raise RooflineError(f"baseline {e}") from None
-    return UpdateOutcome(path=path, runs=len(runs), rows=len(rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct))
+        size = os.stat(old.path).st_size if old is not None and old.path else 0
+    except (OSError, ValueError):
+        return 0
+    if not size or size < MAX_USER_FILE_BYTES // 2:
+        return 0
+    rows = [r.samples_s for mine in held for r in islice(mine.values(), 1000)]
+    n = sum(map(len, rows))
+    per_sample = sum(len(repr(x)) + 2 for s in rows for x in s) / n if n else 0.0
+    counts = [sum(len(r.samples_s) for r in mine.values()) for mine in held]
+    old_samples = sum(len(r.samples_s) for r in old.rows)
+    k = 0
+    while k < len(held) - 1 and size + per_sample * (sum(counts[k:]) - old_samples) > MAX_USER_FILE_BYTES * 1.03:
+        k += 1
+    return k
+
+
+def _oldest_over(held: list[dict[tuple, _RunRow]], size: int) -> int:
+    """How many of the oldest runs to drop (at least one, never the newest) so that a baseline of
+    ``size`` bytes, whose text is mostly its samples, comes under ``MAX_USER_FILE_BYTES``: each
+    run's share of the bytes taken as its share of the samples."""
+    counts = [sum(len(r.samples_s) for r in mine.values()) for mine in held]
+    per_sample = size / max(1, sum(counts))
+    over = size - MAX_USER_FILE_BYTES * 0.99
+    k, freed = 0, 0.0
+    while k < len(held) - 1 and (k == 0 or freed < over):
+        freed += counts[k] * per_sample
+        k += 1
+    return k
 
 
 @dataclass(frozen=True)

@@ -272,3 +272,63 @@ def test_a_stored_run_that_does_not_add_up_is_one_line(tmp_path):
     path.write_text(json.dumps(raw))
     r = runner.invoke(app, ["regress", str(path), str(runs[1]), "--impl", "all"])
     assert r.exit_code == 2 and "a second time" in r.output, r.output
+
+
+def test_a_baseline_never_grows_past_what_its_readers_accept(tmp_path, monkeypatch):
+    """Where the newest K runs would make a baseline over the results-file limit (a 100,000-row
+    baseline of four 20-sample runs: 282 MB), the oldest are dropped until it fits, and said."""
+    import rooflinecli.gate.baseline as baseline_mod
+    import rooflinecli.results as results_mod
+
+    runs = _runs(tmp_path, 4)
+    bdir = tmp_path / "baselines"
+    sizes = [update_baseline(p, tmp_path / "free").path.stat().st_size for p in runs[:3]]  # 1, 2, 3 runs pooled
+    one = len(update_baseline(runs[0], bdir).path.read_text())
+    limit = (sizes[1] + sizes[2]) // 2  # two runs fit, three do not
+    monkeypatch.setattr(baseline_mod, "MAX_USER_FILE_BYTES", limit)
+    monkeypatch.setattr(results_mod, "MAX_USER_FILE_BYTES", limit)
+    assert update_baseline(runs[1], bdir).dropped_for_size == 0
+    r = runner.invoke(app, ["baseline", "update", str(runs[2]), "--dir", str(bdir)])
+    assert r.exit_code == 0, r.output
+    assert "1 older run(s) dropped to keep the file under the results-file limit" in r.output
+    path = bdir / "nvidia-h200.json"
+    assert path.stat().st_size <= limit
+    assert [x["source"] for x in load_baseline(path).runs] == [str(p) for p in runs[1:3]]  # the newest kept
+    assert _row(load_results(path)).samples_s == tuple(s for p in runs[1:3] for s in _row(load_results(p)).samples_s)
+    monkeypatch.setattr(results_mod, "MAX_USER_FILE_BYTES", one // 2)  # not even the new run alone fits
+    monkeypatch.setattr(baseline_mod, "MAX_USER_FILE_BYTES", one // 2)
+    before = path.read_bytes()
+    r = runner.invoke(app, ["baseline", "update", str(runs[3]), "--dir", str(bdir)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "over the" in r.output and "nothing written" in r.output, r.output
+    assert path.read_bytes() == before
+
+
+def test_a_results_file_no_reader_would_accept_is_not_written(tmp_path, monkeypatch):
+    import rooflinecli.results as results_mod
+
+    res = synthetic_results(seed=1)
+    monkeypatch.setattr(results_mod, "MAX_USER_FILE_BYTES", 1000)
+    with pytest.raises(RooflineError, match="over the 1,000-byte limit every results reader applies; nothing written"):
+        res.save(tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_runs_surely_over_the_limit_are_dropped_before_encoding(tmp_path, monkeypatch):
+    """The estimate drops a run only where the rest of the window is over the limit by 3% or more
+    (runs of 2,000 samples a row: the samples are most of the file, as in big baselines)."""
+    import rooflinecli.gate.baseline as baseline_mod
+
+    runs = _runs(tmp_path, 3, n_samples=2000)
+    for p in runs[:2]:
+        update_baseline(p, tmp_path / "b")
+    path = tmp_path / "b" / "nvidia-h200.json"
+    old, two = load_results(path), path.stat().st_size
+    _, held, _ = baseline_mod.stored_runs(old)
+    held = held + [{r.key: baseline_mod._held(r) for r in load_results(runs[2]).rows}]
+    for p in runs:
+        update_baseline(p, tmp_path / "free")
+    three = (tmp_path / "free" / "nvidia-h200.json").stat().st_size  # the true size of three runs
+    assert three > two * 1.3
+    for limit, drop in ((three / 1.1, 1), (three / 1.01, 0), (two / 1.1, 2), (three * 2, 0)):
+        monkeypatch.setattr(baseline_mod, "MAX_USER_FILE_BYTES", int(limit))
+        assert baseline_mod._surely_over(old, held) == drop, limit
