@@ -166,13 +166,14 @@ class _Builder:
     def unconverted_share(self, parts: tuple[str, ...]) -> float:
         """Share of the weights of the linear ops ``parts`` that the checkpoint stores 16-bit: modules
         its ``quantization_config`` leaves out (an LM head the format does not convert, ignore
-        lists, layer by layer); 0 without a quantization_config. Those GEMMs run in bf16 whatever
-        the compute dtype of the rest."""
+        lists, layer by layer). Without a quantization_config, or with ``--weight-dtype`` replacing
+        it, the LM head alone, as the roof stores it (``analysis.ops``: 16-bit whatever the weight
+        dtype). Those GEMMs run in bf16 whatever the compute dtype of the rest."""
         from rooflinecli import params as P
 
         cfg = self.cfg
-        if cfg.quantization is None:
-            return 0.0
+        if cfg.quantization is None or self.wl.weight_dtype_overrides:
+            return float(np.mean([1.0 if n == "lm_head" else 0.0 for n in parts])) if parts else 0.0
         lins = {"lm_head": P.lm_head_linear(cfg)}
         for prefix, group in (("attn", P.attention_linears(cfg)), ("mlp", P.dense_mlp_linears(cfg)), ("moe", P.shared_expert_linears(cfg))):
             lins.update({f"{prefix}.{lin.name}": lin for lin in group})
