@@ -248,8 +248,9 @@ class _Builder:
         t, t0 = self.gemm(M, N, d_in, nbytes / count)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         less, why = self.static_fp8_saving(name, M, d_in)
-        if less is not None:  # kept above the graph floor (a kernel costs at least that much)
-            t = np.maximum(t - less, np.minimum(t, self.m.graph_floor_s))
+        if less is not None:  # kept above the graph floor (a kernel costs at least that much) and the op's roof
+            roof = sum((self.roof[n] for n in parts if n in self.roof), np.zeros(())) / (ops[0].layers * count)
+            t = np.maximum(t - less, np.minimum(t, np.maximum(self.m.graph_floor_s, roof)))
             t0 = np.minimum(t0, t)
             note += why
         s16 = self.unconverted_share(parts) if self.wl.compute_dtype not in ("bf16", "fp16") else 0.0

@@ -139,3 +139,21 @@ def test_trtllm_llama_all_reduce_carries_the_norms_and_their_quantization():
     assert _rows(qwen, spec, _wl(B, tp=8), B, 1024, "trtllm")["norms"]["kernels"] == 2
     vllm = _rows(cfg, spec, _wl(B, tp=8), B, 1024, "vllm")
     assert vllm["norms"]["kernels"] == 2
+
+
+def test_the_lm_head_of_a_quantized_run_reads_the_bf16_table_as_the_roof_stores_it():
+    # no quantization_config, --weight-dtype fp8: the roof keeps the LM head 16-bit, and so does the table read
+    spec, cfg, B = get_spec("h100-sxm"), get_model("qwen3-32b"), 32
+    rows = _rows(cfg, spec, _wl(B, tp=2), B, 1024, "trtllm")
+    head = rows["lm_head"]
+    assert "stored 16-bit" in head["note"] and head["time_s"] >= head["roof_s"]
+    assert head["time_s"] == pytest.approx(models_for(spec, "trtllm").tables.gemm["bf16"].time_s(B, cfg.vocab_size / 2, cfg.hidden_size), rel=1e-6)
+
+
+def test_the_static_scale_saving_never_takes_a_gemm_under_its_roof():
+    spec, cfg = get_spec("h200"), get_model("llama-3-70b")
+    wl = Workload(batch=64, prompt_len=1024, gen_len=1, compute_dtype="fp8", weight_dtype="fp8", tp=8)
+    rows = predict_step_breakdown(cfg, spec, wl, "prefill", 64, 1024, mode="achievable", engine="trtllm")
+    qkv = next(r for r in rows if r["name"] == "attn.qkv")
+    assert "static activation scale" in qkv["note"]
+    assert all(r["time_s"] >= r["roof_s"] * (1 - 1e-9) for r in rows if r["kind"] == "gemm")
