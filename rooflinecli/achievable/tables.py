@@ -359,12 +359,22 @@ class AttentionTable:
         return min(keys, key=lambda k: (abs(np.log(k[2] / D)), abs(np.log((k[0] / k[1]) / (H / KVH))), abs(np.log(k[0] / H)), k))
 
     def time_s(self, B, L, H, KVH, D, kv="bf16"):
+        """Seconds of the call at (B, L) for heads (H, KVH, D); a head shape the table did not
+        measure reads the nearest measured one and is carried to its own work as a GPU is
+        (``carried``): the share of the time that is work scales with the roofline, the launch
+        and setup stay (an MHA decode call at a short context costs what a GQA one does, not
+        four times as much for four times the heads)."""
         key = self.nearest(float(H), float(KVH), float(D), kv)
         g = self.grids[key]
         B, L = np.maximum(np.asarray(B, dtype=float), 1.0), np.maximum(np.asarray(L, dtype=float), 1.0)
         fl, nb = self._fb(B, L, H, KVH, D, kv)
         base = self.rates.base_s(fl, nb)
-        t = base * np.exp(g.at(np.log(B), np.log(L)))
+        ratio = np.exp(g.at(np.log(B), np.log(L)))
+        if (key[0], key[1], key[2]) == (H, KVH, D):
+            t = base * ratio
+        else:
+            base_key = self.rates.base_s(*self._fb(B, L, key[0], key[1], key[2], kv))
+            t = carried(base_key * ratio, base_key, base)
         return (t if self.target is None else carried(t, base, self.target.base_s(fl, nb))), key
 
 

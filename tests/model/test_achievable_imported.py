@@ -170,3 +170,18 @@ def test_deepseek_fp8_experts_on_b200_are_tensorrt_llms_deepgemm_rows():
     assert tp8[1] > 1.8 * ep8[1] and tp8[4] > 1.3 * ep8[4]
     assert tp8[1] < tp8[4] < tp8[32]
     assert tp8[128] < 1.5 * tp8[32]
+
+
+def test_an_unmeasured_head_shape_carries_its_launch_cost_not_its_head_count():
+    """A100 vLLM measured GQA decode attention only: an MHA shape (H32/KVH32, Llama 2 7B) reads the
+    nearest measured one (H8/KVH8); the latency-bound call at a short context costs about what
+    that one does (the table holds 11-13 us for every head count there), a bandwidth-bound call
+    about four times as much (four times the KV bytes)."""
+    g = models_for(get_spec("a100-sxm"), "vllm").tables.generation
+    short8, key = g.time_s(1, 127, 8.0, 8.0, 128.0)
+    short32, key32 = g.time_s(1, 127, 32.0, 32.0, 128.0)
+    assert key32[:3] == key[:3] == (8.0, 8.0, 128.0)
+    assert short8 == pytest.approx(short32, rel=0.1)
+    long8, _ = g.time_s(256, 8191, 8.0, 8.0, 128.0)
+    long32, _ = g.time_s(256, 8191, 32.0, 32.0, 128.0)
+    assert 3.5 < long32 / long8 <= 4.0
