@@ -270,10 +270,16 @@ class GemmTable:
     floor_s: float = 0.0
 
     def time_s(self, M, N, K):
+        """Seconds of one GEMM: the grid's ratio to the roofline base, interpolated. A shape below
+        the grid's smallest M, N or K (a router of 8 experts: N = 8 where the grid starts at 32)
+        is its edge's time carried to its own work (``carried``): the launch and setup stay, as
+        they do under the edge, rather than shrinking with the bytes."""
+        M, N, K = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (M, N, K))
+        edge = [np.maximum(x, np.exp(a[0])) for x, a in zip((M, N, K), self.grid.axes)]
+        r = self.grid.at(*(np.log(x) for x in edge))
         fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
-        r = self.grid.at(*(np.log(np.maximum(np.asarray(x, dtype=float), 1.0)) for x in (M, N, K)))
-        base = self.rates.base_s(fl, nb)
-        t = base * np.exp(r)
+        base, base_edge = self.rates.base_s(fl, nb), self.rates.base_s(*gemm_flops_bytes(self.dtype, *edge))
+        t = carried(base_edge * np.exp(r), base_edge, base)
         return t if self.target is None else carried(t, base, self.target.base_s(fl, nb))
 
 

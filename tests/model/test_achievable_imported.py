@@ -185,3 +185,14 @@ def test_an_unmeasured_head_shape_carries_its_launch_cost_not_its_head_count():
     long8, _ = g.time_s(256, 8191, 8.0, 8.0, 128.0)
     long32, _ = g.time_s(256, 8191, 32.0, 32.0, 128.0)
     assert 3.5 < long32 / long8 <= 4.0
+
+
+def test_a_gemm_below_the_grid_keeps_its_edge_launch_cost():
+    """The GEMM grids start at N = K = 32: an 8-expert router (N = 8) costs about what the edge's
+    call costs (mostly launch), not a quarter of it; inside the grid and above it nothing changes."""
+    g = models_for(get_spec("a100-sxm"), "vllm").tables.gemm["bf16"]
+    assert float(np.exp(g.grid.axes[1][0])) == 32.0
+    edge, router = float(g.time_s(1, 32, 4096)), float(g.time_s(1, 8, 4096))
+    assert 0.8 * edge <= router <= edge
+    big, bigger = float(g.time_s(8192, 8192, 8192)), float(g.time_s(16384, 8192, 8192))
+    assert bigger == pytest.approx(2 * big, rel=0.01)  # compute-bound past the grid's M: the ratio to the roof holds
