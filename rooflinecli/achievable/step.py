@@ -26,6 +26,7 @@ from rooflinecli.models import ModelConfig
 from . import mla
 from .fit import FittedModels
 from .profiles import EngineProfile
+from .tables import GEMM_INPUT_BYTES
 
 #: what a communication row of the achievable model is (and is not)
 #: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
@@ -181,15 +182,17 @@ class _Builder:
                   for n in parts]
         return float(np.mean(shares)) if shares else 0.0
 
-    def gemm(self, M, N, K, nbytes, bf16: bool = False):
-        """Seconds (and fixed seconds) of one GEMM in the compute dtype (``bf16``: a 16-bit weight's bf16 GEMM)."""
+    def gemm(self, M, N, K, nbytes, bf16: bool = False, weight_bytes: float | None = None):
+        """Seconds (and fixed seconds) of one GEMM in the compute dtype (``bf16``: a 16-bit weight's
+        bf16 GEMM); ``weight_bytes``: bytes per weight as stored (narrower weights than the
+        table's kernel read are carried to their bytes: ``GemmTable.time_s``)."""
         tm = self.m.tables
         if tm is not None and bf16:
             t = (tm.gemm.get("bf16") or self.gemm_table()).time_s(M, N, K)
             return t, np.minimum(t, self.m.graph_floor_s)
         if tm is not None:  # the engine's measured GEMM table of the compute dtype (fp8: quantization included)
             g = self.gemm_table()
-            t = g.time_s(M, N, K)
+            t = g.time_s(M, N, K, weight_bytes)
             if g.dtype == "bf16" and self.wl.compute_dtype != "bf16" and self.gemm_speedup != 1.0:
                 t = t / self.gemm_speedup
             return t, np.minimum(t, self.m.graph_floor_s)
@@ -245,7 +248,8 @@ class _Builder:
         N = max(1.0, sum(o.extra["linear"][1] for o in ops))
         nbytes = sum(o.bytes for o in ops)
         M = self.last if name == "lm_head" else self.tokens
-        t, t0 = self.gemm(M, N, d_in, nbytes / count)
+        weight_bytes = sum(o.weights_bytes for o in ops) / (d_in * N * count)  # per weight as stored, scales included
+        t, t0 = self.gemm(M, N, d_in, nbytes / count, weight_bytes=weight_bytes)
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         less, why = self.static_fp8_saving(name, M, d_in)
         if less is not None:  # kept above the graph floor (a kernel costs at least that much) and the op's roof
@@ -262,6 +266,8 @@ class _Builder:
             g = self.gemm_table()
             if s16 < 1.0:
                 note += f"; {g.dtype} GEMM table ({g.kernel})"
+                if weight_bytes < 0.9 * GEMM_INPUT_BYTES.get(g.dtype, 2.0):
+                    note += f", carried to {weight_bytes:.3g}-byte weights (weight-only quantized: no measured table)"
             self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count), clamp=False, timed_as_a_whole=True)
             return
         if self.graph and self.m.gemm_stream[0].size:  # weights streamed once per step, as gemm_stream times them

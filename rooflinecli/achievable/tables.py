@@ -269,17 +269,26 @@ class GemmTable:
     #: the smallest time the table measured (a call that does next to nothing)
     floor_s: float = 0.0
 
-    def time_s(self, M, N, K):
+    def time_s(self, M, N, K, weight_bytes: float | None = None):
         """Seconds of one GEMM: the grid's ratio to the roofline base, interpolated. A shape below
         the grid's smallest M, N or K (a router of 8 experts: N = 8 where the grid starts at 32)
         is its edge's time carried to its own work (``carried``): the launch and setup stay, as
-        they do under the edge, rather than shrinking with the bytes."""
+        they do under the edge, rather than shrinking with the bytes. ``weight_bytes``: bytes per
+        weight as stored where they are under nine tenths of what the table's kernel read
+        (int8 or int4 weights under a bf16 or fp8 table: a weight-only quantized GEMM, which no
+        table measured); the time is carried to the fewer weight bytes the same way (a decode
+        GEMM, all weight traffic, speeds up with them; a compute-bound one does not)."""
         M, N, K = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (M, N, K))
         edge = [np.maximum(x, np.exp(a[0])) for x, a in zip((M, N, K), self.grid.axes)]
         r = self.grid.at(*(np.log(x) for x in edge))
         fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
         base, base_edge = self.rates.base_s(fl, nb), self.rates.base_s(*gemm_flops_bytes(self.dtype, *edge))
         t = carried(base_edge * np.exp(r), base_edge, base)
+        if weight_bytes is not None and weight_bytes < 0.9 * GEMM_INPUT_BYTES.get(self.dtype, 2.0):
+            nb_w = nb - (GEMM_INPUT_BYTES.get(self.dtype, 2.0) - weight_bytes) * N * K
+            base_w = self.rates.base_s(fl, nb_w)
+            t = carried(t, base, base_w)
+            base, nb = base_w, nb_w
         return t if self.target is None else carried(t, base, self.target.base_s(fl, nb))
 
 

@@ -196,3 +196,26 @@ def test_a_gemm_below_the_grid_keeps_its_edge_launch_cost():
     assert 0.8 * edge <= router <= edge
     big, bigger = float(g.time_s(8192, 8192, 8192)), float(g.time_s(16384, 8192, 8192))
     assert bigger == pytest.approx(2 * big, rel=0.01)  # compute-bound past the grid's M: the ratio to the roof holds
+
+
+def test_weight_only_quantized_gemms_are_carried_to_their_weight_bytes():
+    """No shipped table measured int8 / int4 weights under 16-bit compute: the bf16 table's time is
+    carried to the fewer weight bytes, so a decode step (weight traffic) speeds up and a
+    compute-bound prefill step does not; never under the roof."""
+    spec, cfg = get_spec("a100-sxm"), get_model("llama-2-7b")
+
+    def step(weight_dtype, phase, B, ctx):
+        wl = Workload(batch=B, prompt_len=ctx, gen_len=1, weight_dtype=weight_dtype)
+        rows = [r for r in predict_step_breakdown(cfg, spec, wl, phase, B, ctx, mode="achievable", engine="vllm") if r["kind"] == "gemm"]
+        assert all(r["time_s"] >= r["roof_s"] for r in rows)
+        return sum(r["time_s"] for r in rows), rows
+
+    bf16, _ = step("bf16", "decode", 1, 128)
+    int8, rows = step("int8", "decode", 1, 128)
+    int4, _ = step("int4", "decode", 1, 128)
+    assert int4 < int8 < 0.75 * bf16
+    assert "carried to" in next(r for r in rows if r["name"] == "attn.qkv")["note"]
+    assert "carried to" not in next(r for r in rows if r["name"] == "lm_head")["note"]  # the LM head stays 16-bit
+    pre16, _ = step("bf16", "prefill", 8, 2048)
+    pre4, _ = step("int4", "prefill", 8, 2048)
+    assert pre4 == pytest.approx(pre16, rel=0.05)
