@@ -11,7 +11,7 @@ model fuses away: RoPE, residual adds, the KV write), ``kernels`` per layer, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from rooflinecli.models import ModelConfig
 from . import mla
 from .fit import FittedModels
 from .profiles import EngineProfile
-from .tables import GEMM_INPUT_BYTES
+from .tables import GEMM_INPUT_BYTES, carried
 
 #: what a communication row of the achievable model is (and is not)
 #: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
@@ -129,7 +129,8 @@ class _Builder:
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "launch_overhead_s": 0.0})
         # the measured roof (the fastest HBM stream measured): no achievable row goes below it
-        self.roof = {t.op.name: t.time_s for t in time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, ops)}
+        self._roof_of = lambda some: time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, some)
+        self.roof = {t.op.name: t.time_s for t in self._roof_of(ops)}
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
         self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
         self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
@@ -409,10 +410,29 @@ class _Builder:
             return False
         kernel = tm.moe.kernel(dt, *args) or tm.moe.kernels.get("bf16", "")
         ops = [self.ops[n] for n in names]
+        t, carry = self._moe_weight_carried(t, dt, ops)
         self.add("moe.experts", "moe", ops[0].layers, 1, t, np.minimum(t, self.m.graph_floor_s), names,
-                 f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})",
+                 f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})" + carry,
                  timed_as_a_whole=True, clamp=False)
         return True
+
+    def _moe_weight_carried(self, t, dt: str, ops):
+        """(seconds, note) of a MoE table's time carried to the experts' stored weight bytes where
+        they are under nine tenths of the bytes the table's kernel read (int4 experts under a bf16
+        table: a weight-only quantized MoE, which no table measured), as ``GemmTable.time_s``
+        carries a GEMM: between the experts' roof at the table's weight width and at their own."""
+        from rooflinecli import params as P
+        from rooflinecli.analysis.ops import linear_params_per_gpu, linear_weight_bytes
+
+        lin = P.routed_expert_linears(self.cfg)[0]
+        stored = float(linear_weight_bytes(self.cfg, self.wl, lin, 1)) / max(1.0, float(linear_params_per_gpu(self.cfg, lin, 1)))
+        table = GEMM_INPUT_BYTES.get(dt, 2.0)
+        if stored >= 0.9 * table:
+            return t, ""
+        wide = [replace(o, weights_bytes=np.asarray(o.weights_bytes, dtype=float) * (table / stored)) for o in ops]
+        at_table = sum(x.time_s for x in self._roof_of(wide)) / ops[0].layers
+        own = sum(self.roof[o.name] for o in ops) / ops[0].layers
+        return carried(np.asarray(t, dtype=float), at_table, own), f"; carried to {stored:.3g}-byte expert weights (weight-only quantized: no measured table)"
 
     def attention_core(self, name: str):
         if mla.attention(self, name) or self.attention_table(name):
