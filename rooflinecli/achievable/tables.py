@@ -378,17 +378,18 @@ class AttentionTable:
         measure reads the nearest measured one and is carried to its own work as a GPU is
         (``carried``): the share of the time that is work scales with the roofline, the launch
         and setup stay (an MHA decode call at a short context costs what a GQA one does, not
-        four times as much for four times the heads)."""
+        four times as much for four times the heads; an fp8 KV cache read from bf16 rows halves the
+        work share, not the launch)."""
         key = self.nearest(float(H), float(KVH), float(D), kv)
         g = self.grids[key]
         B, L = np.maximum(np.asarray(B, dtype=float), 1.0), np.maximum(np.asarray(L, dtype=float), 1.0)
         fl, nb = self._fb(B, L, H, KVH, D, kv)
         base = self.rates.base_s(fl, nb)
         ratio = np.exp(g.at(np.log(B), np.log(L)))
-        if (key[0], key[1], key[2]) == (H, KVH, D):
+        if (key[0], key[1], key[2], key[3]) == (H, KVH, D, kv):
             t = base * ratio
-        else:
-            base_key = self.rates.base_s(*self._fb(B, L, key[0], key[1], key[2], kv))
+        else:  # another head shape, or another KV dtype (an fp8 cache where only bf16 was measured)
+            base_key = self.rates.base_s(*self._fb(B, L, key[0], key[1], key[2], key[3]))
             t = carried(base_key * ratio, base_key, base)
         return (t if self.target is None else carried(t, base, self.target.base_s(fl, nb))), key
 

@@ -233,3 +233,12 @@ def test_weight_only_quantized_experts_are_carried_to_their_weight_bytes(h100):
     bf16, int4 = experts("bf16"), experts("int4")
     assert "carried to" not in bf16["note"] and "carried to 0.516-byte expert weights" in int4["note"]
     assert 0.2 < int4["time_s"] / bf16["time_s"] < 0.35
+
+
+def test_an_fp8_kv_cache_read_from_bf16_rows_halves_the_work_not_the_launch():
+    g = models_for(get_spec("a100-sxm"), "vllm").tables.generation
+    assert {k[3] for k in g.grids} == {"bf16"}  # A100's vLLM rows hold a bf16 cache only
+    (short16, _), (short8, key) = g.time_s(1, 127, 32.0, 8.0, 128.0, "bf16"), g.time_s(1, 127, 32.0, 8.0, 128.0, "fp8")
+    assert key[3] == "bf16" and short8 == pytest.approx(short16, rel=0.05)
+    (long16, _), (long8, _) = g.time_s(256, 8191, 32.0, 8.0, 128.0, "bf16"), g.time_s(256, 8191, 32.0, 8.0, 128.0, "fp8")
+    assert 0.5 <= long8 / long16 < 0.6
