@@ -87,11 +87,16 @@ class MlaGrid:
 
     def time_s(self, key, *axes, dims=TABLE_DIMS):
         """Seconds of one call at ``axes`` ((H, B, S or N); (H, T) for the BMMs) for a model of MLA
-        widths ``dims``: the table's ratio at that grid point over the model's own base."""
+        widths ``dims``: the table's time at that grid point (below the grid's smallest value on
+        an axis, at its edge), carried to the model's own work (``carried``: the work share
+        scales with the base, the launch stays; the same point and widths: the table's ratio
+        over the base)."""
+        g = self.grids[key]
         axes = [np.maximum(np.asarray(a, dtype=float), 1.0) for a in axes]
+        edge = [np.maximum(a, np.exp(ax[0])) for a, ax in zip(axes, g.axes)]
         fl, nb = self._fb(key, axes, dims)
-        base = self.rates.base_s(fl, nb)
-        t = base * np.exp(self.grids[key].at(*(np.log(a) for a in axes)))
+        base, base_edge = self.rates.base_s(fl, nb), self.rates.base_s(*self._fb(key, edge))
+        t = carried(base_edge * np.exp(g.at(*(np.log(a) for a in edge))), base_edge, base)
         return t if self.target is None else carried(t, base, self.target.base_s(fl, nb))
 
     def leave_slices_out(self) -> np.ndarray:
