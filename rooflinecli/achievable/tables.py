@@ -374,24 +374,36 @@ class AttentionTable:
         return min(keys, key=lambda k: (abs(np.log(k[2] / D)), abs(np.log((k[0] / k[1]) / (H / KVH))), abs(np.log(k[0] / H)), k))
 
     def time_s(self, B, L, H, KVH, D, kv="bf16"):
-        """Seconds of the call at (B, L) for heads (H, KVH, D); a head shape the table did not
-        measure reads the nearest measured one and is carried to its own work as a GPU is
-        (``carried``): the share of the time that is work scales with the roofline, the launch
-        and setup stay (an MHA decode call at a short context costs what a GQA one does, not
-        four times as much for four times the heads; an fp8 KV cache read from bf16 rows halves the
-        work share, not the launch)."""
+        """Seconds of the call at (B, L) for heads (H, KVH, D). A head shape the table did not
+        measure reads the nearest measured one at the batch that gives it as many heads to run,
+        B x H / H_near: heads and sequences are both parallel work of one attention call, so an MHA
+        decode call (Llama 2 7B, H32/KVH32, from H8/KVH8) at batch 1 costs what H8/KVH8 costs at
+        batch 4, a short context's launch-bound 12 us, and at large batches four times as much.
+        What that leaves different (the head width D, the KV dtype: an fp8 cache from bf16 rows)
+        scales the time past the grid's smallest call (the launch: ``floor_s``) by the roofline
+        base of the work, the same kernel at the same efficiency."""
         key = self.nearest(float(H), float(KVH), float(D), kv)
         g = self.grids[key]
         B, L = np.maximum(np.asarray(B, dtype=float), 1.0), np.maximum(np.asarray(L, dtype=float), 1.0)
         fl, nb = self._fb(B, L, H, KVH, D, kv)
         base = self.rates.base_s(fl, nb)
-        ratio = np.exp(g.at(np.log(B), np.log(L)))
         if (key[0], key[1], key[2], key[3]) == (H, KVH, D, kv):
-            t = base * ratio
-        else:  # another head shape, or another KV dtype (an fp8 cache where only bf16 was measured)
-            base_key = self.rates.base_s(*self._fb(B, L, key[0], key[1], key[2], key[3]))
-            t = carried(base_key * ratio, base_key, base)
+            t = base * np.exp(g.at(np.log(B), np.log(L)))
+        else:  # another head shape or KV dtype
+            Bk = B * (float(H) / key[0])  # as many heads to run, as sequences of the measured shape
+            Bc = np.maximum(Bk, np.exp(g.axes[0][0]))
+            base_k = self.rates.base_s(*self._fb(Bc, L, key[0], key[1], key[2], key[3]))
+            t_k = base_k * np.exp(g.at(np.log(Bc), np.log(L)))
+            own = self.rates.base_s(*self._fb(Bk, L, key[0], key[1], D, kv))  # the work at that batch, in the target's D and KV dtype
+            floor = self.floor_s(key)
+            t = floor + np.maximum(t_k - floor, 0.0) * (own / base_k)
         return (t if self.target is None else carried(t, base, self.target.base_s(fl, nb))), key
+
+    def floor_s(self, key) -> float:
+        """Seconds of the smallest call measured for ``key`` (its grid's first B and length)."""
+        g = self.grids[key]
+        B0, L0 = np.exp(g.axes[0][0]), np.exp(g.axes[1][0])
+        return float(self.rates.base_s(*self._fb(B0, L0, key[0], key[1], key[2], key[3])) * np.exp(g.at(np.log(B0), np.log(L0))))
 
 
 @dataclass

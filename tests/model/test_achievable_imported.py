@@ -242,3 +242,13 @@ def test_an_fp8_kv_cache_read_from_bf16_rows_halves_the_work_not_the_launch():
     assert key[3] == "bf16" and short8 == pytest.approx(short16, rel=0.05)
     (long16, _), (long8, _) = g.time_s(256, 8191, 32.0, 8.0, 128.0, "bf16"), g.time_s(256, 8191, 32.0, 8.0, 128.0, "fp8")
     assert 0.5 <= long8 / long16 < 0.6
+
+
+def test_a_head_width_the_tables_lack_is_not_read_under_its_roof(h100):
+    """GPT-J's heads are 256 wide; H100 vLLM measured D 256 at H1/KVH1 only: read at the batch
+    that gives H1 as many heads, its decode attention stays at or above the roof."""
+    cfg = get_model("gpt-j-6b")
+    wl = Workload(batch=32, prompt_len=2048, gen_len=1)
+    row = next(r for r in predict_step_breakdown(cfg, h100, wl, "decode", 32, 2048, mode="achievable", engine="vllm") if r["name"] == "attn.core")
+    assert "nearest measured heads H1/KVH1 D256" in row["note"]
+    assert 1.0 <= row["time_s"] / row["roof_s"] < 2.0
