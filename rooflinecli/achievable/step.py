@@ -131,6 +131,10 @@ class _Builder:
         # the measured roof (the fastest HBM stream measured): no achievable row goes below it
         self._roof_of = lambda some: time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, some)
         self.roof = {t.op.name: t.time_s for t in self._roof_of(ops)}
+        # a step whose weights outgrow the L2 streams every layer's weights and KV from HBM: a
+        # table measured with its few operands cache-resident (L40S GEMMs and decode attention
+        # beat the HBM roof in the data) is held at that roof here
+        self.streams_hbm = float(sum(float(np.max(o.weights_bytes)) * o.layers for o in ops)) > spec.l2_size_mb * 1e6
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
         self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
         self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
@@ -218,7 +222,9 @@ class _Builder:
         1. A fit read far from its calibrated shapes, or a bytes-only model on an op that is
         compute-bound (MLA's absorbed decode at large batch), would otherwise put it under the
         roof; a row whose roof covers more than its own kernels (the
-        main norms of a model with extra norms) shares it with them (``_split_roof``)."""
+        main norms of a model with extra norms) shares it with them (``_split_roof``). A measured
+        table's GEMM or attention row (``clamp`` False: its own time holds its floors) is held at
+        the roof alone where the step streams from HBM (``streams_hbm``)."""
         roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
@@ -226,6 +232,8 @@ class _Builder:
             t, fixed = t + extra, np.asarray(fixed, dtype=float) + extra
         if clamp:
             t = np.maximum(np.asarray(t, dtype=float), np.asarray(fixed, dtype=float) + roof / layers)
+        elif kind in ("gemm", "attention") and self.streams_hbm:
+            t = np.maximum(np.asarray(t, dtype=float), roof / layers)
         host_s = self.m.host_call_s(host[0], host[1], kernels)
         self.rows.append(StepRow(name, kind, layers, kernels, layers * t, layers * np.asarray(fixed, dtype=float) + 0 * t, roof, note, host_s))
 
