@@ -416,11 +416,18 @@ class _Builder:
             t = tm.moe.time_s(dt, self.tokens, *args)
         if t is None:
             return False
+        slow = ""
+        if dt == "fp8" and (blk := tm.moe.time_s("fp8_block", 1.0, *args)) is not None and tm.moe.time_s("fp8", 1.0, *args) > BLOCK_FP8_FLOOR_RATIO * blk:
+            # vLLM's per-tensor fp8 experts (ModelOpt, FlashInfer CUTLASS) take 2.6-3.4x its bf16 rows
+            # on H100 / H200 at one token: the engine's block-fp8 experts (Triton) answer, as a
+            # block-fp8 GEMM table that slow gives way to the fp8 one
+            dt, t = "fp8_block", tm.moe.time_s("fp8_block", self.tokens, *args)
+            slow = f"; its fp8 rows exceed {BLOCK_FP8_FLOOR_RATIO:g}x these at one token"
         kernel = tm.moe.kernel(dt, *args) or tm.moe.kernels.get("bf16", "")
         ops = [self.ops[n] for n in names]
         t, carry = self._moe_weight_carried(t, dt, ops)
         self.add("moe.experts", "moe", ops[0].layers, 1, t, np.minimum(t, self.m.graph_floor_s), names,
-                 f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})" + carry,
+                 f"routed experts as measured ({dt} table, {kernel}; d {args[0]}, I {args[1]}, top-{args[2]} of {args[3]}, tp {tp} ep {ep})" + slow + carry,
                  timed_as_a_whole=True, clamp=False)
         return True
 

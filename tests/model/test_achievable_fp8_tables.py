@@ -157,3 +157,15 @@ def test_the_static_scale_saving_never_takes_a_gemm_under_its_roof():
     qkv = next(r for r in rows if r["name"] == "attn.qkv")
     assert "static activation scale" in qkv["note"]
     assert all(r["time_s"] >= r["roof_s"] * (1 - 1e-9) for r in rows if r["kind"] == "gemm")
+
+
+def test_per_tensor_fp8_experts_slower_than_the_block_rows_allow_give_way_to_them():
+    """vLLM's per-tensor fp8 MoE rows on H100 (ModelOpt, FlashInfer CUTLASS) take 370 us at one
+    token for Mixtral's experts at TP 2, its bf16 rows 142 us: the block-fp8 rows (Triton) answer."""
+    spec, cfg = get_spec("h100-sxm"), get_model("mixtral-8x7b")
+    mt = models_for(spec, "vllm").tables.moe
+    args = (4096, 14336, 2, 8, 2, 1)
+    assert mt.time_s("fp8", 1.0, *args) > BLOCK_FP8_FLOOR_RATIO * mt.time_s("fp8_block", 1.0, *args)
+    row = _rows(cfg, spec, _wl(1, tp=2), 1, 128, "vllm")["moe.experts"]
+    assert "fp8_block table" in row["note"] and "its fp8 rows exceed" in row["note"]
+    assert row["time_s"] == pytest.approx(cfg.num_layers * float(mt.time_s("fp8_block", 1.0, *args)), rel=1e-6)
