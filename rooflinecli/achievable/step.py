@@ -351,7 +351,9 @@ class _Builder:
             return False
         op, cfg, wl = self.ops[name], self.cfg, self.wl
         h = cfg.num_heads / wl.tp
-        if cfg.mla is not None:  # the latent cache read by every head: one KV head of the latent width
+        if cfg.mla is not None and self.phase == "prefill":  # engines prefill MLA as multi-head attention over up-projected keys
+            hkv, D = h, cfg.mla.qk_nope_head_dim + cfg.mla.qk_rope_head_dim
+        elif cfg.mla is not None:  # absorbed decode: the latent cache read by every head, one KV head of the latent width
             hkv, D = 1, cfg.mla.kv_lora_rank + cfg.mla.qk_rope_head_dim
         else:
             hkv, D = kv_heads_per_gpu(cfg, wl.tp), cfg.head_dim
@@ -371,7 +373,7 @@ class _Builder:
         exact = (key[0], key[1], key[2]) == (int(h), int(hkv), int(D))
         includes = " (includes " + " and ".join(self.p.attention_includes) + ")" if self.p.attention_includes else ""
         note = (f"{at.phase} attention table, {at.kernel}{includes}; " + ("measured heads" if exact else f"nearest measured heads {shape}, scaled")
-                + ("; MLA as one latent KV head" if cfg.mla is not None else "") + extra)
+                + ("" if cfg.mla is None else "; MLA as multi-head attention" if self.phase == "prefill" else "; MLA as one latent KV head") + extra)
         self.add(name, "attention", op.layers, 1, t, np.minimum(t, self.m.graph_floor_s), (name,), (op.note + "; " if op.note else "") + note,
                  timed_as_a_whole=True, clamp=False)
         return True

@@ -264,3 +264,15 @@ def test_cache_resident_table_rows_are_held_at_the_hbm_roof_in_a_whole_model_ste
     wl = Workload(batch=1, prompt_len=2048, gen_len=1)
     rows = predict_step_breakdown(cfg, spec, wl, "decode", 1, 2048, mode="achievable", engine="trtllm")
     assert all(r["time_s"] >= r["roof_s"] * (1 - 1e-9) for r in rows if r["kind"] in ("gemm", "attention"))
+
+
+def test_mla_prefill_without_mla_tables_reads_the_context_table_as_multi_head_attention():
+    """A100 vLLM has no MLA tables: DeepSeek-V2-Lite's prefill attention is the context table's
+    multi-head call (16 heads of 192: nope + rope), as the engines run it, not one latent head of
+    576, which read it at 9x its roof; decode keeps the absorbed latent form."""
+    spec, cfg = get_spec("a100-sxm"), get_model("deepseek-v2-lite")
+    wl = Workload(batch=1, prompt_len=2048, gen_len=1)
+    pre = next(r for r in predict_step_breakdown(cfg, spec, wl, "prefill", 1, 2048, mode="achievable", engine="vllm") if r["name"] == "attn.core")
+    dec = next(r for r in predict_step_breakdown(cfg, spec, wl, "decode", 1, 2048, mode="achievable", engine="vllm") if r["name"] == "attn.core")
+    assert "MLA as multi-head attention" in pre["note"] and "MLA as one latent KV head" in dec["note"]
+    assert 1.0 <= pre["time_s"] / pre["roof_s"] < 5.0
