@@ -372,7 +372,6 @@ def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int
         fields_of.update((r.key, r) for r in correct)  # the newest run's fields
     dropped = max(0, len(headers) - keep)
     headers, held = headers[dropped:], held[dropped:]
-    for_size = 0
     for_size = _surely_over(old, held)
     headers, held = headers[for_size:], held[for_size:]
     while True:
