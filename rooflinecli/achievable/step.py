@@ -129,8 +129,8 @@ class _Builder:
         self.order = [o.name for o in ops]
         pure = Workload(**{**wl.__dict__, "efficiency": {}, "launch_overhead_s": 0.0})
         # the measured roof (the fastest HBM stream measured): no achievable row goes below it
-        self._roof_of = lambda some: time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, some)
-        self.roof = {t.op.name: t.time_s for t in self._roof_of(ops)}
+        self._roof_times = lambda some: time_ops(measured_roof_spec(spec, models.streams), pure, wl.compute_dtype, some)
+        self.roof = {t.op.name: t.time_s for t in self._roof_times(ops)}
         # a step whose weights outgrow the L2 streams every layer's weights and KV from HBM: a
         # table measured with its few operands cache-resident (L40S GEMMs and decode attention
         # beat the HBM roof in the data) is held at that roof here
@@ -138,6 +138,10 @@ class _Builder:
         # calibrated (the dtype's GEMM rows against the bf16 fit), else the spec's peak ratio
         self.gemm_speedup = models.gemm_speedup.get(wl.compute_dtype) or gemm_dtype_speedup(spec, wl.compute_dtype)
         self.gemm_speedup_source = "calibrated" if wl.compute_dtype in models.gemm_speedup else "peak ratio"
+
+    def roof_s(self, names) -> np.ndarray:
+        """The measured roof of the ops ``names`` together (summed over their layers)."""
+        return sum((self.roof[n] for n in names if n in self.roof), np.zeros(()))
 
     # ---- per-kernel models ----------------------------------------------------------------------
     def copy_like(self, nbytes, kernels: int):
@@ -225,7 +229,7 @@ class _Builder:
         main norms of a model with extra norms) shares it with them (``_split_roof``). A measured
         table's GEMM or attention row (``clamp`` False: its own time holds its floors) is held at
         the roof alone where the step streams from HBM (``streams_hbm``)."""
-        roof = sum((self.roof[n] for n in roof_names if n in self.roof), np.zeros(()))
+        roof = self.roof_s(roof_names)
         if self.graph:
             t = np.maximum(np.asarray(t, dtype=float), (1 if timed_as_a_whole else kernels) * self.m.graph_floor_s)
             extra = self._switch_cost(kind, kernels if switches is None else switches)
@@ -262,7 +266,7 @@ class _Builder:
         note = f"{int(d_in)}->{int(N)}" + (f" x{count}" if count > 1 else "")
         less, why = self.static_fp8_saving(name, M, d_in)
         if less is not None:  # kept above the graph floor (a kernel costs at least that much) and the op's roof
-            roof = sum((self.roof[n] for n in parts if n in self.roof), np.zeros(())) / (ops[0].layers * count)
+            roof = self.roof_s(parts) / (ops[0].layers * count)
             t = np.maximum(t - less, np.minimum(t, np.maximum(self.m.graph_floor_s, roof)))
             t0 = np.minimum(t0, t)
             note += why
@@ -447,8 +451,8 @@ class _Builder:
         if stored >= 0.9 * table:
             return t, ""
         wide = [replace(o, weights_bytes=np.asarray(o.weights_bytes, dtype=float) * (table / stored)) for o in ops]
-        at_table = sum(x.time_s for x in self._roof_of(wide)) / ops[0].layers
-        own = sum(self.roof[o.name] for o in ops) / ops[0].layers
+        at_table = sum(x.time_s for x in self._roof_times(wide)) / ops[0].layers
+        own = self.roof_s([o.name for o in ops]) / ops[0].layers
         return carried(np.asarray(t, dtype=float), at_table, own), f"; carried to {stored:.3g}-byte expert weights (weight-only quantized: no measured table)"
 
     def attention_core(self, name: str):

@@ -425,24 +425,29 @@ def _surely_over(old: Results | None, held: list[dict[tuple, _RunRow]]) -> int:
     rows = [r.samples_s for mine in held for r in islice(mine.values(), 1000)]
     n = sum(map(len, rows))
     per_sample = sum(len(repr(x)) + 2 for s in rows for x in s) / n if n else 0.0
-    counts = [sum(len(r.samples_s) for r in mine.values()) for mine in held]
+    counts = _sample_counts(held)
     old_samples = sum(len(r.samples_s) for r in old.rows)
-    k = 0
-    while k < len(held) - 1 and size + per_sample * (sum(counts[k:]) - old_samples) > MAX_USER_FILE_BYTES * 1.03:
-        k += 1
-    return k
+    return _drop_until(counts, lambda k: size + per_sample * (sum(counts[k:]) - old_samples), MAX_USER_FILE_BYTES * 1.03)
 
 
 def _oldest_over(held: list[dict[tuple, _RunRow]], size: int) -> int:
     """How many of the oldest runs to drop (at least one, never the newest) so that a baseline of
     ``size`` bytes, whose text is mostly its samples, comes under ``MAX_USER_FILE_BYTES``: each
     run's share of the bytes taken as its share of the samples."""
-    counts = [sum(len(r.samples_s) for r in mine.values()) for mine in held]
+    counts = _sample_counts(held)
     per_sample = size / max(1, sum(counts))
-    over = size - MAX_USER_FILE_BYTES * 0.99
-    k, freed = 0, 0.0
-    while k < len(held) - 1 and (k == 0 or freed < over):
-        freed += counts[k] * per_sample
+    return _drop_until(counts, lambda k: per_sample * sum(counts[k:]), MAX_USER_FILE_BYTES * 0.99, at_least=1)
+
+
+def _sample_counts(held: list[dict[tuple, _RunRow]]) -> list[int]:
+    return [sum(len(r.samples_s) for r in mine.values()) for mine in held]
+
+
+def _drop_until(counts: list[int], size_without, limit: float, at_least: int = 0) -> int:
+    """The fewest oldest runs (from ``at_least``, never the newest) whose dropping brings the
+    estimated size ``size_without(k)`` (bytes with the oldest k runs gone) to ``limit`` or under."""
+    k = at_least
+    while k < len(counts) - 1 and size_without(k) > limit:
         k += 1
     return k
 
