@@ -42,12 +42,12 @@ def forgive_gpu_names(value: str, check: bool = True) -> str:
     an unknown id is refused here, so the error names the option (a spec file path is left to its
     loader). Without, an unknown name is left to the loader too (a command's one argument)."""
     from rooflinecli.errors import RooflineError
-    from rooflinecli.hardware import all_specs, builtin_specs, get_spec, is_spec_path
+    from rooflinecli.hardware import builtin_ids, get_spec, is_spec_path, measured_specs
 
-    # the datasheet ids first: the measured specs are read only for a name that is not one of them
-    known = builtin_specs()
+    # the datasheet ids first (file names, no file read): the measured specs are read only for a name that is not one of them
+    known = set(builtin_ids())
     if any(_forgiven(v, known) not in known for v in str(value).split(",")):
-        known = all_specs()
+        known |= set(measured_specs())
     names = [_forgiven(v, known) for v in str(value).split(",")]
     if not check:
         return ",".join(names)

@@ -48,6 +48,8 @@ from rooflinecli.hardware.spec import GB, TB, HardwareSpec, Source
 from rooflinecli.hardware.loader import (
     MAX_SPEC_FILE_BYTES,
     all_specs,
+    builtin_ids,
+    builtin_spec,
     builtin_specs,
     get_spec,
     get_specs,
@@ -69,6 +71,8 @@ __all__ = [
     "HardwareSpec",
     "Source",
     "all_specs",
+    "builtin_ids",
+    "builtin_spec",
     "builtin_specs",
     "get_spec",
     "get_specs",

@@ -72,12 +72,12 @@ def resolve_base(base: str, path: str) -> HardwareSpec:
             return load_spec_file(p, expect_kind="datasheet")
         except RooflineError as e:
             raise RooflineError(f"base spec file '{base}' does not load: {e}") from None
-    specs = builtin_specs()
-    if base not in specs:
-        hint = closest(base, specs)
+    ids = builtin_ids()
+    if base not in ids:
+        hint = closest(base, ids)
         tail = f" (did you mean '{hint}'?)" if hint else ""
-        raise RooflineError(f"unknown base GPU '{base}'{tail}; known: {', '.join(sorted(specs))}")
-    return specs[base]
+        raise RooflineError(f"unknown base GPU '{base}'{tail}; known: {', '.join(ids)}")
+    return builtin_spec(base)
 
 
 def parse_spec(raw: dict, path: str) -> HardwareSpec:
@@ -108,9 +108,29 @@ def load_spec_files(paths: list[Path], expect_kind: str | None = None) -> dict[s
 
 
 @lru_cache(maxsize=None)
+def builtin_ids() -> tuple[str, ...]:
+    """Ids of the datasheet specs, sorted: the names of ``hardware_specs/*.toml`` (a built-in
+    spec's id is its file's name, so a command reads only the files of the GPUs it names)."""
+    return tuple(sorted(p.stem for p in specs_dir().glob("*.toml")))
+
+
+@lru_cache(maxsize=None)
+def builtin_spec(spec_id: str) -> HardwareSpec:
+    """One datasheet spec by id, its file alone read; an unknown id or a file whose ``id`` is not
+    its name is a one-line RooflineError."""
+    if spec_id not in builtin_ids():
+        raise unknown_name_error("GPU", spec_id, builtin_ids())
+    path = specs_dir() / f"{spec_id}.toml"
+    spec = load_spec_file(path, "datasheet")
+    if spec.id != spec_id:
+        raise RooflineError(f"{path}: id: '{spec.id}' is not the file's name; a built-in spec's id is its file name ('{spec_id}')")
+    return spec
+
+
+@lru_cache(maxsize=None)
 def builtin_specs() -> dict[str, HardwareSpec]:
-    """Every datasheet spec in ``hardware_specs/*.toml`` by id (duplicate ids are an error)."""
-    return load_spec_files(sorted(specs_dir().glob("*.toml")), "datasheet")
+    """Every datasheet spec in ``hardware_specs/*.toml`` by id (``builtin_spec`` of each)."""
+    return {spec_id: builtin_spec(spec_id) for spec_id in builtin_ids()}
 
 
 def measured_specs() -> dict[str, HardwareSpec]:
@@ -119,10 +139,9 @@ def measured_specs() -> dict[str, HardwareSpec]:
     if not d.is_dir():
         return {}
     specs = load_spec_files(sorted(d.glob("*.toml")), "measured")
-    builtin = builtin_specs()
     for spec_id, spec in specs.items():
-        if spec_id in builtin:
-            raise RooflineError(f"{spec.path}: id: duplicate id '{spec_id}' (also in {builtin[spec_id].path})")
+        if spec_id in builtin_ids():
+            raise RooflineError(f"{spec.path}: id: duplicate id '{spec_id}' (also in {specs_dir() / (spec_id + '.toml')})")
     return specs
 
 
@@ -156,6 +175,8 @@ def load_user_spec(path: str | Path) -> HardwareSpec:
     spec = load_spec_file(path)
     here = Path(path).resolve()
     inside = specs_dir().resolve() in here.parents
+    if here.parent == specs_dir().resolve() and spec.kind == "datasheet" and spec.id != here.stem:
+        raise RooflineError(f"{path}: id: '{spec.id}' is not the file's name; a built-in spec's id is its file name ('{here.stem}')")
     others = [p for p in _ids_on_disk(measured=inside).get(spec.id, []) if p.resolve() != here]
     if others:
         raise RooflineError(f"{path}: id: duplicate id '{spec.id}' (also in {others[0]}); give this GPU its own id")
@@ -172,13 +193,12 @@ def get_spec(name_or_path: str) -> HardwareSpec:
     name_or_path = name_or_path.strip()
     if is_spec_path(name_or_path):
         return load_user_spec(name_or_path)
-    specs = builtin_specs()
-    if name_or_path in specs:
-        return specs[name_or_path]
+    if name_or_path in builtin_ids():
+        return builtin_spec(name_or_path)
     measured = measured_specs()
     if name_or_path in measured:
         return measured[name_or_path]
-    known = sorted([*specs, *measured])
+    known = sorted([*builtin_ids(), *measured])
     prefixed = [k for k in known if k.startswith(name_or_path)]  # "h100" -> "h100-pcie" beats "h200"
     if name_or_path and prefixed:
         hint = " or ".join(f"'{k}'" for k in prefixed)

@@ -17,6 +17,8 @@ TB = 1e12
 
 @dataclass(frozen=True)
 class Source:
+    """Where a spec's figures come from: a document's title and address."""
+
     title: str
     url: str
     note: str = ""

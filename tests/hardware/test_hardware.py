@@ -188,3 +188,64 @@ def test_a_measured_peak_scaled_to_sustained_is_a_measured_estimate():
 
     bound = bound_spec(m).peak_dense_tflops  # what a measured kernel must not beat: the bursts, int8 through fp8
     assert bound["fp8"] == pytest.approx(burst) and bound["int8"] == pytest.approx(burst)
+
+
+def _fresh_loader(monkeypatch, folder):
+    """The loader reading its built-in specs from ``folder``, its caches emptied (``clear_spec_caches``
+    empties them again after the test, so later tests read the real folder)."""
+    from rooflinecli.hardware import loader
+
+    for f in (loader.builtin_ids, loader.builtin_spec, loader.builtin_specs):
+        f.cache_clear()
+    monkeypatch.setattr(loader, "specs_dir", lambda: folder)
+    return loader
+
+
+@pytest.fixture
+def clear_spec_caches():
+    from rooflinecli.hardware import loader
+
+    yield
+    for f in (loader.builtin_ids, loader.builtin_spec, loader.builtin_specs):
+        f.cache_clear()
+
+
+def test_a_builtin_spec_whose_id_is_not_its_file_name_is_refused(tmp_path, monkeypatch, clear_spec_caches):
+    (tmp_path / "gpu-a.toml").write_text((specs_dir() / "l40s.toml").read_text())  # id "l40s"
+    loader = _fresh_loader(monkeypatch, tmp_path)
+    assert loader.builtin_ids() == ("gpu-a",)
+    with pytest.raises(RooflineError, match=r"gpu-a\.toml: id: 'l40s' is not the file's name; a built-in spec's id is its file name \('gpu-a'\)"):
+        loader.get_spec("gpu-a")
+    with pytest.raises(RooflineError, match=r"unknown GPU 'l40s'"):
+        loader.get_spec("l40s")
+
+
+def test_a_gpu_named_by_id_reads_only_its_own_file(tmp_path, monkeypatch, clear_spec_caches):
+    """A command names one GPU: its file alone is read (a datasheet spec beside it that would not
+    load is not touched), and the name is forgiven from the file names without reading any."""
+    from rooflinecli.cli.options import forgive_gpu_names
+
+    (tmp_path / "h200.toml").write_text((specs_dir() / "h200.toml").read_text())
+    (tmp_path / "broken.toml").write_text("id = [")
+    (tmp_path / "measured").mkdir()
+    loader = _fresh_loader(monkeypatch, tmp_path)
+    read = []
+    real = loader.load_spec_file
+    monkeypatch.setattr(loader, "load_spec_file", lambda p, *a, **k: read.append(Path(p).name) or real(p, *a, **k))
+    assert forgive_gpu_names(" H200 ") == "h200" and read == []
+    assert loader.get_spec("h200").id == "h200" and read == ["h200.toml"]
+    with pytest.raises(RooflineError, match=r"broken\.toml"):
+        loader.builtin_specs()  # every file, as `hw list` reads them
+
+
+def test_validating_a_datasheet_spec_in_the_builtin_folder_checks_its_id_is_its_name(tmp_path, monkeypatch, clear_spec_caches):
+    """``hw validate`` of a file put among the built-in specs refuses what every command would."""
+    p = tmp_path / "gpu-b.toml"
+    p.write_text((specs_dir() / "l40s.toml").read_text())
+    loader = _fresh_loader(monkeypatch, tmp_path)
+    with pytest.raises(RooflineError, match=r"gpu-b\.toml: id: 'l40s' is not the file's name"):
+        loader.load_user_spec(p)
+    elsewhere = tmp_path.parent / (tmp_path.name + "-elsewhere")
+    elsewhere.mkdir()
+    (elsewhere / "gpu-c.toml").write_text((specs_dir() / "l40s.toml").read_text().replace('id = "l40s"', 'id = "zz-c"'))
+    assert loader.load_user_spec(elsewhere / "gpu-c.toml").id == "zz-c"  # outside that folder: any name
