@@ -173,8 +173,15 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: modules whose commands answer in a fraction of a second from specs, configs and formulas: they
+#: run with the cyclic garbage collector paused (``rooflinecli.__main__``); the measuring, report,
+#: serving and gate commands run for seconds to minutes and keep it on
+QUICK_MODULES: tuple[str, ...] = ("hw", "model", "analyze", "whatif")
+
+
 def main() -> None:
-    """Console-script entry point (``roofline``) and ``python -m rooflinecli``."""
+    """The command line (``rooflinecli.__main__``: the ``roofline`` script, ``python -m rooflinecli``)."""
+    import gc
     import os
     import sys
 
@@ -183,4 +190,9 @@ def main() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from rooflinecli.output import guard_stdout  # a closed pipe exits 0, a full disk is one line
 
-    guard_stdout(lambda: build_app(_modules_for(sys.argv[1:]))(prog_name="roofline"))
+    modules = _modules_for(sys.argv[1:])
+    if set(modules) <= set(QUICK_MODULES):  # short-lived: the collector would only walk start-up's objects
+        gc.disable()
+    else:
+        gc.enable()
+    guard_stdout(lambda: build_app(modules)(prog_name="roofline"))

@@ -43,6 +43,8 @@ else:
 heavy = [m for m in %r if m in sys.modules]
 sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
 sys.stderr.write("NUMPY=" + str("numpy" in sys.modules) + "\\n")
+import gc
+sys.stderr.write("GC=" + str(gc.isenabled()) + "\\n")
 sys.exit(code)
 """ % (HEAVY,)
 
@@ -86,3 +88,22 @@ def test_console_script_runs_a_command_and_prints_help():
         proc = subprocess.run([sys.executable, "-m", "rooflinecli", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert needle in proc.stdout
+
+
+@pytest.mark.parametrize(("command", "collector"), [
+    ("analyze --no-ops", False),
+    ("hw list", False),
+    ("model show llama-3-8b --json", False),
+    ("kv --json", False),
+    ("sweep --help", True),
+    ("serve --help", True),
+    ("--help", True),
+])
+def test_the_quick_commands_run_with_the_cyclic_collector_paused(command, collector):
+    """The entry pauses the cyclic garbage collector for start-up; only the quick analytical
+    commands keep it paused (the measuring, report, serving and gate commands run for minutes)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *command.split()], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"GC={collector}" in proc.stderr.splitlines(), proc.stderr[-500:]
