@@ -14,6 +14,7 @@ out, a table that does not fit tries the compact style (a rule under the header,
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 
@@ -88,17 +89,14 @@ def _fit(console, table, columns, rows, wrap=()) -> bool:
     """Whether ``table`` fits the console's width, its cells whole and only its headers wrapped
     at spaces; when it does but not at its natural width, fix each column's width so that rich
     neither folds nor cuts a cell (its own shrinking does not keep to a column's widest cell)."""
-    from rich.measure import Measurement
-
-    natural = Measurement.get(console, console.options.update_width(1 << 20), table).maximum  # unclamped
-    if natural <= console.width:
-        return True
     cells = [max((_cell_width(r[i]) for r in rows), default=0) for i in range(len(columns))]
+    heads = [_cell_width(name) for name in columns]
+    overhead = _overhead(console, table)  # padding and borders
+    if overhead + sum(max(c, h) for c, h in zip(cells, heads)) <= console.width:  # its natural width
+        return True
     # a text column of ``wrap`` is at least WRAP_MIN_WIDTH wide (its cells wrap at spaces; a longer word folds)
     whole = [min(WRAP_MIN_WIDTH, cells[i]) if columns[i] in wrap else cells[i] for i in range(len(columns))]
-    heads = [_cell_width(name) for name in columns]
     words = [max((_cell_width(w) for w in name.split()), default=0) for name in columns]
-    overhead = natural - sum(max(c, h) for c, h in zip(cells, heads))  # padding and borders
     widths = [max(c, w, 1) for c, w in zip(whole, words)]
     slack = console.width - overhead - sum(widths)
     if slack < 0:
@@ -114,6 +112,19 @@ def _fit(console, table, columns, rows, wrap=()) -> bool:
     for column, w in zip(table.columns, widths):
         column.width = w
     return True
+
+
+def _overhead(console, table) -> int:
+    """Columns ``table`` takes beyond its widest cells (padding, borders): its header row's natural
+    width less the headers' own, as rich measures it (the cells are never measured one by one; a
+    cell of plain text is as wide as its longest line)."""
+    from rich.measure import Measurement
+
+    bare = copy.copy(table)
+    bare.columns = [column.copy() for column in table.columns]  # a column's copy holds no cells
+    bare.rows = []
+    wide = console.options.update_width(1 << 20)
+    return Measurement.get(console, wide, bare).maximum - sum(_cell_width(c.header) for c in table.columns)
 
 
 def _stacked(console, title, columns, rows, caption):

@@ -24,6 +24,9 @@ class MLAConfig:
 
 @dataclass(frozen=True)
 class MoEConfig:
+    """Mixture of experts: routed experts (``top_k`` of them per token), shared experts run for
+    every token, and the layers that keep a dense MLP."""
+
     num_routed_experts: int
     top_k: int  # routed experts per token
     expert_intermediate_size: int  # FFN width of one routed expert
@@ -86,6 +89,8 @@ class RopeScaling:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """One model's architecture as the cost formulas read it (a preset or a user's config.json)."""
+
     name: str
     model_type: str
     source: str  # "preset:<file>" or the config path

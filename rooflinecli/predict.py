@@ -261,6 +261,8 @@ def _scalar(x):
 
 @dataclass
 class Analysis:
+    """One (model, GPU, workload) analysed: both phases' rows and totals, memory, the crossovers."""
+
     model: ModelConfig
     spec: HardwareSpec
     workload: Workload

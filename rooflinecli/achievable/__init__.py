@@ -86,9 +86,10 @@ def calibrated_engines(spec) -> list[tuple[str, str]]:
     own = _own_calibration(spec)
     if own:
         out += [("torch", f"own measurements ({Path(own).name})"), ("fused", f"own measurements ({Path(own).name})")]
-    out += [(e, f"imported vendor tables ({p.name})") for g, e, p in imported_calibrations() if g == gpu_id(spec)]
+    shipped = imported_calibrations()
+    out += [(e, f"imported vendor tables ({p.name})") for g, e, p in shipped if g == gpu_id(spec)]
     for e in IMPORTED_ENGINES:
-        donor = None if any(x == e for x, _ in out) else transfer_donor(spec, e)
+        donor = None if any(x == e for x, _ in out) else transfer_donor(spec, e, shipped)
         if donor is not None:
             out.append((e, f"transferred from {donor}'s imported tables"))
     return out
@@ -166,13 +167,14 @@ def nearest_gpu(gpu, candidates: list[str]) -> str | None:
     return min(candidates, key=distance)
 
 
-def transfer_donor(spec, engine: str) -> str | None:
+def transfer_donor(spec, engine: str, shipped: list[tuple[str, str, Path]] | None = None) -> str | None:
     """The measured GPU whose imported ``engine`` calibration stands in for ``spec``'s GPU when it
     has none of its own: the nearest in (log bf16 peak, log HBM bandwidth); None when the GPU has
-    its own, the engine is not imported, or no GPU has it."""
+    its own, the engine is not imported, or no GPU has it. ``shipped``: ``imported_calibrations()``
+    when the caller has read it already."""
     if engine not in IMPORTED_ENGINES:
         return None
-    have = [g for g, e, _ in imported_calibrations() if e == engine]
+    have = [g for g, e, _ in (imported_calibrations() if shipped is None else shipped) if e == engine]
     if gpu_id(spec) in have:
         return None
     return nearest_gpu(spec, have)

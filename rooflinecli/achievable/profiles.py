@@ -15,6 +15,8 @@ from rooflinecli.errors import RooflineError, unknown_name_error
 
 @dataclass(frozen=True)
 class EngineProfile:
+    """How a serving engine runs a step: graphs, fusions and the kernels it picks."""
+
     name: str
     description: str
     decode_graph: bool  # decode steps replayed from a CUDA graph

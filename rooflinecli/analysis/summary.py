@@ -62,6 +62,8 @@ class OpRow:
 
 @dataclass
 class PhaseResult:
+    """One phase (prefill or decode) at one batch: its per-op rows and their totals."""
+
     phase: str
     batch: int
     context: str  # "S" for prefill, "S..S+G-1" for decode
