@@ -34,3 +34,26 @@ def load_script(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def cli_runner():
+    """A ``CliRunner`` that keeps stderr apart from stdout (older Click-based typer mixes them
+    unless told not to; newer ones always keep them apart and take no such option)."""
+    from typer.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+#: the fields of a tiny decoder's config.json (4 layers, GQA 8/2); a test adds its ``model_type``
+TINY_DECODER_CONFIG = {
+    "hidden_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+}

@@ -6,19 +6,12 @@ import json
 import math
 
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.cli import app
+from conftest import cli_runner
 
 
-def _runner() -> CliRunner:
-    try:  # older Click-based typer mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
-
-
-runner = _runner()
+runner = cli_runner()
 
 
 def run(*args):

@@ -11,19 +11,11 @@ from typer.testing import CliRunner
 
 from rooflinecli.cli import app
 from rooflinecli.model_registry import preset_ids
+from conftest import TINY_DECODER_CONFIG
 
 runner = CliRunner()
 
-GOOD = {
-    "model_type": "llama",
-    "hidden_size": 64,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 1000,
-    "max_position_embeddings": 512,
-}
+GOOD = {"model_type": "llama", **TINY_DECODER_CONFIG}
 
 
 def invoke(*args):

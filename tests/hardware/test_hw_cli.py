@@ -8,23 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.cli import app
 from rooflinecli.hardware import specs_dir
+from conftest import cli_runner
 
 GOOD = (specs_dir() / "h100-sxm.toml").read_text()
 
 
-def _runner() -> CliRunner:
-    try:  # older Click-based typer mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
-
-
 def run(*args: str):
-    return _runner().invoke(app, list(args))
+    return cli_runner().invoke(app, list(args))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,10 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.cli import COMMAND_MODULE, app
 from rooflinecli.hardware import specs_dir
+from conftest import cli_runner
 
 #: commands that take a GPU (a test fails if one loses its option, so the walk below is not vacuous)
 GPU_COMMANDS = {
@@ -22,15 +22,8 @@ GPU_COMMANDS = {
 }  # fmt: skip
 
 
-def _runner() -> CliRunner:
-    try:  # older Click-based typer mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
-
-
 def run(*args: str):
-    return _runner().invoke(app, list(args), env={"ROOFLINE_HW": None, "COLUMNS": "200"})
+    return cli_runner().invoke(app, list(args), env={"ROOFLINE_HW": None, "COLUMNS": "200"})
 
 
 def _subcommands(help_text: str) -> list[str]:

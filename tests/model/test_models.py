@@ -11,16 +11,9 @@ from rooflinecli import params
 from rooflinecli.errors import RooflineError
 from rooflinecli.hf_config import MODEL_TYPES, MULTIMODAL_TYPES, load_hf_config
 from rooflinecli.model_registry import get_model, preset_ids, presets_dir
+from conftest import TINY_DECODER_CONFIG
 
-BASE = {
-    "hidden_size": 64,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "intermediate_size": 128,
-    "vocab_size": 1000,
-    "max_position_embeddings": 512,
-}
+BASE = TINY_DECODER_CONFIG
 
 
 def write(tmp_path: Path, raw: dict, name: str = "config.json") -> Path:

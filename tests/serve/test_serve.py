@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.analysis.workload import Workload
 from rooflinecli.cli import app
@@ -20,16 +19,10 @@ from rooflinecli.serve.sim import simulate
 from rooflinecli.serve.schedulers import StepPolicy, step_policy
 from rooflinecli.serve.steady import Lengths, aggregated_closed, aggregated_open, first_wave_ttft_s, lockstep_waves
 from rooflinecli.serve.steps import StepTable
+from conftest import cli_runner
 
 
-def _runner() -> CliRunner:
-    try:  # older Click-based typer mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
-
-
-runner = _runner()
+runner = cli_runner()
 CFG = get_model("llama-3-8b")
 SPEC = get_spec("h100-sxm")
 WL = Workload(batch=1, prompt_len=1024, gen_len=256, mode="datasheet")

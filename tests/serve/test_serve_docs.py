@@ -7,9 +7,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.cli import app
+from conftest import cli_runner
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
 
@@ -30,10 +30,7 @@ def test_the_page_has_full_transcripts():
 
 @pytest.mark.parametrize("command,lines", _transcripts(), ids=lambda x: x if isinstance(x, str) else "")
 def test_transcript_matches_the_tool(command, lines):
-    try:
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:
-        runner = CliRunner()
+    runner = cli_runner()
     r = runner.invoke(app, shlex.split(command)[1:])
     assert r.exit_code == 0, r.output
     assert r.stdout.rstrip("\n").splitlines() == lines

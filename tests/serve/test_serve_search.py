@@ -7,23 +7,16 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.analysis.workload import Workload
 from rooflinecli.cli import app
 from rooflinecli.hardware import get_spec
 from rooflinecli.model_registry import get_model
 from rooflinecli.serve.search import Slo, row, search
+from conftest import cli_runner
 
 
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
-
-
-runner = _runner()
+runner = cli_runner()
 WL = Workload(batch=1, prompt_len=1024, gen_len=256, mode="datasheet")
 
 

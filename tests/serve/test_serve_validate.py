@@ -8,19 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from rooflinecli.cli import app
 from rooflinecli.serve.validate import BENCHMARK_REQUESTS_PER_CLIENT, point, validate
+from conftest import cli_runner
 
 EXCERPT = Path(__file__).parent.parent / "fixtures" / "serve" / "silicon_excerpt.csv"
-
-
-def _runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:
-        return CliRunner()
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +54,11 @@ def test_a_row_maps_to_its_layout():
 
 
 def test_cli_validate_from_file():
-    r = _runner().invoke(app, ["serve", "validate", "--from", str(EXCERPT), "--json"])
+    r = cli_runner().invoke(app, ["serve", "validate", "--from", str(EXCERPT), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["represented"] == 5 and "aggregated" in d["overall"]
-    r = _runner().invoke(app, ["serve", "validate", "--from", str(EXCERPT / "missing.csv")])
+    r = cli_runner().invoke(app, ["serve", "validate", "--from", str(EXCERPT / "missing.csv")])
     assert r.exit_code == 2 and r.stderr.startswith("error: ")
 
 
