@@ -233,12 +233,10 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
         cfg = _decoder(f, model_type, name)
     if vision is not None:
         cfg = cfg.with_(vision=vision)
-    from rooflinecli.quant import parse_quantization
-
     if cfg.position_embedding == "rope":
         cfg = _with_rope_scaling(f, cfg)  # the language model's own fields (a multimodal config's text_config)
     return cfg.with_(
-        quantization=parse_quantization(raw.get("quantization_config"), where),
+        quantization=_quantization(raw.get("quantization_config"), where),
         source=source or where,
         display_name=meta.get("display_name") or name,
         published_params=meta.get("published_total_params"),
@@ -246,6 +244,16 @@ def parse_hf_config(raw: Mapping[str, Any], where: str, name: str, source: str |
         source_url=meta.get("source_url", ""),
         notes=cfg.notes + ((meta["note"],) if meta.get("note") else ()),
     )
+
+
+def _quantization(raw: Any, where: str):
+    """The config's ``quantization_config`` read (``rooflinecli.quant``, imported only for a config
+    that has one), or None."""
+    if raw is None:
+        return None
+    from rooflinecli.quant import parse_quantization
+
+    return parse_quantization(raw, where)
 
 
 def _meta(f: _Fields) -> dict[str, Any]:

@@ -7,8 +7,10 @@ Parsing lives in ``rooflinecli.hf_config``; parameter counting in ``rooflinecli.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from rooflinecli.quant import WeightQuant
+if TYPE_CHECKING:  # a name in an annotation: rooflinecli.quant is read only for a config that has one
+    from rooflinecli.quant import WeightQuant
 
 
 @dataclass(frozen=True)

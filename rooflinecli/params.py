@@ -288,6 +288,9 @@ def active_params(cfg: ModelConfig, include_embeddings: bool = True) -> float:
 # Stored bytes (a quantized checkpoint's ``quantization_config``, ``rooflinecli.quant``)
 # ------------------------------------------------------------------------------------------------
 
+#: bytes of each weight a checkpoint leaves unconverted (its bf16 / fp16), quantized or not
+UNCONVERTED_BYTES = 2.0
+
 #: module path of each inventory matrix inside one decoder layer, as the checkpoint names it
 _MODULES: dict[str, str] = {
     "q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
@@ -379,8 +382,6 @@ def converted_fraction(cfg: ModelConfig, lin: Linear) -> float:
 def stored_bytes_per_weight(cfg: ModelConfig, lin: Linear) -> float:
     """Bytes one weight of ``lin`` takes in the checkpoint, averaged over its copies: the format's
     data, scales and zero points where converted, 16-bit elsewhere (biases are always 16-bit)."""
-    from rooflinecli.quant import UNCONVERTED_BYTES
-
     f = converted_fraction(cfg, lin)
     if f == 0.0:
         return UNCONVERTED_BYTES
@@ -390,7 +391,7 @@ def stored_bytes_per_weight(cfg: ModelConfig, lin: Linear) -> float:
 def stored_weight_bytes(cfg: ModelConfig) -> dict[str, float]:
     """Bytes of every stored weight per component (keys: ``COMPONENTS``), the checkpoint's own
     format (16-bit without a ``quantization_config``)."""
-    from rooflinecli.quant import UNCONVERTED_BYTES as b16
+    b16 = UNCONVERTED_BYTES
 
     def of(linears, copies: float) -> float:
         total = 0.0

@@ -50,8 +50,6 @@ from rooflinecli.errors import RooflineError, unknown_name_error
 
 QUANT_METHODS: tuple[str, ...] = ("awq", "bitsandbytes", "compressed-tensors", "fbgemm_fp8", "fp8", "gptq", "modelopt", "mxfp4")
 
-#: bytes of each weight the format leaves unconverted (the checkpoint's bf16 / fp16)
-UNCONVERTED_BYTES = 2.0
 
 
 @dataclass(frozen=True)

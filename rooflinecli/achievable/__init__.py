@@ -20,7 +20,9 @@ from pathlib import Path
 
 from rooflinecli.errors import RooflineError
 
-from .profiles import ENGINES, EngineProfile, get_engine
+#: names of ``profiles`` this package exports, read on first use (``hw list`` asks which engines
+#: are calibrated on each GPU, never how an engine runs)
+_FROM_PROFILES = ("ENGINES", "EngineProfile", "get_engine")
 
 #: ``measured_with`` key of a spec that names its calibration file
 CALIBRATION_KEY = "calibration"
@@ -44,6 +46,15 @@ __all__ = [
     "require_models",
     "transfer_donor",
 ]
+
+
+def __getattr__(name: str):
+    """``ENGINES``, ``EngineProfile`` and ``get_engine``: ``profiles``', imported on first use."""
+    if name in _FROM_PROFILES:
+        from . import profiles
+
+        return getattr(profiles, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: engines whose calibrations are imported vendor tables, looked up by (GPU, engine), in the
@@ -118,8 +129,10 @@ def calibration_path(spec, engine: str | None = None) -> Path | None:
     file), or None. The torch and fused engines share the spec's own calibration; the serving
     engines (``IMPORTED_ENGINES``) read the imported calibration of the spec's GPU, whatever
     the spec's kind."""
+    from .profiles import get_engine
+
     engine = engine or default_engine(spec)
-    get_engine(engine)
+    get_engine(engine)  # an unknown engine: one line naming the known ones
     if engine in IMPORTED_ENGINES:
         p = measured_dir() / IMPORTED_NAME.format(gpu=gpu_id(spec), engine=engine)
         if p.is_file():
@@ -265,6 +278,7 @@ def require_models(spec, engine: str | None = None):
 
 def phase_achievable(cfg, spec, wl, phase: str, batch, context, engine: str = "torch"):
     """Achievable rows of one phase (``step.StepRow``), arrays over (batch, context)."""
+    from .profiles import get_engine
     from .step import step_rows
 
     return step_rows(cfg, spec, wl, phase, batch, context, require_models(spec, engine), get_engine(engine))

@@ -148,10 +148,12 @@ def show_model(
     """Show one model: config, parameter counts per component, weight bytes as stored (its
     quantization_config read), KV-cache bytes per token."""
     from rooflinecli.model_registry import get_model
-    from rooflinecli.quant import plain_weights, weight_dtype_note
 
     label, bits, b = _kv_choice(kv_dtype, kv_bits)
-    override = plain_weights(weight_dtype) if weight_dtype is not None else None  # bad dtype: before loading
+    if weight_dtype is not None:  # rooflinecli.quant read only then (or for a quantized checkpoint)
+        from rooflinecli.quant import plain_weights, weight_dtype_note
+
+        override = plain_weights(weight_dtype)  # a bad dtype: refused before the model loads
     cfg = get_model(name_or_config_path)
     if weight_dtype is not None:
         note = weight_dtype_note(cfg, weight_dtype)

@@ -45,6 +45,7 @@ sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
 sys.stderr.write("NUMPY=" + str("numpy" in sys.modules) + "\\n")
 import gc
 sys.stderr.write("GC=" + str(gc.isenabled()) + "\\n")
+sys.stderr.write("OWN=" + ",".join(sorted(m for m in sys.modules if m.startswith("rooflinecli"))) + "\\n")
 sys.exit(code)
 """ % (HEAVY,)
 
@@ -107,3 +108,16 @@ def test_the_quick_commands_run_with_the_cyclic_collector_paused(command, collec
     )
     assert proc.returncode == 0, proc.stderr
     assert f"GC={collector}" in proc.stderr.splitlines(), proc.stderr[-500:]
+
+
+@pytest.mark.parametrize(("command", "unread"), [
+    ("model show llama-3-70b --json", ("rooflinecli.quant",)),  # a 16-bit checkpoint
+    ("hw list", ("rooflinecli.quant", "rooflinecli.achievable.profiles")),
+])
+def test_the_spec_and_config_commands_read_only_what_they_answer_from(command, unread):
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *command.split()], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    own = next(ln for ln in proc.stderr.splitlines() if ln.startswith("OWN=")).removeprefix("OWN=").split(",")
+    assert not set(unread) & set(own), f"`roofline {command}` imported {sorted(set(unread) & set(own))}"
