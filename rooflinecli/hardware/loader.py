@@ -121,9 +121,13 @@ def builtin_spec(spec_id: str) -> HardwareSpec:
     if spec_id not in builtin_ids():
         raise unknown_name_error("GPU", spec_id, builtin_ids())
     path = specs_dir() / f"{spec_id}.toml"
-    spec = load_spec_file(path, "datasheet")
-    if spec.id != spec_id:
-        raise RooflineError(f"{path}: id: '{spec.id}' is not the file's name; a built-in spec's id is its file name ('{spec_id}')")
+    return _named_as_file(load_spec_file(path, "datasheet"), path)
+
+
+def _named_as_file(spec: HardwareSpec, path: Path) -> HardwareSpec:
+    """``spec`` (a datasheet spec in ``hardware_specs/``), refused unless its id is its file's name."""
+    if spec.id != path.stem:
+        raise RooflineError(f"{path}: id: '{spec.id}' is not the file's name; a built-in spec's id is its file name ('{path.stem}')")
     return spec
 
 
@@ -175,8 +179,8 @@ def load_user_spec(path: str | Path) -> HardwareSpec:
     spec = load_spec_file(path)
     here = Path(path).resolve()
     inside = specs_dir().resolve() in here.parents
-    if here.parent == specs_dir().resolve() and spec.kind == "datasheet" and spec.id != here.stem:
-        raise RooflineError(f"{path}: id: '{spec.id}' is not the file's name; a built-in spec's id is its file name ('{here.stem}')")
+    if here.parent == specs_dir().resolve() and spec.kind == "datasheet":
+        _named_as_file(spec, Path(path))
     others = [p for p in _ids_on_disk(measured=inside).get(spec.id, []) if p.resolve() != here]
     if others:
         raise RooflineError(f"{path}: id: duplicate id '{spec.id}' (also in {others[0]}); give this GPU its own id")
