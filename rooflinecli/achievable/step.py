@@ -26,7 +26,7 @@ from rooflinecli.models import ModelConfig
 from . import mla
 from .fit import FittedModels
 from .profiles import EngineProfile
-from .tables import GEMM_INPUT_BYTES, carried
+from .tables import GEMM_INPUT_BYTES, WEIGHT_ONLY_BYTES, carried, weight_bytes_of
 
 #: what a communication row of the achievable model is (and is not)
 #: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
@@ -191,16 +191,31 @@ class _Builder:
                   for n in parts]
         return float(np.mean(shares)) if shares else 0.0
 
+    def weight_only_table(self, weight_bytes: float | None):
+        """The measured weight-only GEMM table (``tables.WEIGHT_ONLY_BYTES``: int8 or int4 weights,
+        16-bit activations) of weights stored at ``weight_bytes`` per weight under a 16-bit compute
+        dtype: the one whose weights are nearest in bytes, if it is within a third of them; else
+        None (the compute dtype's table, carried to the bytes)."""
+        tm = self.m.tables
+        if tm is None or weight_bytes is None or self.wl.compute_dtype not in ("bf16", "fp16"):
+            return None
+        have = [dt for dt in WEIGHT_ONLY_BYTES if dt in tm.gemm]
+        if not have:
+            return None
+        dt = min(have, key=lambda d: abs(np.log(WEIGHT_ONLY_BYTES[d] / weight_bytes)))
+        return tm.gemm[dt] if abs(WEIGHT_ONLY_BYTES[dt] / weight_bytes - 1.0) <= 1 / 3 else None
+
     def gemm(self, M, N, K, nbytes, bf16: bool = False, weight_bytes: float | None = None):
         """Seconds (and fixed seconds) of one GEMM in the compute dtype (``bf16``: a 16-bit weight's
-        bf16 GEMM); ``weight_bytes``: bytes per weight as stored (narrower weights than the
-        table's kernel read are carried to their bytes: ``GemmTable.time_s``)."""
+        bf16 GEMM); ``weight_bytes``: bytes per weight as stored (int8 / int4 weights read the
+        engine's measured weight-only table where it has one, ``weight_only_table``; narrower
+        weights than the table's kernel read are carried to their bytes: ``GemmTable.time_s``)."""
         tm = self.m.tables
         if tm is not None and bf16:
             t = (tm.gemm.get("bf16") or self.gemm_table()).time_s(M, N, K)
             return t, np.minimum(t, self.m.graph_floor_s)
         if tm is not None:  # the engine's measured GEMM table of the compute dtype (fp8: quantization included)
-            g = self.gemm_table()
+            g = self.weight_only_table(weight_bytes) or self.gemm_table()
             t = g.time_s(M, N, K, weight_bytes)
             if g.dtype == "bf16" and self.wl.compute_dtype != "bf16" and self.gemm_speedup != 1.0:
                 t = t / self.gemm_speedup
@@ -276,10 +291,10 @@ class _Builder:
             t, t0 = (1.0 - s16) * t + s16 * t16, (1.0 - s16) * t0 + s16 * t016
             note += "; stored 16-bit (left out of the quantization): bf16 GEMM" if s16 == 1.0 else f"; {s16:.0%} stored 16-bit (left out of the quantization): bf16 GEMM"
         if self.m.tables is not None:
-            g = self.gemm_table()
+            g = self.weight_only_table(weight_bytes) or self.gemm_table()
             if s16 < 1.0:
                 note += f"; {g.dtype} GEMM table ({g.kernel})"
-                if weight_bytes < 0.9 * GEMM_INPUT_BYTES.get(g.dtype, 2.0):
+                if weight_bytes < 0.9 * weight_bytes_of(g.dtype):
                     note += f", carried to {weight_bytes:.3g}-byte weights (weight-only quantized: no measured table)"
             self.add(name, "gemm", ops[0].layers, count, count * t, count * t0, parts, note, host=("gemm", count), clamp=False, timed_as_a_whole=True)
             return

@@ -35,6 +35,14 @@ from . import ceilings_of, nearest_gpu
 
 #: bytes per element of a GEMM's inputs by dtype (the output is bf16)
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5625}
+#: weight-only quantized GEMM tables (16-bit activations, int8 / int4 weights with per-channel
+#: scales: TensorRT-LLM's weight_only_quant_matmul): bytes per weight
+WEIGHT_ONLY_BYTES = {"int8_wo": 1.0, "int4_wo": 0.5}
+
+
+def weight_bytes_of(dtype: str) -> float:
+    """Bytes per weight a GEMM table's kernel reads."""
+    return WEIGHT_ONLY_BYTES.get(dtype) or GEMM_INPUT_BYTES.get(dtype, 2.0)
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
@@ -193,9 +201,9 @@ def _grid(keys: list[np.ndarray], ratio: np.ndarray, spike_log: float | None = S
 
 
 def gemm_flops_bytes(dtype: str, M, N, K):
-    b = GEMM_INPUT_BYTES.get(dtype, 2.0)
+    a = 2.0 if dtype in WEIGHT_ONLY_BYTES else GEMM_INPUT_BYTES.get(dtype, 2.0)  # activation bytes
     M, N, K = (np.asarray(x, dtype=float) for x in (M, N, K))
-    return 2.0 * M * N * K, b * (M * K + N * K) + 2.0 * M * N
+    return 2.0 * M * N * K, a * M * K + weight_bytes_of(dtype) * N * K + 2.0 * M * N
 
 
 def context_flops_bytes(B, S, H, KVH, D, kv_bytes):
@@ -284,8 +292,8 @@ class GemmTable:
         fl, nb = gemm_flops_bytes(self.dtype, M, N, K)
         base, base_edge = self.rates.base_s(fl, nb), self.rates.base_s(*gemm_flops_bytes(self.dtype, *edge))
         t = carried(base_edge * np.exp(r), base_edge, base)
-        if weight_bytes is not None and weight_bytes < 0.9 * GEMM_INPUT_BYTES.get(self.dtype, 2.0):
-            nb_w = nb - (GEMM_INPUT_BYTES.get(self.dtype, 2.0) - weight_bytes) * N * K
+        if weight_bytes is not None and weight_bytes < 0.9 * weight_bytes_of(self.dtype):
+            nb_w = nb - (weight_bytes_of(self.dtype) - weight_bytes) * N * K
             base_w = self.rates.base_s(fl, nb_w)
             t = carried(t, base, base_w)
             base, nb = base_w, nb_w

@@ -98,6 +98,10 @@ COPY_WORDS = re.compile(r"carry[- ]forward|carried forward|\bcop(y|ied)\b", re.I
 ELEMENT_BYTES = {"half": 2, "bfloat16": 2, "float16": 2, "fp16": 2, "int8": 1, "float": 4, "float32": 4}
 #: GEMM dtypes imported, by their name in the data -> ours
 GEMM_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}
+#: the GEMM table's weight-only quantized dtypes (16-bit activations, int8 / int4 weights), kept
+#: under their own names (``achievable.tables.WEIGHT_ONLY_BYTES``); SmoothQuant's int8 x int8 ("sq")
+#: is not modelled
+GEMM_WEIGHT_ONLY_DTYPES = {"int8_wo": "int8_wo", "int4_wo": "int4_wo"}
 KV_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8"}
 #: latency significant digits kept in the file (0.01%: far under the tables' run-to-run noise)
 SIG_DIGITS = 4
@@ -398,18 +402,19 @@ def _gemm_table(cols: dict) -> tuple[dict, list[str]]:
     ks, dts = cols["kernel_source"].astype(str), cols["gemm_dtype"].astype(str)
     keep = np.zeros(len(ks), dtype=bool)
     kernels, skipped = {}, []
+    names = {**GEMM_DTYPES, **GEMM_WEIGHT_ONLY_DTYPES}
     for dt in sorted(set(dts)):
-        if dt not in GEMM_DTYPES:
+        if dt not in names:
             skipped.append(f"{int((dts == dt).sum())} rows of dtype {dt} (not modelled)")
             continue
         k = _most_rows(ks, dts == dt)
-        kernels[GEMM_DTYPES[dt]] = k
+        kernels[names[dt]] = k
         sel = (dts == dt) & (ks == k)
         others = int(((dts == dt) & (ks != k)).sum())
         if others:
             skipped.append(f"{others} {dt} rows of other kernels than {k} (one kernel per dtype: the one with most rows)")
         keep |= sel
-    out = {"dtype": [GEMM_DTYPES[d] for d in dts[keep]], "M": cols["m"][keep].astype(int).tolist(), "N": cols["n"][keep].astype(int).tolist(),
+    out = {"dtype": [names[d] for d in dts[keep]], "M": cols["m"][keep].astype(int).tolist(), "N": cols["n"][keep].astype(int).tolist(),
            "K": cols["k"][keep].astype(int).tolist(), "latency_us": _sig(np.asarray(cols["latency"], dtype=float)[keep] * 1e3)}
     return {"columns": out, "kernels": kernels}, skipped
 

@@ -432,3 +432,20 @@ def test_fp8_quantize_tables_imported_and_read_as_measured(data: Path) -> None:
     between = q.scale.time_s(16, 1024)  # the clipped row, between its neighbours
     assert q.scale.time_s(1, 1024) < between < q.scale.time_s(256, 1024)
     assert q.quantize.time_s(8192, 1024) == pytest.approx(2 * q.quantize.time_s(4096, 1024), rel=1e-9)  # past the edge: by the elements
+
+
+def test_gemm_import_keeps_the_weight_only_tables_and_counts_smoothquant() -> None:
+    """int8 / int4 weight-only GEMM rows (16-bit activations) are kept under their own names, each
+    with its kernel; SmoothQuant's int8 x int8 rows are not modelled and are counted as skipped."""
+    from rooflinecli.importer.aiconfigurator import _gemm_table
+
+    dts = ["bfloat16", "int8_wo", "int4_wo", "sq"]
+    kernel = {"bfloat16": "torch_flow", "int8_wo": "wo_plugin", "int4_wo": "wo_plugin", "sq": "sq_plugin"}
+    cols = {"gemm_dtype": np.array(dts * 2), "kernel_source": np.array([kernel[d] for d in dts * 2]),
+            "m": np.array([1.0] * 4 + [8.0] * 4), "n": np.full(8, 4096.0), "k": np.full(8, 4096.0),
+            "latency": np.array([0.0262, 0.0215, 0.0205, 0.03] * 2)}
+    table, skipped = _gemm_table(cols)
+    assert table["columns"]["dtype"] == ["bf16", "int8_wo", "int4_wo"] * 2
+    assert table["kernels"] == {"bf16": "torch_flow", "int8_wo": "wo_plugin", "int4_wo": "wo_plugin"}
+    assert table["columns"]["latency_us"][2] == pytest.approx(20.5)
+    assert skipped == ["2 rows of dtype sq (not modelled)"]
