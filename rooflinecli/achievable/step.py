@@ -26,7 +26,7 @@ from rooflinecli.models import ModelConfig
 from . import mla
 from .fit import FittedModels
 from .profiles import EngineProfile
-from .tables import GEMM_INPUT_BYTES, WEIGHT_ONLY_BYTES, carried, weight_bytes_of
+from .tables import WEIGHT_ONLY_BYTES, carried, weight_bytes_of
 
 #: what a communication row of the achievable model is (and is not)
 #: the analysis ops a torch engine's MoE layer covers in one calibrated call (``moe_experts_torch``)
@@ -462,7 +462,7 @@ class _Builder:
 
         lin = P.routed_expert_linears(self.cfg)[0]
         stored = float(linear_weight_bytes(self.cfg, self.wl, lin, 1)) / max(1.0, float(linear_params_per_gpu(self.cfg, lin, 1)))
-        table = GEMM_INPUT_BYTES.get(dt, 2.0)
+        table = weight_bytes_of(dt)
         if stored >= 0.9 * table:
             return t, ""
         wide = [replace(o, weights_bytes=np.asarray(o.weights_bytes, dtype=float) * (table / stored)) for o in ops]

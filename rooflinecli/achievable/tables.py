@@ -38,12 +38,12 @@ GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvf
 #: weight-only quantized GEMM tables (16-bit activations, int8 / int4 weights with per-channel
 #: scales: TensorRT-LLM's weight_only_quant_matmul): bytes per weight
 WEIGHT_ONLY_BYTES = {"int8_wo": 1.0, "int4_wo": 0.5}
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
 def weight_bytes_of(dtype: str) -> float:
-    """Bytes per weight a GEMM table's kernel reads."""
+    """Bytes per weight a GEMM (or MoE) table's kernel reads."""
     return WEIGHT_ONLY_BYTES.get(dtype) or GEMM_INPUT_BYTES.get(dtype, 2.0)
-KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
 def _axis_neighbours(g: np.ndarray, ax: int, shift: int) -> np.ndarray:
