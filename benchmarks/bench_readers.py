@@ -1,5 +1,6 @@
 """How long the readers and checks take on big accepted files: a results file, a pooled baseline,
-a calibration file, and the commands that read them (regress, baseline update, validate).
+a calibration file, and the commands that read them (regress, baseline update into an empty
+folder and as the third run of a baseline, validate).
 
 Each file is made by repeating the rows of the committed H200 run (results) and calibration with
 new shapes, so every row is one the readers accept. Prints seconds per step at each size and the
@@ -26,9 +27,10 @@ RESULTS = ROOT / "tests" / "fixtures" / "h200-2026-11-30" / "results.json"
 CALIBRATION = ROOT / "hardware_specs" / "measured" / "h200-calibration.json"
 
 
-def results_file(path: Path, n_rows: int, n_samples: int) -> None:
+def results_file(path: Path, n_rows: int, n_samples: int, run: int = 0) -> None:
     """``n_rows`` rows cycled from the committed run, each a new shape, ``n_samples`` samples each
-    (the run's own, cycled), quantiles as the bench writes them."""
+    (the run's own, cycled; ``run`` > 0: another run of the same suite, each sample a little
+    slower, a day later), quantiles as the bench writes them."""
     sys.path.insert(0, str(ROOT))
     from rooflinecli.results import quantiles_s
 
@@ -38,12 +40,13 @@ def results_file(path: Path, n_rows: int, n_samples: int) -> None:
     for i in range(n_rows):
         r = dict(base[i % len(base)])
         s = r["samples_s"]
-        r["samples_s"] = [s[j % len(s)] for j in range(n_samples)]
+        r["samples_s"] = [s[j % len(s)] * (1 + 1e-3 * run * ((i + j) % 7)) for j in range(n_samples)]
         r["p20_s"], r["p50_s"], r["p80_s"] = quantiles_s(r["samples_s"])
         r["shape"] = f"{r['shape']}-v{i // len(base)}"
         rows.append(r)
     doc["rows"] = rows
     doc["extra"] = {}
+    doc["created_utc"] = f"2026-12-{1 + run:02d}T00:00:00Z"
     path.write_text(json.dumps(doc))
 
 
@@ -85,11 +88,16 @@ def measure(n_rows: int, n_samples: int, folder: Path) -> dict[str, float]:
     results_file(cand, n_rows, n_samples)
     calibration_file(cal, n_rows)
     bdir = folder / f"b{n_rows}"
+    more = [folder / f"r{n_rows}-{k}.json" for k in (1, 2)]
+    for k, p in enumerate(more, start=1):
+        results_file(p, n_rows, n_samples, run=k)
     out = {
         "read results (s)": timed("read", lambda: load_results(res)),
         "read calibration (s)": timed("cal", lambda: load_calibration(str(cal))),
         "baseline update (s, CLI)": timed("update", lambda: cli("baseline", "update", str(res), "--dir", str(bdir))),
     }
+    cli("baseline", "update", str(more[0]), "--dir", str(bdir))
+    out["baseline update, 3rd run (s, CLI)"] = timed("update3", lambda: cli("baseline", "update", str(more[1]), "--dir", str(bdir)))
     bfile = next(bdir.glob("*.json"))
     out["read baseline (s)"] = timed("load", lambda: load_baseline(bfile))
     out["regress baseline vs run (s, CLI)"] = timed("regress", lambda: cli("regress", str(bfile), str(cand), "--impl", "all", "-q"))

@@ -257,7 +257,11 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, make_parent
     try:
         tmp = temp_beside(target)
         with open(tmp, "wb") as f:
-            f.write(data)
+            if isinstance(data, _Encoded):
+                for chunk in data.chunks:
+                    f.write(chunk.encode("utf-8"))
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         _publish_mode(tmp, target)
@@ -287,6 +291,19 @@ def write_text_atomic(path: str | os.PathLike[str], text: str, *, make_parents: 
     return write_bytes_atomic(path, text.encode("utf-8"), make_parents=make_parents, default=default, kind=kind)
 
 
+def write_chunks_atomic(path: str | os.PathLike[str], chunks: list[str], *, make_parents: bool = False, default: bool = False,
+                        kind: str | None = None) -> Path:
+    """``write_text_atomic`` of ``"".join(chunks)``, each piece encoded and written in turn."""
+    return write_bytes_atomic(path, _Encoded(chunks), make_parents=make_parents, default=default, kind=kind)
+
+
+class _Encoded:
+    """Text pieces that ``write_bytes_atomic`` writes one after another, UTF-8 encoded."""
+
+    def __init__(self, chunks: list[str]):
+        self.chunks = chunks
+
+
 def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, make_parents: bool = False, default: bool = False, kind: str | None = None) -> Path:
     """``obj`` as indented JSON; NaN and infinities are written as null (``fmt.json_dumps``)."""
     from rooflinecli.fmt import json_dumps
@@ -294,21 +311,55 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any, *, make_parents: b
     return write_text_atomic(path, json_dumps(obj) + "\n", make_parents=make_parents, default=default, kind=kind)
 
 
+class RawJSON:
+    """A value given as its JSON text, written as it is by ``json_text(..., raw=True)`` where it
+    is a value of a row (an object in a list of objects): text copied from a file this tool
+    parsed (a run's samples, ``results.load_results_keeping_sample_text``), not encoded again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def json_text(obj: Any, level: int = 0, raw: bool = False) -> str:
+    """``json_chunks`` joined: ``obj`` as JSON text."""
+    return "".join(json_chunks(obj, level, raw))
+
+
 @bulk
-def json_text(obj: Any, level: int = 0) -> str:
+def json_chunks(obj: Any, level: int = 0, raw: bool = False) -> list[str]:
     """``obj`` as JSON for big data files (results, baselines, reports of 100,000 rows): objects
     indented, each object of a list of objects on one line (the C encoder writes it; the indenting
-    encoder is pure Python and ten times slower). Strict: NaN and infinities are written as null."""
+    encoder is pure Python and ten times slower). Strict: NaN and infinities are written as null.
+    ``raw``: a row's ``RawJSON`` values are written as their text, the rest of the row encoded
+    around them (the same text the C encoder writes for the values they stand for); such rows
+    stay on one line. The text comes in pieces (a row each, when ``raw``) whose join is the
+    text: a writer writes them one after another (``write_chunks_atomic``) rather than copying
+    a file of hundreds of MB into one string."""
     import json
+    import secrets
 
     from rooflinecli.fmt import json_default, json_safe
 
-    encode = json.JSONEncoder(allow_nan=False, default=json_default, separators=(", ", ": ")).encode
+    held: list[str] = []  # the text of the RawJSON values of the row being encoded, in order
+    marker = "\x00raw-" + secrets.token_hex(16) if raw else ""  # a nonce: no text holds it
+    marker_json = json.dumps(marker)
+
+    def raw_default(x: Any) -> Any:
+        if type(x) is RawJSON:
+            held.append(x.text)
+            return marker
+        return json_default(x)
+
+    encode = json.JSONEncoder(allow_nan=False, default=raw_default if raw else json_default, separators=(", ", ": ")).encode
 
     def compact(x: Any) -> str:
         try:  # the C encoder alone; only a value holding NaN or an infinity takes the slow walk
             return encode(x)
         except ValueError:
+            if raw:
+                held.clear()  # the failed try's markers: the walk's encoding makes them again
             return encode(json_safe(x))
 
     def rows(x: Any) -> bool:
@@ -324,20 +375,51 @@ def json_text(obj: Any, level: int = 0) -> str:
         return False
 
     def row(v: Any, lvl: int) -> str:
+        if raw:  # RawJSON values were encoded as the marker, in order: put their text in its place
+            t = compact(v)
+            if not held:
+                return t
+            pieces = t.split(marker_json)
+            out = [pieces[0]]
+            for text, piece in zip(held, pieces[1:]):
+                out.append(text)
+                out.append(piece)
+            held.clear()
+            return "".join(out)
         # a row holding a list of objects is indented: its compact text shows "[{" (the C encoder
         # writes no space there), so the walk runs only for the rows that may hold one
         t = compact(v)
         return enc(v, lvl) if "[{" in t and nested(v) else t
 
     def enc(x: Any, lvl: int) -> str:
+        out: list[str] = []
+        emit(x, lvl, out)
+        return "".join(out)
+
+    def emit(x: Any, lvl: int, out: list[str]) -> None:
         pad, inner = "  " * lvl, "  " * (lvl + 1)
         if isinstance(x, dict) and x and (lvl < 2 or nested(x)):
-            return "{\n" + ",\n".join(f"{inner}{json.dumps(str(k))}: {enc(v, lvl + 1)}" for k, v in x.items()) + f"\n{pad}}}"
-        if rows(x):
-            return "[\n" + _halves(lambda part: ",\n".join(f"{inner}{row(v, lvl + 1)}" for v in part), x) + f"\n{pad}]"
-        return compact(x)
+            sep = "{\n"
+            for k, v in x.items():
+                out.append(f"{sep}{inner}{json.dumps(str(k))}: ")
+                emit(v, lvl + 1, out)
+                sep = ",\n"
+            out.append(f"\n{pad}}}")
+        elif rows(x):
+            if raw:  # copied samples leave little to encode: a child would cost more than it saves
+                sep = "[\n"
+                for v in x:
+                    out.append(f"{sep}{inner}{row(v, lvl + 1)}")
+                    sep = ",\n"
+            else:
+                out.append("[\n" + _halves(lambda part: ",\n".join(f"{inner}{row(v, lvl + 1)}" for v in part), x))
+            out.append(f"\n{pad}]")
+        else:
+            out.append(compact(x))
 
-    return enc(obj, level)
+    out: list[str] = []
+    emit(obj, level, out)
+    return out
 
 
 #: a list of at least this many objects is encoded in two halves at once, the second in a forked

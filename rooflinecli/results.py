@@ -33,7 +33,7 @@ from typing import Any
 
 from rooflinecli.bulk import bulk
 from rooflinecli.errors import MAX_USER_FILE_BYTES, RooflineError, one_line
-from rooflinecli.output import json_text, write_text_atomic
+from rooflinecli.output import RawJSON, json_chunks, write_chunks_atomic
 
 SCHEMA = "rooflinecli.results/1"
 #: the schema prefix of every version of the results file (``output.resolve_output``'s ``kind``)
@@ -106,7 +106,9 @@ class Results:
     def gpu_name(self) -> str:
         return str(self.environment.get("gpu_name", "unknown"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, sample_text: dict[tuple, str] | None = None) -> dict[str, Any]:
+        """The file's object; ``sample_text``: per row key, its samples' JSON text to copy
+        (``output.RawJSON``) instead of the floats, for ``text``."""
         return {
             "schema": SCHEMA,
             "created_utc": self.created_utc,
@@ -115,29 +117,39 @@ class Results:
             "hardware_spec": self.hardware_spec,
             "measured_spec": self.measured_spec,
             "environment": self.environment,
-            "rows": [_row_json(r) for r in self.rows],
+            "rows": [_row_json(r) for r in self.rows] if not sample_text else [_row_json(r, sample_text.get(r.key)) for r in self.rows],
             "extra": self.extra,
         }
 
     def text(self) -> str:
         """The file's text (ASCII: its length is its size in bytes)."""
-        return json_text(self.to_json()) + "\n"
+        return "".join(self.chunks())
 
-    def save(self, path: str | Path, *, make_parents: bool = False, text: str | None = None) -> Path:
-        """Write atomically (``text``: this object's ``text()``, when the caller already made it);
-        an existing file at ``path`` must be a results file (a config, a spec or a log named by
-        mistake is refused, not replaced), and a file no reader would accept (over
-        ``MAX_USER_FILE_BYTES``) is refused before anything is written."""
-        text = self.text() if text is None else text
-        if len(text) > MAX_USER_FILE_BYTES:
-            raise RooflineError(f"{path}: the results would be {len(text):,} bytes, over the {MAX_USER_FILE_BYTES:,}-byte limit "
+    def chunks(self, sample_text: dict[tuple, str] | None = None) -> list[str]:
+        """The file's text in pieces (``output.json_chunks``; ASCII: their lengths sum to its
+        size in bytes). ``sample_text``: per row key, the JSON text of exactly its samples
+        (``load_results_keeping_sample_text``), copied into the file rather than encoded again:
+        the same numbers, spelled as the file it came from."""
+        out = json_chunks(self.to_json(sample_text), raw=bool(sample_text))
+        out.append("\n")
+        return out
+
+    def save(self, path: str | Path, *, make_parents: bool = False, text: str | list[str] | None = None) -> Path:
+        """Write atomically (``text``: this object's ``text()`` or ``chunks()``, when the caller
+        already made it); an existing file at ``path`` must be a results file (a config, a spec
+        or a log named by mistake is refused, not replaced), and a file no reader would accept
+        (over ``MAX_USER_FILE_BYTES``) is refused before anything is written."""
+        chunks = self.chunks() if text is None else [text] if isinstance(text, str) else text
+        size = sum(map(len, chunks))
+        if size > MAX_USER_FILE_BYTES:
+            raise RooflineError(f"{path}: the results would be {size:,} bytes, over the {MAX_USER_FILE_BYTES:,}-byte limit "
                                 "every results reader applies; nothing written")
-        return write_text_atomic(path, text, make_parents=make_parents, kind=RESULTS_KIND)
+        return write_chunks_atomic(path, chunks, make_parents=make_parents, kind=RESULTS_KIND)
 
 
-def _row_json(r: ResultRow) -> dict[str, Any]:
+def _row_json(r: ResultRow, sample_text: str | None = None) -> dict[str, Any]:
     d = dict(zip(_ROW_FIELD_ORDER, _ROW_VALUES(r.__dict__)))  # not asdict: it deep-copies every sample
-    d["samples_s"] = list(r.samples_s)
+    d["samples_s"] = list(r.samples_s) if sample_text is None else RawJSON(sample_text)
     d["params"], d["config"] = dict(r.params), _copied(r.config)  # params hold scalars only (check_row)
     for k in ("p20_s", "p50_s", "p80_s"):  # NaN (an untimed, failed row) is written as null
         if d[k] != d[k]:
@@ -563,13 +575,57 @@ def check_summaries(path: Path, rows_raw: list, timed: list[int], pooled: dict[t
         _check_summary(path, i, rows_raw[i], pooled)
 
 
+#: a row's samples key and the array's opening bracket, as this tool's writers spell them
+_SAMPLES_TEXT = '"samples_s": ['
+
+
+def _sample_spans(text: str, n_rows: int) -> list[str] | None:
+    """The JSON text of each row's ``samples_s`` array in a results file's ``text`` (row order,
+    brackets included), or None where the text does not show them unambiguously.
+
+    Taken only when the file has no ``\\u`` escape (so the key can be spelled only one way), holds
+    ``"samples_s"`` exactly once per row (so every one is a row's own key: no config, note or
+    string holds it), and each is followed by ``: [`` as this tool writes it. The i-th is then the
+    i-th row's, and its array (numbers only, which the row checks confirm) ends at the first
+    ``]``. A few scans of the text at C speed, no second parse."""
+    key = '"samples_s"'
+    if n_rows == 0 or "\\u" in text or text.count(key) != n_rows:
+        return None
+    spans, find, pos, skip = [], text.find, 0, len(_SAMPLES_TEXT) - 1
+    for _ in range(n_rows):
+        i = find(_SAMPLES_TEXT, pos)
+        if i < 0:
+            return None
+        a = i + skip
+        pos = find("]", a) + 1
+        if pos == 0:
+            return None
+        spans.append(text[a:pos])
+    return spans
+
+
 @bulk
 def load_results(path: str | Path) -> Results:
     """Load a results file; a file of another schema or a malformed row is a one-line error."""
+    return _loaded(Path(path), keep_sample_text=False)[0]
+
+
+@bulk
+def load_results_keeping_sample_text(path: str | Path) -> tuple[Results, dict[tuple, str]]:
+    """``load_results`` and, per timed row's key, the JSON text of its samples array as the file
+    spells it (brackets included; empty when the file's rows are not in this tool's layout):
+    ``Results.text(sample_text=...)`` copies it rather than encoding the floats again."""
+    return _loaded(Path(path), keep_sample_text=True)
+
+
+def _loaded(path: Path, keep_sample_text: bool) -> tuple[Results, dict[tuple, str]]:
     from rooflinecli.errors import has_control, parse_json_text, read_user_file
 
-    path = Path(path)
-    raw = parse_json_text(read_user_file(path, "results file"), str(path))
+    text = read_user_file(path, "results file")
+    raw = parse_json_text(text, str(path))
+    n_rows = len(raw["rows"]) if keep_sample_text and isinstance(raw, dict) and isinstance(raw.get("rows"), list) else 0
+    spans = _sample_spans(text, n_rows) if n_rows else None
+    del text
     if not isinstance(raw, dict) or "schema" not in raw:
         raise RooflineError(f"{path}: not a rooflinecli results file (no 'schema' key)")
     if raw["schema"] != SCHEMA:
@@ -617,6 +673,11 @@ def load_results(path: str | Path) -> Results:
         if raw.get(k) is not None and (not isinstance(raw[k], str) or has_control(raw[k]) or len(raw[k]) > 4096):
             raise RooflineError(f"{path}: '{k}' must be a spec id or path (a string), got {json.dumps(raw[k])[:40]}")
     _check_extra(path, raw.get("extra"))
+    sample_text = {}
+    if spans is not None:  # a count that disagrees would be a file this reader misread: none kept
+        sample_text = {rows[i].key: spans[i] for i in timed if spans[i].count(",") + 1 == len(rows[i].samples_s)}
+        if len(sample_text) != len(timed):
+            sample_text = {}
     return Results(
         rows=tuple(rows),
         environment=env,
@@ -627,7 +688,7 @@ def load_results(path: str | Path) -> Results:
         measured_spec=raw.get("measured_spec"),
         extra=raw.get("extra") or {},
         path=str(path),
-    )
+    ), sample_text
 
 
 

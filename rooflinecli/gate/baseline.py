@@ -39,7 +39,7 @@ import math
 import os
 import statistics
 import struct
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime, timezone
 from itertools import chain, islice
 from pathlib import Path
@@ -49,8 +49,8 @@ from rooflinecli.bulk import bulk
 from rooflinecli.errors import MAX_USER_FILE_BYTES, RooflineError, one_line
 from rooflinecli.gate.decision import _gpu_of, gpu_slug
 from rooflinecli.output import locked, resolve_output
-from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info, check_row,
-                                 load_results, load_results_in_background, median_s, quantiles_s, row_from_checked, summary_mismatch)
+from rooflinecli.results import (BASELINE_FORMAT, BASELINE_FORMAT_V1, BASELINE_RUN_ROW, RESULTS_KIND, ResultRow, Results, baseline_info,
+                                 check_row, load_results, load_results_keeping_sample_text, median_s, quantiles_s, row_from_checked, summary_mismatch)
 
 DEFAULT_DIR = "reports/baselines"
 DEFAULT_KEEP = 5
@@ -317,53 +317,91 @@ def _resolved(path: Path) -> Path:
     return path
 
 
+def _read_run(path: str) -> tuple[Results, list[dict], dict[tuple, str], str]:
+    """A run to take into a baseline, read with its samples' text and fingerprinted: (the results
+    without rows, the rows' fields as plain dicts, which pickle at twice the speed of the frozen
+    rows, per row key the samples' JSON text, the fingerprint), as a forked child sends them."""
+    res, text = load_results_keeping_sample_text(path)
+    return replace(res, rows=()), [vars(r) for r in res.rows], text, run_fingerprint(res)
+
+
+def _start_run_read(path: str | Path, beside: Path | None):
+    """``_read_run`` started in a forked child when the run and the baseline ``beside`` it are
+    both big (``results.BACKGROUND_MIN_BYTES``: a forked child's value costs its pickling), else
+    deferred to ``_run_result``."""
+    from rooflinecli import forked, results
+
+    def size(p) -> int:
+        try:
+            return os.stat(p).st_size
+        except (OSError, ValueError):
+            return 0
+
+    big = beside is not None and min(size(path), size(beside)) >= results.BACKGROUND_MIN_BYTES
+    return forked.start(_read_run, str(path), worth_it=big)
+
+
+def _run_result(pending) -> tuple[Results, dict[tuple, str], str]:
+    """The started ``_read_run``'s (results, samples' text, fingerprint), or its one-line error."""
+    res, rows, text, fp = pending.result()
+    return replace(res, rows=tuple(row_from_checked(d) for d in rows)), text, fp
+
+
 @bulk
 def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DIR, keep: int = DEFAULT_KEEP, now: str | None = None) -> UpdateOutcome:
     """Add a run to its GPU's baseline, keep the newest ``keep`` runs, rewrite the pooled rows.
 
-    Two big files (the run and an existing baseline, ``load_results_in_background``'s sizes) are
-    read at once: the run in a forked child while this process, holding the folder's lock, reads
-    the baseline its head names (``_sniffed_baseline``). Errors come in the serial order (the
-    run's first), and a guess the run's rows contradict is dropped for the serial read."""
+    Two big files (the run and an existing baseline) are read at once: the run in a forked child
+    (which fingerprints it too) while this process, holding the folder's lock, reads the baseline
+    its head names (``_sniffed_baseline``). Errors come in the serial order (the run's first), and
+    a guess the run's rows contradict is dropped for the serial read. The pooled rows' samples are
+    written as the text the two files spell them in (``Results.text``'s ``sample_text``), so the
+    millions of floats of a big baseline are parsed once and never encoded again."""
     if keep < 1:
         raise RooflineError(f"--keep must be >= 1, got {keep}")
     guess = _sniffed_baseline(results_path, directory)
-    run = load_results_in_background(results_path, beside=guess) if guess is not None else None
+    run = _start_run_read(results_path, guess)
     try:
-        res = None
-        if run is not None and run.forked:
+        got = None
+        if run.forked:
             with locked(guess.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
                 try:
-                    old, old_error = load_results(guess), None
+                    old, old_error = load_results_keeping_sample_text(guess), None
                 except RooflineError as e:
                     old, old_error = None, e
-                res = _checked_run(run.result())
-                path = baseline_path_for(res, directory)
+                got = _run_result(run)
+                _checked_run(got[0])
+                path = baseline_path_for(got[0], directory)
                 if path == guess:
                     _resolved(path)
                     if old_error is not None:
                         raise old_error
-                    return _pooled_and_written(res, path, old, keep, now)
-        res = _checked_run(res if res is not None else run.result() if run is not None else load_results(results_path))
-        path = _resolved(baseline_path_for(res, directory))
+                    return _pooled_and_written(got, path, old, keep, now)
+        got = got if got is not None else _run_result(run)
+        _checked_run(got[0])
+        path = _resolved(baseline_path_for(got[0], directory))
         with locked(path.parent):  # read, pool and rewrite as one step: concurrent updates each keep their run
-            return _pooled_and_written(res, path, load_results(path) if path.exists() else None, keep, now)
+            return _pooled_and_written(got, path, load_results_keeping_sample_text(path) if path.exists() else None, keep, now)
     finally:
-        if run is not None:
-            run.cancel()
+        run.cancel()
 
 
-def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int, now: str | None) -> UpdateOutcome:
-    """The baseline at ``path`` (``old``, as read under the folder's lock) with the run ``res``
-    added, pooled and written."""
+def _pooled_and_written(run: tuple[Results, dict[tuple, str], str], path: Path, old: tuple[Results, dict[tuple, str]] | None, keep: int,
+                        now: str | None) -> UpdateOutcome:
+    """The baseline at ``path`` (``old``: its results and samples' text, as read under the
+    folder's lock) with the run (``_read_run``'s results, samples' text and fingerprint) added,
+    pooled and written."""
+    res, run_text, fp = run
     headers: list[dict[str, Any]] = []
     held: list[dict[tuple, _RunRow]] = []
     fields_of: dict[tuple, ResultRow] = {}
+    old_text: dict[tuple, str] = {}
     if old is not None:
+        old, old_text = old
         headers, held, fields_of = stored_runs(old)
         if _gpu_of(old) is None or " ".join(_gpu_of(old).lower().split()) != " ".join(_gpu_of(res).lower().split()):
             raise RooflineError(f"{path}: baseline is for GPU '{one_line(old.gpu_name)}', but {res.path} ran on '{one_line(res.gpu_name)}'; refusing to mix them")
-    fp = run_fingerprint(res)
+    old_held = list(held)
     added = not _already_held(res, fp, headers)
     if added:
         headers.append(_run_header(res, fp))
@@ -376,10 +414,12 @@ def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int
     headers, held = headers[for_size:], held[for_size:]
     while True:
         base = _pooled(res, headers, held, fields_of, keep, now)
-        text = base.text()
-        if len(text) <= MAX_USER_FILE_BYTES or len(headers) == 1:
+        gone = dropped + for_size  # the oldest runs dropped: all stored ones (the newest run stays)
+        text = base.chunks(_sample_text(base.rows, old_held, gone, old_text, held[-1] if added else None, run_text))
+        size = sum(map(len, text))
+        if size <= MAX_USER_FILE_BYTES or len(headers) == 1:
             break
-        k = _oldest_over(held, len(text))
+        k = _oldest_over(held, size)
         headers, held, for_size = headers[k:], held[k:], for_size + k
     try:
         base.save(path, text=text)
@@ -387,6 +427,46 @@ def _pooled_and_written(res: Results, path: Path, old: Results | None, keep: int
         raise RooflineError(f"baseline {e}") from None
     return UpdateOutcome(path=path, runs=len(headers), rows=len(base.rows), added=added, dropped=dropped, skipped_incorrect=sum(1 for r in res.rows if not r.correct),
                          dropped_for_size=for_size)
+
+
+def _sample_text(rows: tuple[ResultRow, ...], old_held: list[dict[tuple, _RunRow]], gone: int, old_text: dict[tuple, str],
+                 new: dict[tuple, _RunRow] | None, run_text: dict[tuple, str]) -> dict[tuple, str]:
+    """Per pooled row key, the JSON text of its samples, cut from the files' own: the old pooled
+    row's array less the samples of the ``gone`` oldest stored runs (a prefix: runs are pooled
+    oldest first), then the new run's array (``new``: its rows, when it was added). A row whose
+    text is not known (a first-format baseline, a file in another layout) or does not count its
+    samples is left out: it is encoded."""
+    stored: dict[tuple, int] = {}
+    cut: dict[tuple, int] = {}
+    for mine in old_held[:gone]:
+        for key, rr in mine.items():
+            cut[key] = cut.get(key, 0) + len(rr.samples_s)
+    if cut:
+        for mine in old_held:
+            for key, rr in mine.items():
+                stored[key] = stored.get(key, 0) + len(rr.samples_s)
+    else:  # nothing cut: a row has stored samples when a stored run holds it
+        stored = dict.fromkeys(chain.from_iterable(old_held), 1)
+    out: dict[tuple, str] = {}
+    for row in rows:
+        key = row.key
+        parts = []
+        d = cut.get(key, 0)
+        if stored.get(key, 0) > d:
+            t = old_text.get(key)
+            if t is None:
+                continue
+            inner = t[1:-1]
+            parts.append((inner.split(",", d)[d] if d else inner).strip())
+        if new is not None and key in new:
+            t = run_text.get(key)
+            if t is None:
+                continue
+            parts.append(t[1:-1].strip())
+        text = "[" + ", ".join(parts) + "]"
+        if text.count(",") + 1 == len(row.samples_s):
+            out[key] = text
+    return out
 
 
 def _pooled(res: Results, headers: list[dict[str, Any]], held: list[dict[tuple, _RunRow]], fields_of: dict[tuple, ResultRow], keep: int, now: str | None) -> Results:

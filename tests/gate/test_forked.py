@@ -127,12 +127,12 @@ def test_baseline_update_read_beside_its_baseline_writes_what_the_serial_update_
         from rooflinecli.gate import baseline as B
 
         out = {{"can_fork": forked.can_fork(), "forked": []}}
-        plain = B.load_results_in_background
+        plain = B._start_run_read
         def recorded(*a, **k):
             p = plain(*a, **k)
             out["forked"].append(p.forked)
             return p
-        B.load_results_in_background = recorded
+        B._start_run_read = recorded
         tmp = Path({str(tmp_path)!r})
         for name, size in (("parallel", 0), ("serial", 1 << 40)):
             results.BACKGROUND_MIN_BYTES = size
@@ -153,7 +153,7 @@ def test_baseline_update_read_beside_its_baseline_writes_what_the_serial_update_
     assert got["parallel_error"] == got["serial_error"] and "rows[2]" in got["parallel_error"]
     assert got["parallel_after"] and got["serial_after"]  # a refused run leaves the baseline as it was
     # the first update of each folder has no baseline to read beside; then forked only when big enough
-    assert got["forked"] == [got["can_fork"], got["can_fork"], False, False]
+    assert got["forked"] == [False, got["can_fork"], got["can_fork"], False, False, False]
 
 
 def test_long_lists_written_in_two_halves_read_as_one():

@@ -332,3 +332,85 @@ def test_runs_surely_over_the_limit_are_dropped_before_encoding(tmp_path, monkey
     for limit, drop in ((three / 1.1, 1), (three / 1.01, 0), (two / 1.1, 2), (three * 2, 0)):
         monkeypatch.setattr(baseline_mod, "MAX_USER_FILE_BYTES", int(limit))
         assert baseline_mod._surely_over(old, held) == drop, limit
+
+
+def _encoded_baseline(directory, run_paths, keep):
+    """The baseline that ``update_baseline`` writes when every sample is encoded again (no copied
+    sample text), as parsed JSON."""
+    import rooflinecli.gate.baseline as B
+
+    keeping = B.load_results_keeping_sample_text
+    try:
+        B.load_results_keeping_sample_text = lambda p: (load_results(p), {})
+        for i, p in enumerate(run_paths):
+            update_baseline(p, directory, keep=keep, now=f"2026-02-0{i + 1}T00:00:00Z")
+    finally:
+        B.load_results_keeping_sample_text = keeping
+    return json.loads(next(directory.glob("*.json")).read_text())
+
+
+def test_samples_copied_as_the_files_spell_them_pool_as_the_encoded_ones(tmp_path):
+    # runs written by another tool (indented, integers among the samples), runs whose rows differ,
+    # and a window that drops the oldest run: the copied text must give the same baseline
+    runs = []
+    for seed in range(4):
+        res = synthetic_results(seed=seed, created_utc=f"2026-01-0{seed + 1}T00:00:00Z")
+        doc = json.loads(res.text())
+        doc["rows"] = doc["rows"][seed % 2:]  # the first row only in every other run
+        if seed == 1:
+            doc["rows"][0]["samples_s"] = [1] + doc["rows"][0]["samples_s"][1:]
+            doc["rows"][0]["p20_s"], doc["rows"][0]["p50_s"], doc["rows"][0]["p80_s"] = _quantiles(doc["rows"][0]["samples_s"])
+        p = tmp_path / f"run{seed}.json"
+        p.write_text(json.dumps(doc, indent=2 if seed == 2 else None))
+        runs.append(p)
+    encoded = _encoded_baseline(tmp_path / "encoded", runs, keep=2)
+    for i, p in enumerate(runs):
+        update_baseline(p, tmp_path / "copied", keep=2, now=f"2026-02-0{i + 1}T00:00:00Z")
+    copied_path = next((tmp_path / "copied").glob("*.json"))
+    assert json.loads(copied_path.read_text()) == encoded
+    assert len(encoded["extra"]["baseline"]["runs"]) == 2
+    assert load_results(copied_path).rows == load_results(next((tmp_path / "encoded").glob("*.json"))).rows
+
+
+def _quantiles(samples):
+    from rooflinecli.results import quantiles_s
+
+    return quantiles_s(samples)
+
+
+def test_sample_text_is_kept_only_where_it_is_each_rows_own(tmp_path):
+    from rooflinecli.results import load_results_keeping_sample_text
+
+    res = synthetic_results(seed=5)
+    plain = tmp_path / "plain.json"
+    res.save(plain)
+    got, text = load_results_keeping_sample_text(plain)
+    assert got.rows == load_results(plain).rows and len(text) == len(got.rows)
+    assert all(json.loads(text[r.key]) == list(r.samples_s) for r in got.rows)
+    doc = json.loads(plain.read_text())
+    # a row's config holding a samples_s array of its own, the row's own key spelled without a
+    # space: the one array the writer's spelling finds is not the row's, so no text is kept
+    doc["rows"][0]["config"] = {"samples_s": [9.0, 9.0]}
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(doc).replace('"samples_s": [', '"samples_s":[', 1))
+    got, text = load_results_keeping_sample_text(hostile)
+    assert text == {} and got.rows == load_results(hostile).rows
+    assert list(got.rows[0].samples_s) == doc["rows"][0]["samples_s"] and got.rows[0].config == {"samples_s": [9.0, 9.0]}
+    # a file that is not valid JSON keeps the plain reader's error
+    broken = tmp_path / "broken.json"
+    broken.write_text(plain.read_text()[:-200])
+    with pytest.raises(RooflineError) as kept:
+        load_results_keeping_sample_text(broken)
+    with pytest.raises(RooflineError) as plain_error:
+        load_results(broken)
+    assert str(kept.value) == str(plain_error.value) and "not valid JSON" in str(kept.value)
+
+
+def test_raw_json_values_write_the_text_their_values_would():
+    from rooflinecli.output import RawJSON, json_text
+
+    rows = [{"op": f"op{i}", "samples_s": [i * 1e-6, 2.5e-6], "p50_s": float("nan") if i == 3 else 1e-6, "config": {"note": "\x00raw-x"}}
+            for i in range(30)]
+    doc = {"schema": "x", "rows": rows, "extra": {"k": [1, 2]}}
+    raw_doc = {**doc, "rows": [{**r, "samples_s": RawJSON(json.dumps(r["samples_s"]))} for r in rows]}
+    assert json_text(raw_doc, raw=True) == json_text(doc)
