@@ -114,8 +114,19 @@ def _rank_counts_pairwise(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.
     tie = np.zeros(rows)
     tied = np.flatnonzero((pooled[:, 1:] == pooled[:, :-1]).any(axis=-1))
     if tied.size:
-        tie[tied] = _rank_counts_sorted(xf[tied], yf[tied])[1]
+        tie[tied] = _tie_term_sorted(pooled[tied])
     return u.reshape(batch), tie.reshape(batch)
+
+
+def _tie_term_sorted(v: np.ndarray) -> np.ndarray:
+    """Per row of ``v`` (rows sorted), sum(t^3 - t) over its groups of equal values: the groups'
+    sizes from where each row's values change, all rows at once (integers, exact in floating point)."""
+    rows, N = v.shape
+    starts = np.ones(v.shape, dtype=bool)
+    starts[:, 1:] = v[:, 1:] != v[:, :-1]
+    first = np.flatnonzero(starts)  # a group's first element, in the flattened rows (each row starts one)
+    t = np.diff(np.append(first, rows * N)).astype(float)
+    return np.bincount(first // N, weights=t**3 - t, minlength=rows)
 
 
 def _rank_counts_sorted(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

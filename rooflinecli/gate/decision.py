@@ -42,7 +42,7 @@ import numpy as np
 from rooflinecli import stats
 from rooflinecli.bulk import bulk, frozen_from_fields
 from rooflinecli.errors import RooflineError
-from rooflinecli.results import BASELINE_FORMAT, ResultRow, Results, baseline_info, stored_run_samples
+from rooflinecli.results import BASELINE_FORMAT, ResultRow, Results, baseline_info, median_s, stored_run_samples
 
 REPORT_SCHEMA = "rooflinecli.regress/1"
 # failed: candidate row failed its correctness check; worst first (the order of the outputs)
@@ -355,7 +355,9 @@ def instability(b: ResultRow, c: ResultRow, b_spread: float, c_spread: float, b_
         if len(bimodal_runs) >= pooled_bimodal_quorum(len(b_runs)):
             why.append(f"baseline bimodal in {len(bimodal_runs)} of its {len(b_runs)} pooled runs (runs {', '.join(map(str, bimodal_runs))})")
         spreads = pre["run_spreads"] if "run_spreads" in pre else [float(stats.relative_iqr(run)) for run in b_runs]
-        b_spread = float(np.median(spreads))
+        # np.median's value (a middle one, or the mean of two) without its per-call cost: this runs
+        # for every unstable row of a big file
+        b_spread = float(np.median(spreads)) if any(x != x for x in spreads) else median_s(spreads)
         b_n = min(len(run) for run in b_runs)
     else:
         b_n = len(b_samples)
