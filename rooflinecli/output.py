@@ -249,8 +249,10 @@ def temp_beside(target: Path, suffix: str = ".tmp") -> str:
     return tmp
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, make_parents: bool = False, default: bool = False, kind: str | None = None) -> Path:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes | _Encoded, *, make_parents: bool = False, default: bool = False,
+                       kind: str | None = None) -> Path:
+    """Write ``data`` (bytes, or ``write_chunks_atomic``'s pieces) to ``path`` so that readers see
+    either the old file or the whole new one.
     Returns the path given (a symlink stays a symlink). ``default`` and ``kind``: see ``resolve_output``."""
     target = resolve_output(path, make_parents=make_parents, default=default, kind=kind)
     tmp = None

@@ -108,7 +108,7 @@ class Results:
 
     def to_json(self, sample_text: dict[tuple, str] | None = None) -> dict[str, Any]:
         """The file's object; ``sample_text``: per row key, its samples' JSON text to copy
-        (``output.RawJSON``) instead of the floats, for ``text``."""
+        (``output.RawJSON``) instead of the floats, for ``chunks``."""
         return {
             "schema": SCHEMA,
             "created_utc": self.created_utc,
@@ -614,7 +614,7 @@ def load_results(path: str | Path) -> Results:
 def load_results_keeping_sample_text(path: str | Path) -> tuple[Results, dict[tuple, str]]:
     """``load_results`` and, per timed row's key, the JSON text of its samples array as the file
     spells it (brackets included; empty when the file's rows are not in this tool's layout):
-    ``Results.text(sample_text=...)`` copies it rather than encoding the floats again."""
+    ``Results.chunks(sample_text=...)`` copies it rather than encoding the floats again."""
     return _loaded(Path(path), keep_sample_text=True)
 
 

@@ -355,7 +355,7 @@ def update_baseline(results_path: str | Path, directory: str | Path = DEFAULT_DI
     (which fingerprints it too) while this process, holding the folder's lock, reads the baseline
     its head names (``_sniffed_baseline``). Errors come in the serial order (the run's first), and
     a guess the run's rows contradict is dropped for the serial read. The pooled rows' samples are
-    written as the text the two files spell them in (``Results.text``'s ``sample_text``), so the
+    written as the text the two files spell them in (``Results.chunks``'s ``sample_text``), so the
     millions of floats of a big baseline are parsed once and never encoded again."""
     if keep < 1:
         raise RooflineError(f"--keep must be >= 1, got {keep}")
